@@ -1,0 +1,62 @@
+// Devices: the CPU, and GPUs of the CUDA or the ROCm backend. Every kind exists in the API; a
+// device whose backend is not built in, or that does not exist, raises DeviceError when used.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace wick {
+
+enum class DeviceType : uint8_t { Cpu, Cuda, Rocm };
+
+class Device {
+ public:
+  constexpr Device() = default;
+  constexpr Device(DeviceType type, int index) : type_(type), index_(index) {}
+
+  static constexpr Device cpu() { return {}; }
+  static constexpr Device cuda(int index = 0) { return {DeviceType::Cuda, index}; }
+  static constexpr Device rocm(int index = 0) { return {DeviceType::Rocm, index}; }
+
+  constexpr DeviceType type() const { return type_; }
+  constexpr int index() const { return index_; }
+  constexpr bool is_cpu() const { return type_ == DeviceType::Cpu; }
+  constexpr bool is_gpu() const { return type_ != DeviceType::Cpu; }
+
+  // "cpu", "cuda:0", "rocm:1"
+  std::string to_string() const;
+  // Parses what to_string prints ("cuda" alone means "cuda:0"); returns false if malformed.
+  static bool parse(const std::string& text, Device* out);
+
+  friend constexpr bool operator==(Device a, Device b) { return a.type_ == b.type_ && a.index_ == b.index_; }
+
+ private:
+  DeviceType type_ = DeviceType::Cpu;
+  int index_ = 0;
+};
+
+std::ostream& operator<<(std::ostream& os, Device d);
+
+// Whether a backend was compiled into this build of wick.
+bool backend_built(DeviceType type);
+
+// How many devices of this type are present (1 for the CPU; 0 for a backend not built in).
+int device_count(DeviceType type);
+
+// Every device present: the CPU first, then GPUs.
+std::vector<Device> available_devices();
+
+// One line about a present device: its name and properties ("cpu: 16 threads", a GPU's name,
+// memory, compute capability or gfx name, warp size, multiprocessors).
+std::string describe_device(Device device);
+
+// Blocks until all work queued on the device is done (a no-op on the CPU).
+void synchronize(Device device);
+
+// Seeds the device's random generator; rand_uniform/rand_normal on any device give the same
+// numbers for the same seed and the same sequence of calls.
+void manual_seed(uint64_t seed, Device device = Device::cpu());
+
+}  // namespace wick

@@ -1,0 +1,40 @@
+// A number given to an op (fill values, the scalar side of `x + 2`): an integer or a float,
+// converted to the tensor's dtype where it is used.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "wick/dtype.h"
+
+namespace wick {
+
+class Scalar {
+ public:
+  template <typename T>
+  requires std::is_integral_v<T> &&(!std::is_same_v<T, bool>)&&(sizeof(T) < 8 || std::is_signed_v<T>)Scalar(T v)
+      : i_(static_cast<int64_t>(v)), integral_(true) {}
+  template <typename T>
+  requires std::is_floating_point_v<T> Scalar(T v) : f_(static_cast<double>(v)), integral_(false) {}
+  Scalar(f16 v) : f_(static_cast<double>(v)), integral_(false) {}
+  Scalar(bf16 v) : f_(static_cast<double>(v)), integral_(false) {}
+  Scalar(f8e4m3 v) : f_(static_cast<double>(v)), integral_(false) {}
+
+  bool is_integral() const { return integral_; }
+  double to_double() const { return integral_ ? static_cast<double>(i_) : f_; }
+  int64_t int_value() const { return i_; }  // only meaningful when is_integral()
+  std::string to_string() const;
+
+  // Whether the value converts to `dt` without loss of meaning: integers must fit the integer
+  // dtype's range; floats must be integral and in range to become an integer dtype. Any number
+  // converts to a float dtype (rounded to nearest even, overflow to inf or f8's NaN).
+  bool fits(DType dt) const;
+
+ private:
+  int64_t i_ = 0;
+  double f_ = 0;
+  bool integral_ = true;
+};
+
+}  // namespace wick

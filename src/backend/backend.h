@@ -1,0 +1,133 @@
+// The Backend interface: one virtual method per op, named after Candle's BackendStorage trait.
+//
+// The front end (src/ops) has already checked every argument when a method is called: dtypes
+// match, shapes agree, dims are in range, broadcasting is done (stride-0 layouts). A method reads
+// any strided View and returns new contiguous storage, or writes in place into a MutView; it
+// checks only what needs the data (index ranges). Methods may run asynchronously: a GPU backend
+// returns as soon as the work is queued, and raises device-side errors at the next
+// synchronize() or to_host().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "backend/op.h"
+#include "backend/storage.h"
+#include "wick/dtype.h"
+#include "wick/layout.h"
+#include "wick/scalar.h"
+
+namespace wick {
+
+// A strided view of a Storage holding elements of `dtype`.
+struct View {
+  const Storage& storage;
+  const Layout& layout;
+  DType dtype;
+};
+
+struct MutView {
+  Storage& storage;
+  const Layout& layout;
+  DType dtype;
+};
+
+// copy2d: `rows` rows of `cols` elements, row i of src at src_offset + i * src_stride.
+struct Copy2dParams {
+  int64_t rows, cols;
+  int64_t src_stride, dst_stride;
+  int64_t src_offset, dst_offset;
+};
+
+// Testing aid: allocations filled with a poison pattern, and guard bytes around each one that
+// are checked when it is freed.
+struct AllocCheck {
+  bool poison = false;
+  size_t guard_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "cuda:0", "reference"
+  virtual Device device() const = 0;
+  // Whether this backend implements `op` for these dtypes (see op_dtype_arity for what the list
+  // holds). Never true where op_defined is false.
+  virtual bool supports(OpKey op, std::span<const DType> dtypes) const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------
+  virtual StoragePtr alloc(size_t nbytes) = 0;  // contents undefined
+  StoragePtr alloc(DType dtype, int64_t numel) { return alloc(static_cast<size_t>(numel * dtype_size(dtype))); }
+  virtual StoragePtr from_host(const void* src, size_t nbytes) = 0;
+  // Copies nbytes starting at byte_offset of `src` to host memory; waits for queued work.
+  virtual void to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) = 0;
+  virtual void synchronize() = 0;
+  // Frees memory made by alloc (called by ~Storage; never throws).
+  virtual void release(void* data, size_t nbytes) noexcept = 0;
+  // Turns the testing aid on or off; returns false if the backend has none. guard_violations
+  // counts freed allocations whose guard bytes had changed.
+  virtual bool set_alloc_check(AllocCheck check) {
+    (void)check;
+    return false;
+  }
+  virtual int64_t guard_violations() const { return 0; }
+
+  // ---- copies -----------------------------------------------------------------------------
+  // Writes src into dst (same shape and dtype; dst any layout without self-overlap).
+  virtual void copy_strided(const View& src, const MutView& dst) = 0;
+  virtual void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) = 0;
+  // Writes `value` (converted to dst.dtype) to every element of dst.
+  virtual void const_set(const MutView& dst, Scalar value) = 0;
+
+  // ---- elementwise ------------------------------------------------------------------------
+  virtual StoragePtr cast(const View& x, DType to) = 0;
+  virtual StoragePtr affine(const View& x, double mul, double add) = 0;
+  virtual StoragePtr powf(const View& x, double exponent) = 0;
+  virtual StoragePtr elu(const View& x, double alpha) = 0;
+  virtual StoragePtr unary(UnaryOp op, const View& x) = 0;
+  // a and b have the same shape and dtype.
+  virtual StoragePtr binary(BinaryOp op, const View& a, const View& b) = 0;
+  virtual StoragePtr cmp(CmpOp op, const View& a, const View& b) = 0;  // -> u8
+  // All three have one shape; on_true and on_false one dtype.
+  virtual StoragePtr where(const View& cond, const View& on_true, const View& on_false) = 0;
+
+  // ---- reductions -------------------------------------------------------------------------
+  // Output has x's shape with every reduced dim set to 1. dims: sorted, unique, non-empty,
+  // none of size 0 for min/max/argmin/argmax; exactly one for argmin/argmax (-> u32).
+  virtual StoragePtr reduce(ReduceOp op, const View& x, std::span<const int> dims) = 0;
+  // Inclusive prefix sum along dim.
+  virtual StoragePtr cumsum(const View& x, int dim) = 0;
+  // Stable sort of the last dim -> u32 indices.
+  virtual StoragePtr argsort(const View& x, bool ascending) = 0;
+
+  // ---- indexing ---------------------------------------------------------------------------
+  // Index dtypes: is_index_dtype. The dtype's maximum value skips (gather/index_select write 0,
+  // the others leave dst alone); any other index outside [0, size) raises IndexError and, for
+  // the in-place ops, leaves dst unchanged.
+  //
+  // out = ids.shape; out[..i..] = x[.. ids[..i..] at dim ..]. ids and x agree except at dim.
+  virtual StoragePtr gather(const View& x, const View& ids, int dim) = 0;
+  // dst[.. ids[..i..] at dim ..] = src[..i..]. ids.shape == src.shape; dst agrees except at dim.
+  // Where several elements land on one, the last along dim wins.
+  virtual void scatter_set(const MutView& dst, const View& ids, const View& src, int dim) = 0;
+  virtual void scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) = 0;
+  // ids of rank 1; out = x.shape with dim replaced by ids' length.
+  virtual StoragePtr index_select(const View& x, const View& ids, int dim) = 0;
+  // out = x, then out[.. ids[j] at dim ..] += src[.. j at dim ..]; ids of rank 1.
+  virtual StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) = 0;
+
+  // ---- random -----------------------------------------------------------------------------
+  // Philox4x32-10 (src/kernels/philox.h): each call consumes one stream of the generator.
+  virtual StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) = 0;
+  virtual StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) = 0;
+  virtual void set_seed(uint64_t seed) = 0;
+};
+
+// Raised by a backend method called with dtypes it does not implement (the front end asks
+// supports() first, so users see this only when calling a backend directly).
+[[noreturn]] void throw_not_supported(const Backend& backend, OpKey op, DType dtype);
+
+}  // namespace wick

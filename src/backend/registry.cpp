@@ -1,0 +1,83 @@
+#include "backend/registry.h"
+
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <sstream>
+#include <utility>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/parallel.h"
+#include "wick/error.h"
+
+namespace wick {
+
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::pair<int, int>, Backend*>& overrides() {
+  static std::map<std::pair<int, int>, Backend*> m;
+  return m;
+}
+
+std::pair<int, int> key(Device d) { return {static_cast<int>(d.type()), d.index()}; }
+
+const char* backend_label(DeviceType t) {
+  switch (t) {
+    case DeviceType::Cpu: return "CPU";
+    case DeviceType::Cuda: return "CUDA";
+    case DeviceType::Rocm: return "ROCm";
+  }
+  return "?";
+}
+
+const char* cmake_option(DeviceType t) { return t == DeviceType::Cuda ? "WICK_CUDA" : "WICK_ROCM"; }
+
+}  // namespace
+
+Backend& backend_for(Device device, const char* op) {
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = overrides().find(key(device));
+    if (it != overrides().end()) return *it->second;
+  }
+  if (device.is_cpu()) {
+    WICK_CHECK(device.index() == 0, DeviceError, op, "there is one CPU device (cpu), not ", device);
+    return cpu::cpu_backend();
+  }
+  WICK_CHECK(backend_built(device.type()), DeviceError, op, "wick was built without ", backend_label(device.type()),
+             "; rebuild with -D", cmake_option(device.type()), "=ON (device ", device, ")");
+  int count = device_count(device.type());
+  WICK_THROW(DeviceError, op, "device ", device, " does not exist (", count, " ", backend_label(device.type()),
+             " devices found)");
+}
+
+void set_backend_override(Device device, Backend* backend) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  if (backend)
+    overrides()[key(device)] = backend;
+  else
+    overrides().erase(key(device));
+}
+
+bool backend_built(DeviceType type) { return type == DeviceType::Cpu; }
+
+int device_count(DeviceType type) { return type == DeviceType::Cpu ? 1 : 0; }
+
+std::vector<Device> available_devices() { return {Device::cpu()}; }
+
+std::string describe_device(Device device) {
+  if (device.is_cpu()) return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP)");
+  backend_for(device, "describe_device");
+  return device.to_string();
+}
+
+void synchronize(Device device) { backend_for(device, "synchronize").synchronize(); }
+
+void manual_seed(uint64_t seed, Device device) { backend_for(device, "manual_seed").set_seed(seed); }
+
+}  // namespace wick

@@ -1,0 +1,335 @@
+// Tensor: construction, creation, inspection, data transfer and views.
+#include "wick/tensor.h"
+
+#include <cmath>
+#include <ostream>
+#include <sstream>
+#include <vector>
+
+#include "backend/registry.h"
+#include "backend/scalar_cast.h"
+#include "core/dispatch.h"
+#include "ops/checks.h"
+
+namespace wick {
+
+using ops::backend_of;
+using ops::describe;
+
+namespace {
+
+// Runs a view transform, adding the tensor's dtype and device to a layout error's message.
+template <typename F>
+Tensor view_in_context(const Tensor& t, const char* op, F&& f) {
+  ops::check_defined(op, t);
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(detail::str_cat(e.what(), " (", t.dtype(), " on ", t.device(), ")"));
+  } catch (const IndexError& e) {
+    throw IndexError(detail::str_cat(e.what(), " (", t.dtype(), " on ", t.device(), ")"));
+  }
+}
+
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t d : shape) WICK_CHECK(d >= 0, ShapeError, op, "negative size in shape ", shape);
+}
+
+}  // namespace
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype)
+    : storage_(std::move(storage)), layout_(std::move(layout)), dtype_(dtype) {
+  if (storage_) {
+    WICK_CHECK(layout_.extent() * dtype_size(dtype_) <= static_cast<int64_t>(storage_->nbytes()), ShapeError, "tensor",
+               "layout ", layout_.to_string(), " reaches past a storage of ", storage_->nbytes(), " bytes (", dtype_,
+               ")");
+  }
+}
+
+// ---- creation ---------------------------------------------------------------------------------
+
+Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Shape& shape, Device device) {
+  check_shape("from_vector", shape);
+  WICK_CHECK(count == shape.numel(), ShapeError, "from_vector", count, " values for shape ", shape, " (", shape.numel(),
+             " elements)");
+  Backend& b = backend_for(device, "from_vector");
+  return ops::wrap(b.from_host(data, static_cast<size_t>(count * dtype_size(dtype))), shape, dtype);
+}
+
+Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  check_shape("full", shape);
+  ops::check_scalar_fits("full", value, dtype);
+  Backend& b = backend_for(device, "full");
+  Tensor t = ops::wrap(b.alloc(dtype, shape.numel()), shape, dtype);
+  b.const_set(ops::mut_view_of(t), value);
+  return t;
+}
+
+Tensor Tensor::scalar(Scalar value, DType dtype, Device device) { return full(Shape{}, value, dtype, device); }
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+
+Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device device) {
+  const bool ints = is_int(dtype);
+  WICK_CHECK(!ints || (start.is_integral() && end.is_integral() && step.is_integral()), DTypeError, "arange",
+             "integer dtype ", dtype, " needs integer start, end and step (got ", start.to_string(), ", ",
+             end.to_string(), ", ", step.to_string(), ")");
+  const double s = start.to_double(), e = end.to_double(), d = step.to_double();
+  WICK_CHECK(d != 0 && std::isfinite(s) && std::isfinite(e) && std::isfinite(d), ShapeError, "arange",
+             "needs finite bounds and a nonzero step (got ", start.to_string(), ", ", end.to_string(), ", ",
+             step.to_string(), ")");
+  int64_t n;
+  if (ints) {
+    const int64_t a = start.int_value(), b = end.int_value(), st = step.int_value();
+    n = st > 0 ? (b > a ? (b - a + st - 1) / st : 0) : (a > b ? (a - b - st - 1) / -st : 0);
+  } else {
+    n = static_cast<int64_t>(std::max(0.0, std::ceil((e - s) / d)));
+  }
+  std::vector<unsigned char> host(static_cast<size_t>(n * dtype_size(dtype)));
+  dispatch(dtype, [&]<typename T>() {
+    T* p = reinterpret_cast<T*>(host.data());
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = ints ? kernels::cast<T>(start.int_value() + i * step.int_value())
+                  : kernels::cast<T>(s + static_cast<double>(i) * d);
+    }
+  });
+  return from_data(host.data(), n, dtype, Shape{n}, device);
+}
+
+Tensor Tensor::arange(int64_t end, DType dtype, Device device) { return arange(0, end, 1, dtype, device); }
+
+Tensor Tensor::eye(int64_t n, DType dtype, Device device) {
+  WICK_CHECK(n >= 0, ShapeError, "eye", "size must be non-negative, got ", n);
+  Tensor t = zeros({n, n}, dtype, device);
+  Layout diagonal(Shape{n}, Strides{n + 1}, 0);
+  backend_of(t).const_set(MutView{*t.storage(), diagonal, dtype}, 1);
+  return t;
+}
+
+Tensor Tensor::rand_uniform(const Shape& shape, double lo, double up, DType dtype, Device device) {
+  check_shape("rand_uniform", shape);
+  WICK_CHECK(is_float(dtype), DTypeError, "rand_uniform", "needs a float dtype, got ", dtype);
+  WICK_CHECK(lo <= up, ShapeError, "rand_uniform", "lower bound ", lo, " is above upper bound ", up);
+  Backend& b = backend_for(device, "rand_uniform");
+  return ops::wrap(b.rand_uniform(shape, dtype, lo, up), shape, dtype);
+}
+
+Tensor Tensor::rand_normal(const Shape& shape, double mean, double std, DType dtype, Device device) {
+  check_shape("rand_normal", shape);
+  WICK_CHECK(is_float(dtype), DTypeError, "rand_normal", "needs a float dtype, got ", dtype);
+  WICK_CHECK(std >= 0, ShapeError, "rand_normal", "standard deviation must be non-negative, got ", std);
+  Backend& b = backend_for(device, "rand_normal");
+  return ops::wrap(b.rand_normal(shape, dtype, mean, std), shape, dtype);
+}
+
+Tensor Tensor::zeros_like() const { return full_like(0); }
+Tensor Tensor::ones_like() const { return full_like(1); }
+Tensor Tensor::full_like(Scalar value) const {
+  ops::check_defined("full_like", *this);
+  return full(shape(), value, dtype_, device());
+}
+Tensor Tensor::rand_uniform_like(double lo, double up) const {
+  ops::check_defined("rand_uniform_like", *this);
+  return rand_uniform(shape(), lo, up, dtype_, device());
+}
+Tensor Tensor::rand_normal_like(double mean, double std) const {
+  ops::check_defined("rand_normal_like", *this);
+  return rand_normal(shape(), mean, std, dtype_, device());
+}
+
+// ---- inspection -------------------------------------------------------------------------------
+
+int64_t Tensor::dim(int64_t i) const { return layout_.dim(normalize_dim(i, rank(), "dim")); }
+
+Device Tensor::device() const {
+  ops::check_defined("device", *this);
+  return storage_->device();
+}
+
+std::string Tensor::to_string() const { return "Tensor" + describe(*this); }
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+// ---- data out ---------------------------------------------------------------------------------
+
+void Tensor::copy_to_host(void* dst, DType expected) const {
+  ops::check_defined("to_vector", *this);
+  WICK_CHECK(expected == dtype_, DTypeError, "to_vector", "the tensor holds ", dtype_, ", not ", expected, " (",
+             describe(*this), ")");
+  Tensor c = contiguous();
+  backend_of(c).to_host(*c.storage_, static_cast<size_t>(c.offset() * dtype_size(dtype_)),
+                        static_cast<size_t>(c.numel() * dtype_size(dtype_)), dst);
+}
+
+void Tensor::copy_item_to_host(void* dst, DType expected) const {
+  ops::check_defined("item", *this);
+  WICK_CHECK(numel() == 1, ShapeError, "item", "needs a tensor of one element, got ", describe(*this));
+  copy_to_host(dst, expected);
+}
+
+Tensor Tensor::to_dtype(DType dtype) const {
+  ops::check_defined("to_dtype", *this);
+  if (dtype == dtype_) return *this;
+  ops::check_supported("to_dtype", *this, OpCode::Cast, {dtype_, dtype});
+  return ops::wrap(backend_of(*this).cast(ops::view_of(*this), dtype), shape(), dtype);
+}
+
+Tensor Tensor::to_device(Device device) const {
+  ops::check_defined("to_device", *this);
+  if (device == this->device()) return *this;
+  Backend& target = backend_for(device, "to_device");
+  Tensor c = contiguous();
+  std::vector<unsigned char> host(static_cast<size_t>(numel() * dtype_size(dtype_)));
+  backend_of(c).to_host(*c.storage_, static_cast<size_t>(c.offset() * dtype_size(dtype_)), host.size(), host.data());
+  return ops::wrap(target.from_host(host.data(), host.size()), shape(), dtype_);
+}
+
+Tensor Tensor::contiguous() const {
+  ops::check_defined("contiguous", *this);
+  return is_contiguous() ? *this : copy();
+}
+
+Tensor Tensor::copy() const {
+  ops::check_defined("copy", *this);
+  Backend& b = backend_of(*this);
+  Tensor out = ops::wrap(b.alloc(dtype_, numel()), shape(), dtype_);
+  b.copy_strided(ops::view_of(*this), ops::mut_view_of(out));
+  return out;
+}
+
+// ---- views ------------------------------------------------------------------------------------
+
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t len) const {
+  return view_in_context(*this, "narrow", [&] { return with_layout(layout_.narrow(dim, start, len)); });
+}
+
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  return view_in_context(*this, "slice", [&] { return with_layout(layout_.slice(dim, start, end, step)); });
+}
+
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  return view_in_context(*this, "select", [&] {
+    int d = normalize_dim(dim, rank(), "select");
+    int64_t size = layout_.dim(d);
+    int64_t i = index < 0 ? index + size : index;
+    WICK_CHECK(i >= 0 && i < size, IndexError, "select", "index ", index, " out of range for dim ", dim, " of size ",
+               size, " (shape ", shape(), ")");
+    return with_layout(layout_.narrow(d, i, 1).squeeze(d));
+  });
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  return view_in_context(*this, "transpose", [&] { return with_layout(layout_.transpose(dim0, dim1)); });
+}
+
+Tensor Tensor::t() const {
+  return view_in_context(*this, "t", [&] {
+    WICK_CHECK(rank() >= 2, ShapeError, "t", "needs a tensor of rank 2 or more, got shape ", shape());
+    return with_layout(layout_.transpose(-2, -1));
+  });
+}
+
+Tensor Tensor::permute(std::span<const int64_t> dims) const {
+  return view_in_context(*this, "permute", [&] { return with_layout(layout_.permute(dims)); });
+}
+
+Tensor Tensor::permute(std::initializer_list<int64_t> dims) const {
+  return permute(std::span<const int64_t>(dims.begin(), dims.size()));
+}
+
+Tensor Tensor::broadcast_as(const Shape& shape) const {
+  return view_in_context(*this, "broadcast_as", [&] { return with_layout(layout_.broadcast_as(shape)); });
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  return view_in_context(*this, "squeeze", [&] { return with_layout(layout_.squeeze(dim)); });
+}
+
+Tensor Tensor::squeeze() const {
+  ops::check_defined("squeeze", *this);
+  Layout l = layout_;
+  for (int d = rank() - 1; d >= 0; --d) l = l.squeeze(d);
+  return with_layout(l);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  return view_in_context(*this, "unsqueeze", [&] { return with_layout(layout_.unsqueeze(dim)); });
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  return view_in_context(*this, "reshape", [&] {
+    Shape target = shape;
+    int infer = -1;
+    int64_t known = 1;
+    for (int d = 0; d < target.rank(); ++d) {
+      if (target[d] == -1) {
+        WICK_CHECK(infer < 0, ShapeError, "reshape", "more than one -1 in shape ", shape);
+        infer = d;
+      } else {
+        WICK_CHECK(target[d] >= 0, ShapeError, "reshape", "negative size in shape ", shape);
+        known *= target[d];
+      }
+    }
+    if (infer >= 0) {
+      WICK_CHECK(known != 0 && numel() % known == 0, ShapeError, "reshape", "cannot reshape ", this->shape(), " (",
+                 numel(), " elements) to ", shape);
+      target[infer] = numel() / known;
+    }
+    if (auto view = layout_.reshape(target)) return with_layout(*view);
+    return Tensor(copy().storage_, Layout(target), dtype_);
+  });
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  return view_in_context(*this, "flatten", [&] {
+    if (rank() == 0) return reshape(Shape{1});
+    int a = normalize_dim(start_dim, rank(), "flatten"), b = normalize_dim(end_dim, rank(), "flatten");
+    WICK_CHECK(a <= b, ShapeError, "flatten", "start dim ", start_dim, " is after end dim ", end_dim, " (shape ",
+               shape(), ")");
+    Shape s;
+    for (int d = 0; d < a; ++d) s.push_back(layout_.dim(d));
+    int64_t n = 1;
+    for (int d = a; d <= b; ++d) n *= layout_.dim(d);
+    s.push_back(n);
+    for (int d = b + 1; d < rank(); ++d) s.push_back(layout_.dim(d));
+    return reshape(s);
+  });
+}
+
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  ops::check_defined("chunk", *this);
+  WICK_CHECK(chunks > 0, ShapeError, "chunk", "number of chunks must be positive, got ", chunks);
+  int64_t size = this->dim(dim);
+  return split(std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
+}
+
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  ops::check_defined("split", *this);
+  WICK_CHECK(split_size > 0, ShapeError, "split", "split size must be positive, got ", split_size);
+  int64_t size = this->dim(dim);
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < size; start += split_size) sizes.push_back(std::min(split_size, size - start));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(sizes, dim);
+}
+
+std::vector<Tensor> Tensor::split(std::span<const int64_t> sizes, int64_t dim) const {
+  ops::check_defined("split", *this);
+  int d = normalize_dim(dim, rank(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    WICK_CHECK(s >= 0, ShapeError, "split", "negative piece size ", s);
+    total += s;
+  }
+  WICK_CHECK(total == layout_.dim(d), ShapeError, "split", "piece sizes add up to ", total, " but dim ", dim,
+             " has size ", layout_.dim(d), " (", describe(*this), ")");
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+}  // namespace wick

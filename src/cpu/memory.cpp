@@ -1,0 +1,77 @@
+// Host memory for the CPU backend: 64-byte aligned blocks, each behind a small header that
+// records its guard size, so the testing aid (poison and guard bytes) can be switched at any time.
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/cpu_backend.h"
+#include "wick/error.h"
+
+namespace wick::cpu {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr unsigned char kGuardByte = 0xa5;
+constexpr unsigned char kPoisonByte = 0xff;  // NaN in every float dtype, the maximum in unsigned
+
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+CpuBackend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+bool CpuBackend::supports(OpKey op, std::span<const DType> dtypes) const { return op_defined(op, dtypes); }
+
+// Block: [guard][header: guard size, padded to kAlign][data, rounded up][guard]
+StoragePtr CpuBackend::alloc(size_t nbytes) {
+  size_t guard = round_up(check_guard_.load());
+  size_t total = guard + kAlign + round_up(nbytes) + guard;
+  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  if (!base) throw OutOfMemoryError(detail::str_cat("alloc: cannot allocate ", nbytes, " bytes on cpu"));
+  unsigned char* header = base + guard;
+  std::memcpy(header, &guard, sizeof guard);
+  unsigned char* data = header + kAlign;
+  if (guard) {
+    std::memset(base, kGuardByte, guard);
+    std::memset(data + nbytes, kGuardByte, total - guard - kAlign - nbytes);
+  }
+  if (check_poison_.load()) std::memset(data, kPoisonByte, nbytes);
+  return std::make_shared<Storage>(this, data, nbytes);
+}
+
+void CpuBackend::release(void* data, size_t nbytes) noexcept {
+  unsigned char* header = static_cast<unsigned char*>(data) - kAlign;
+  size_t guard;
+  std::memcpy(&guard, header, sizeof guard);
+  unsigned char* base = header - guard;
+  if (guard) {
+    size_t tail = round_up(nbytes) + guard - nbytes;
+    const unsigned char* after = static_cast<unsigned char*>(data) + nbytes;
+    bool intact = true;
+    for (size_t i = 0; i < guard; ++i) intact &= base[i] == kGuardByte;
+    for (size_t i = 0; i < tail; ++i) intact &= after[i] == kGuardByte;
+    if (!intact) ++guard_violations_;
+  }
+  std::free(base);
+}
+
+bool CpuBackend::set_alloc_check(AllocCheck check) {
+  check_poison_ = check.poison;
+  check_guard_ = check.guard_bytes;
+  return true;
+}
+
+StoragePtr CpuBackend::from_host(const void* src, size_t nbytes) {
+  StoragePtr s = alloc(nbytes);
+  if (nbytes) std::memcpy(s->data(), src, nbytes);
+  return s;
+}
+
+void CpuBackend::to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) {
+  if (nbytes) std::memcpy(dst, static_cast<const char*>(src.data()) + byte_offset, nbytes);
+}
+
+}  // namespace wick::cpu

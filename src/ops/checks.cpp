@@ -1,0 +1,70 @@
+#include "ops/checks.h"
+
+#include <sstream>
+
+namespace wick::ops {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined tensor";
+  std::ostringstream os;
+  os << t.shape() << " " << t.dtype() << " on " << t.device();
+  return os.str();
+}
+
+void check_defined(const char* op, const Tensor& t) {
+  WICK_CHECK(t.defined(), Error, op, "called with an undefined tensor");
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = *ts.begin();
+  for (const Tensor* t : ts) {
+    check_defined(op, *t);
+    WICK_CHECK(t->device() == first->device(), DeviceError, op, "tensors on different devices: ", describe(*first),
+               " and ", describe(*t));
+  }
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  WICK_CHECK(a.dtype() == b.dtype(), DTypeError, op, "dtype mismatch: ", describe(a), " and ", describe(b),
+             " (wick does not promote; use to_dtype)");
+}
+
+void check_supported(const char* op, const Tensor& t, OpKey key, std::initializer_list<DType> dtypes) {
+  std::span<const DType> dts(dtypes.begin(), dtypes.size());
+  auto list = [&] {
+    std::ostringstream os;
+    for (size_t i = 0; i < dtypes.size(); ++i) os << (i ? ", " : "") << dts[i];
+    return os.str();
+  };
+  WICK_CHECK(op_defined(key, dts), DTypeError, op, "not defined for dtype ", list(), " (", describe(t), ")");
+  WICK_CHECK(backend_of(t).supports(key, dts), NotSupportedError, op, "backend ", backend_of(t).name(),
+             " does not support dtype ", list(), " (", describe(t), ")");
+}
+
+void check_index_dtype(const char* op, const Tensor& ids) {
+  WICK_CHECK(is_index_dtype(ids.dtype()), DTypeError, op, "indices must have an integer dtype, got ", describe(ids));
+}
+
+void check_scalar_fits(const char* op, const Scalar& v, DType dtype) {
+  WICK_CHECK(v.fits(dtype), DTypeError, op, "scalar ", v.to_string(), " does not fit dtype ", dtype,
+             is_int(dtype) ? " (integer dtypes take whole numbers in range)" : "");
+}
+
+Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
+  try {
+    return broadcast_shapes(a.shape(), b.shape(), op);
+  } catch (const ShapeError& e) {
+    throw ShapeError(detail::str_cat(e.what(), " (", describe(a), " and ", describe(b), ")"));
+  }
+}
+
+void check_writable(const char* op, const Tensor& t) {
+  for (int d = 0; d < t.rank(); ++d) {
+    WICK_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, ShapeError, op, "cannot write into a broadcast view (dim ", d,
+               " has stride 0; ", describe(t), "); make it contiguous first");
+  }
+}
+
+Tensor unaliased(const Tensor& src, const Tensor& dst) { return src.storage() == dst.storage() ? src.copy() : src; }
+
+}  // namespace wick::ops

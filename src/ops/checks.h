@@ -1,0 +1,45 @@
+// Front-end helpers: argument checks that build wick's error messages, and the glue between a
+// Tensor and its Backend.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/storage.h"
+#include "wick/error.h"
+#include "wick/tensor.h"
+
+namespace wick::ops {
+
+// "[2, 3] f32 on cpu"
+std::string describe(const Tensor& t);
+
+void check_defined(const char* op, const Tensor& t);
+// Every tensor defined and on one device.
+void check_same_device(const char* op, std::initializer_list<const Tensor*> ts);
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
+// op_defined (else DTypeError), then the backend's supports (else NotSupportedError).
+void check_supported(const char* op, const Tensor& t, OpKey key, std::initializer_list<DType> dtypes);
+// An integer dtype usable as indices / a condition.
+void check_index_dtype(const char* op, const Tensor& ids);
+// The scalar converts to dtype without loss (Scalar::fits).
+void check_scalar_fits(const char* op, const Scalar& v, DType dtype);
+// Numpy broadcasting of the tensors' shapes; ShapeError naming both tensors when incompatible.
+Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b);
+// A tensor written in place may not be a broadcast view (one element under several indices).
+void check_writable(const char* op, const Tensor& t);
+
+inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
+inline View view_of(const Tensor& t) { return {*t.storage(), t.layout(), t.dtype()}; }
+inline View view_of(const Tensor& t, const Layout& layout) { return {*t.storage(), layout, t.dtype()}; }
+inline MutView mut_view_of(const Tensor& t) { return {*t.storage(), t.layout(), t.dtype()}; }
+
+// A contiguous tensor over new storage of `shape`.
+inline Tensor wrap(StoragePtr s, const Shape& shape, DType dtype) { return Tensor(std::move(s), Layout(shape), dtype); }
+
+// `src` itself, or a copy of it if it shares storage with `dst` (so in-place writes never read
+// what they have already overwritten).
+Tensor unaliased(const Tensor& src, const Tensor& dst);
+
+}  // namespace wick::ops

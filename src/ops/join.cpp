@@ -1,0 +1,76 @@
+// cat, stack and pad_with_zeros.
+#include "ops/checks.h"
+#include "wick/ops.h"
+
+namespace wick {
+
+using ops::backend_of;
+using ops::describe;
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  const char* op = "cat";
+  WICK_CHECK(!tensors.empty(), ShapeError, op, "needs at least one tensor");
+  const Tensor& first = tensors[0];
+  ops::check_defined(op, first);
+  WICK_CHECK(first.rank() > 0, ShapeError, op, "cannot join rank-0 tensors (", describe(first), "); use stack");
+  int d = normalize_dim(dim, first.rank(), op);
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (const Tensor& t : tensors) {
+    ops::check_same_device(op, {&first, &t});
+    ops::check_same_dtype(op, first, t);
+    WICK_CHECK(t.rank() == first.rank(), ShapeError, op, "rank mismatch: ", describe(first), " and ", describe(t));
+    for (int i = 0; i < t.rank(); ++i) {
+      WICK_CHECK(i == d || t.shape()[i] == first.shape()[i], ShapeError, op, "shapes ", describe(first), " and ",
+                 describe(t), " differ in dim ", i, " (joining along dim ", d, ")");
+    }
+    shape[d] += t.shape()[d];
+  }
+  Backend& b = backend_of(first);
+  Tensor out = ops::wrap(b.alloc(first.dtype(), shape.numel()), shape, first.dtype());
+  // Contiguous pieces are blocks of rows (dims before d) x (the rest): copy2d; others copy_strided.
+  int64_t rows = 1;
+  for (int i = 0; i < d; ++i) rows *= shape[i];
+  const int64_t inner = shape.numel() / std::max<int64_t>(rows * shape[d], 1);
+  int64_t start = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t len = t.shape()[d];
+    if (t.is_contiguous()) {
+      b.copy2d(*t.storage(), *out.storage(), t.dtype(),
+               Copy2dParams{rows, len * inner, len * inner, shape[d] * inner, t.offset(), start * inner});
+    } else {
+      Tensor piece = out.narrow(d, start, len);
+      b.copy_strided(ops::view_of(t), ops::mut_view_of(piece));
+    }
+    start += len;
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  WICK_CHECK(!tensors.empty(), ShapeError, "stack", "needs at least one tensor");
+  ops::check_defined("stack", tensors[0]);
+  int d = normalize_dim(dim, tensors[0].rank() + 1, "stack");
+  std::vector<Tensor> pieces;
+  for (const Tensor& t : tensors) {
+    ops::check_defined("stack", t);
+    WICK_CHECK(t.shape() == tensors[0].shape(), ShapeError, "stack", "shapes differ: ", describe(tensors[0]), " and ",
+               describe(t));
+    pieces.push_back(t.unsqueeze(d));
+  }
+  return cat(pieces, d);
+}
+
+Tensor Tensor::pad_with_zeros(int64_t dim, int64_t left, int64_t right) const {
+  ops::check_defined("pad_with_zeros", *this);
+  int d = normalize_dim(dim, rank(), "pad_with_zeros");
+  WICK_CHECK(left >= 0 && right >= 0, ShapeError, "pad_with_zeros", "padding must be non-negative, got ", left, " and ",
+             right, " (", describe(*this), ")");
+  Shape s = shape();
+  s[d] += left + right;
+  Tensor out = zeros(s, dtype_, device());
+  out.slice_set(*this, d, left);
+  return out;
+}
+
+}  // namespace wick

@@ -1,0 +1,152 @@
+// The `wick` command: info, parity, ops.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backend/op.h"
+#include "backend/registry.h"
+#include "parity/harness.h"
+#include "reference/reference.h"
+#include "wick/wick.h"
+
+namespace {
+
+using namespace wick;
+
+const char* kUsage = R"(usage: wick <command> [options]
+
+commands:
+  info                    version, backends built in, devices found
+  parity [options]        run every op x dtype x layout case on a backend and compare with the
+                          reference; exits 1 on any failure
+      --backend B         cpu, cuda, rocm or all (default: all backends present)
+      --op REGEX          only ops whose name matches (e.g. 'unary\.' or '^cast$')
+      --dtype LIST        only these dtypes, comma separated (e.g. f32,bf16)
+      --seed N            input seed (printed by every run)
+      --case NAME         only the case of this name (as printed for a failure)
+      --json FILE         write one record per case
+  ops                     the table of ops and the dtypes each is defined for (markdown)
+)";
+
+int fail(const std::string& message) {
+  std::cerr << "wick: " << message << "\n" << kUsage;
+  return 2;
+}
+
+int cmd_info() {
+  std::cout << "wick " << version() << "\n";
+  std::cout << "backends built in: cpu" << (backend_built(DeviceType::Cuda) ? ", cuda" : "")
+            << (backend_built(DeviceType::Rocm) ? ", rocm" : "") << "\n";
+  std::cout << "devices:\n";
+  for (Device d : available_devices()) std::cout << "  " << describe_device(d) << "\n";
+  return 0;
+}
+
+int cmd_ops() {
+  std::cout << "| op |";
+  for (DType dt : kAllDTypes) std::cout << " " << dtype_name(dt) << " |";
+  std::cout << "\n|---|";
+  for (size_t i = 0; i < std::size(kAllDTypes); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (const OpKey& op : OpKey::all()) {
+    std::cout << "| " << op.name() << " |";
+    for (DType dt : kAllDTypes) {
+      bool any = false;
+      if (op_dtype_arity(op) == 1) {
+        any = op_defined(op, std::vector<DType>{dt});
+      } else {  // defined for some second dtype (cast target, index or condition dtype)
+        for (DType other : kAllDTypes) {
+          std::vector<DType> pair =
+              op.code == OpCode::Where ? std::vector<DType>{other, dt} : std::vector<DType>{dt, other};
+          any = any || op_defined(op, pair);
+        }
+      }
+      std::cout << (any ? " yes |" : " |");
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int cmd_parity(int argc, char** argv) {
+  parity::Options options;
+  std::string backend_arg = "all", json;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--backend")
+      backend_arg = value();
+    else if (a == "--op")
+      options.op_regex = value();
+    else if (a == "--seed")
+      options.seed = std::stoull(value());
+    else if (a == "--case")
+      options.case_name = value();
+    else if (a == "--json")
+      json = value();
+    else if (a == "--dtype") {
+      std::string list = value();
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        DType dt;
+        if (!parse_dtype(name, &dt)) throw std::runtime_error("unknown dtype '" + name + "'");
+        options.dtypes.push_back(dt);
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+    } else {
+      throw std::runtime_error("unknown option '" + a + "'");
+    }
+  }
+  std::vector<Device> devices;
+  if (backend_arg == "all") {
+    for (Device d : available_devices())
+      if (d.is_cpu() || d.index() == 0) devices.push_back(d);
+  } else {
+    Device d;
+    if (!Device::parse(backend_arg, &d)) throw std::runtime_error("unknown backend '" + backend_arg + "'");
+    devices.push_back(d);
+  }
+  const std::vector<parity::Case> cases = parity::all_cases();
+  std::vector<parity::Record> records;
+  for (Device d : devices) {
+    Backend& b = backend_for(d, "parity");
+    parity::run_cases(b, reference::reference_backend(), cases, options, records);
+  }
+  parity::print_report(records, std::cout, options.seed);
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << parity::to_json(records);
+    if (!f) throw std::runtime_error("cannot write " + json);
+  }
+  for (const parity::Record& r : records)
+    if (r.status == parity::Status::Fail) return 1;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return fail("no command");
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "info") return cmd_info();
+    if (cmd == "ops") return cmd_ops();
+    if (cmd == "parity") return cmd_parity(argc - 2, argv + 2);
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  return fail("unknown command '" + cmd + "'");
+}
