@@ -217,7 +217,7 @@ class Tensor {
   void copy_from(const Tensor& src);
 
  private:
-  void copy_to_host(void* dst, DType expected) const;
+  void copy_to_host(void* dst, DType expected, const char* op = "to_vector") const;
   void copy_item_to_host(void* dst, DType expected) const;
   Tensor with_layout(Layout layout) const { return Tensor(storage_, std::move(layout), dtype_); }
 

@@ -1,5 +1,6 @@
 #include "backend/op.h"
 
+#include <sstream>
 #include <vector>
 
 namespace wick {
@@ -98,6 +99,33 @@ bool op_defined(OpKey op, std::span<const DType> dtypes) {
     case OpCode::IndexAdd: return is_index_dtype(dtypes[1]);
     default: return true;  // copies, casts, affine, binary, cmp, reductions, cumsum, argsort
   }
+}
+
+std::string support_table_markdown() {
+  std::ostringstream os;
+  os << "| op |";
+  for (DType dt : kAllDTypes) os << " " << dtype_name(dt) << " |";
+  os << "\n|---|";
+  for (size_t i = 0; i < std::size(kAllDTypes); ++i) os << "---|";
+  os << "\n";
+  for (const OpKey& op : OpKey::all()) {
+    os << "| " << op.name() << " |";
+    for (DType dt : kAllDTypes) {
+      bool any = false;
+      if (op_dtype_arity(op) == 1) {
+        any = op_defined(op, std::vector<DType>{dt});
+      } else {  // the data dtype, with any second dtype (cast target, index or condition dtype)
+        for (DType other : kAllDTypes) {
+          std::vector<DType> pair =
+              op.code == OpCode::Where ? std::vector<DType>{other, dt} : std::vector<DType>{dt, other};
+          any = any || op_defined(op, pair);
+        }
+      }
+      os << (any ? " yes |" : " |");
+    }
+    os << "\n";
+  }
+  return os.str();
 }
 
 }  // namespace wick

@@ -141,6 +141,10 @@ int op_dtype_arity(OpKey op);
 // less (Backend::supports), never more.
 bool op_defined(OpKey op, std::span<const DType> dtypes);
 
-bool is_index_dtype(DType dt);  // an integer dtype usable as indices or as a where condition
+bool is_index_dtype(DType dt);
+
+// The op x dtype table of op_defined as markdown ("yes" where an op is defined for the dtype with
+// some second dtype, for the two-dtype ops); docs/numerics.md holds it, and a test keeps it so.
+std::string support_table_markdown();  // an integer dtype usable as indices or as a where condition
 
 }  // namespace wick

@@ -7,7 +7,7 @@ namespace wick {
 
 std::string Device::to_string() const {
   switch (type_) {
-    case DeviceType::Cpu: return "cpu";
+    case DeviceType::Cpu: return index_ == 0 ? "cpu" : "cpu:" + std::to_string(index_);
     case DeviceType::Cuda: return "cuda:" + std::to_string(index_);
     case DeviceType::Rocm: return "rocm:" + std::to_string(index_);
   }

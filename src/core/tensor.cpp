@@ -25,14 +25,20 @@ Tensor view_in_context(const Tensor& t, const char* op, F&& f) {
   try {
     return f();
   } catch (const ShapeError& e) {
-    throw ShapeError(detail::str_cat(e.what(), " (", t.dtype(), " on ", t.device(), ")"));
+    throw ShapeError(detail::str_cat(e.what(), " (tensor ", describe(t), ")"));
   } catch (const IndexError& e) {
-    throw IndexError(detail::str_cat(e.what(), " (", t.dtype(), " on ", t.device(), ")"));
+    throw IndexError(detail::str_cat(e.what(), " (tensor ", describe(t), ")"));
   }
 }
 
-void check_shape(const char* op, const Shape& shape) {
-  for (int64_t d : shape) WICK_CHECK(d >= 0, ShapeError, op, "negative size in shape ", shape);
+// Sizes are non-negative and the element count fits in 63 bits.
+void check_shape(const char* op, const Shape& shape, Device device) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    WICK_CHECK(d >= 0, ShapeError, op, "negative size in shape ", shape, " (on ", device, ")");
+    WICK_CHECK(!__builtin_mul_overflow(n, d, &n), ShapeError, op, "shape ", shape, " has more than 2^63 elements (on ",
+               device, ")");
+  }
 }
 
 }  // namespace
@@ -49,7 +55,7 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype)
 // ---- creation ---------------------------------------------------------------------------------
 
 Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Shape& shape, Device device) {
-  check_shape("from_vector", shape);
+  check_shape("from_vector", shape, device);
   WICK_CHECK(count == shape.numel(), ShapeError, "from_vector", count, " values for shape ", shape, " (", shape.numel(),
              " elements)");
   Backend& b = backend_for(device, "from_vector");
@@ -57,8 +63,8 @@ Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Sha
 }
 
 Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  check_shape("full", shape);
-  ops::check_scalar_fits("full", value, dtype);
+  check_shape("full", shape, device);
+  ops::check_scalar_fits("full", value, dtype, detail::str_cat("shape ", shape, " on ", device));
   Backend& b = backend_for(device, "full");
   Tensor t = ops::wrap(b.alloc(dtype, shape.numel()), shape, dtype);
   b.const_set(ops::mut_view_of(t), value);
@@ -70,6 +76,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return fu
 Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
 
 Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device device) {
+  backend_for(device, "arange");
   const bool ints = is_int(dtype);
   WICK_CHECK(!ints || (start.is_integral() && end.is_integral() && step.is_integral()), DTypeError, "arange",
              "integer dtype ", dtype, " needs integer start, end and step (got ", start.to_string(), ", ",
@@ -99,7 +106,8 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device
 Tensor Tensor::arange(int64_t end, DType dtype, Device device) { return arange(0, end, 1, dtype, device); }
 
 Tensor Tensor::eye(int64_t n, DType dtype, Device device) {
-  WICK_CHECK(n >= 0, ShapeError, "eye", "size must be non-negative, got ", n);
+  WICK_CHECK(n >= 0, ShapeError, "eye", "size must be non-negative, got ", n, " (", dtype, " on ", device, ")");
+  backend_for(device, "eye");
   Tensor t = zeros({n, n}, dtype, device);
   Layout diagonal(Shape{n}, Strides{n + 1}, 0);
   backend_of(t).const_set(MutView{*t.storage(), diagonal, dtype}, 1);
@@ -107,17 +115,21 @@ Tensor Tensor::eye(int64_t n, DType dtype, Device device) {
 }
 
 Tensor Tensor::rand_uniform(const Shape& shape, double lo, double up, DType dtype, Device device) {
-  check_shape("rand_uniform", shape);
-  WICK_CHECK(is_float(dtype), DTypeError, "rand_uniform", "needs a float dtype, got ", dtype);
-  WICK_CHECK(lo <= up, ShapeError, "rand_uniform", "lower bound ", lo, " is above upper bound ", up);
+  check_shape("rand_uniform", shape, device);
+  WICK_CHECK(is_float(dtype), DTypeError, "rand_uniform", "needs a float dtype, got ", dtype, " (shape ", shape, " on ",
+             device, ")");
+  WICK_CHECK(lo <= up, ShapeError, "rand_uniform", "lower bound ", lo, " is above upper bound ", up, " (shape ", shape,
+             " ", dtype, " on ", device, ")");
   Backend& b = backend_for(device, "rand_uniform");
   return ops::wrap(b.rand_uniform(shape, dtype, lo, up), shape, dtype);
 }
 
 Tensor Tensor::rand_normal(const Shape& shape, double mean, double std, DType dtype, Device device) {
-  check_shape("rand_normal", shape);
-  WICK_CHECK(is_float(dtype), DTypeError, "rand_normal", "needs a float dtype, got ", dtype);
-  WICK_CHECK(std >= 0, ShapeError, "rand_normal", "standard deviation must be non-negative, got ", std);
+  check_shape("rand_normal", shape, device);
+  WICK_CHECK(is_float(dtype), DTypeError, "rand_normal", "needs a float dtype, got ", dtype, " (shape ", shape, " on ",
+             device, ")");
+  WICK_CHECK(std >= 0, ShapeError, "rand_normal", "standard deviation must be non-negative, got ", std, " (shape ",
+             shape, " ", dtype, " on ", device, ")");
   Backend& b = backend_for(device, "rand_normal");
   return ops::wrap(b.rand_normal(shape, dtype, mean, std), shape, dtype);
 }
@@ -139,7 +151,7 @@ Tensor Tensor::rand_normal_like(double mean, double std) const {
 
 // ---- inspection -------------------------------------------------------------------------------
 
-int64_t Tensor::dim(int64_t i) const { return layout_.dim(normalize_dim(i, rank(), "dim")); }
+int64_t Tensor::dim(int64_t i) const { return layout_.dim(ops::dim_of("dim", *this, i)); }
 
 Device Tensor::device() const {
   ops::check_defined("device", *this);
@@ -152,10 +164,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_
 
 // ---- data out ---------------------------------------------------------------------------------
 
-void Tensor::copy_to_host(void* dst, DType expected) const {
-  ops::check_defined("to_vector", *this);
-  WICK_CHECK(expected == dtype_, DTypeError, "to_vector", "the tensor holds ", dtype_, ", not ", expected, " (",
-             describe(*this), ")");
+void Tensor::copy_to_host(void* dst, DType expected, const char* op) const {
+  ops::check_defined(op, *this);
+  WICK_CHECK(expected == dtype_, DTypeError, op, "the tensor holds ", dtype_, ", not ", expected, " (", describe(*this),
+             ")");
   Tensor c = contiguous();
   backend_of(c).to_host(*c.storage_, static_cast<size_t>(c.offset() * dtype_size(dtype_)),
                         static_cast<size_t>(c.numel() * dtype_size(dtype_)), dst);
@@ -164,7 +176,7 @@ void Tensor::copy_to_host(void* dst, DType expected) const {
 void Tensor::copy_item_to_host(void* dst, DType expected) const {
   ops::check_defined("item", *this);
   WICK_CHECK(numel() == 1, ShapeError, "item", "needs a tensor of one element, got ", describe(*this));
-  copy_to_host(dst, expected);
+  copy_to_host(dst, expected, "item");
 }
 
 Tensor Tensor::to_dtype(DType dtype) const {
@@ -209,7 +221,7 @@ Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
   return view_in_context(*this, "select", [&] {
-    int d = normalize_dim(dim, rank(), "select");
+    int d = ops::dim_of("select", *this, dim);
     int64_t size = layout_.dim(d);
     int64_t i = index < 0 ? index + size : index;
     WICK_CHECK(i >= 0 && i < size, IndexError, "select", "index ", index, " out of range for dim ", dim, " of size ",
@@ -253,7 +265,11 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
-  return view_in_context(*this, "unsqueeze", [&] { return with_layout(layout_.unsqueeze(dim)); });
+  return view_in_context(*this, "unsqueeze", [&] {
+    WICK_CHECK(rank() < kMaxRank, ShapeError, "unsqueeze", "the result would have rank ", rank() + 1,
+               ", above wick's maximum rank ", kMaxRank);
+    return with_layout(layout_.unsqueeze(dim));
+  });
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
@@ -283,7 +299,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return view_in_context(*this, "flatten", [&] {
     if (rank() == 0) return reshape(Shape{1});
-    int a = normalize_dim(start_dim, rank(), "flatten"), b = normalize_dim(end_dim, rank(), "flatten");
+    int a = ops::dim_of("flatten", *this, start_dim), b = ops::dim_of("flatten", *this, end_dim);
     WICK_CHECK(a <= b, ShapeError, "flatten", "start dim ", start_dim, " is after end dim ", end_dim, " (shape ",
                shape(), ")");
     Shape s;
@@ -298,14 +314,16 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
   ops::check_defined("chunk", *this);
-  WICK_CHECK(chunks > 0, ShapeError, "chunk", "number of chunks must be positive, got ", chunks);
+  WICK_CHECK(chunks > 0, ShapeError, "chunk", "number of chunks must be positive, got ", chunks, " (", describe(*this),
+             ")");
   int64_t size = this->dim(dim);
   return split(std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   ops::check_defined("split", *this);
-  WICK_CHECK(split_size > 0, ShapeError, "split", "split size must be positive, got ", split_size);
+  WICK_CHECK(split_size > 0, ShapeError, "split", "split size must be positive, got ", split_size, " (",
+             describe(*this), ")");
   int64_t size = this->dim(dim);
   std::vector<int64_t> sizes;
   for (int64_t start = 0; start < size; start += split_size) sizes.push_back(std::min(split_size, size - start));
@@ -315,10 +333,10 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
 
 std::vector<Tensor> Tensor::split(std::span<const int64_t> sizes, int64_t dim) const {
   ops::check_defined("split", *this);
-  int d = normalize_dim(dim, rank(), "split");
+  int d = ops::dim_of("split", *this, dim);
   int64_t total = 0;
   for (int64_t s : sizes) {
-    WICK_CHECK(s >= 0, ShapeError, "split", "negative piece size ", s);
+    WICK_CHECK(s >= 0, ShapeError, "split", "negative piece size ", s, " (", describe(*this), ")");
     total += s;
   }
   WICK_CHECK(total == layout_.dim(d), ShapeError, "split", "piece sizes add up to ", total, " but dim ", dim,

@@ -15,6 +15,15 @@ void check_defined(const char* op, const Tensor& t) {
   WICK_CHECK(t.defined(), Error, op, "called with an undefined tensor");
 }
 
+int dim_of(const char* op, const Tensor& t, int64_t dim, int extra_rank) {
+  check_defined(op, t);
+  const int rank = t.rank() + extra_rank;
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  WICK_CHECK(d >= 0 && d < rank, ShapeError, op, "dim ", dim, " out of range for ", extra_rank ? "a new dim of " : "",
+             describe(t));
+  return static_cast<int>(d);
+}
+
 void check_same_device(const char* op, std::initializer_list<const Tensor*> ts) {
   const Tensor* first = *ts.begin();
   for (const Tensor* t : ts) {
@@ -45,9 +54,9 @@ void check_index_dtype(const char* op, const Tensor& ids) {
   WICK_CHECK(is_index_dtype(ids.dtype()), DTypeError, op, "indices must have an integer dtype, got ", describe(ids));
 }
 
-void check_scalar_fits(const char* op, const Scalar& v, DType dtype) {
+void check_scalar_fits(const char* op, const Scalar& v, DType dtype, const std::string& context) {
   WICK_CHECK(v.fits(dtype), DTypeError, op, "scalar ", v.to_string(), " does not fit dtype ", dtype,
-             is_int(dtype) ? " (integer dtypes take whole numbers in range)" : "");
+             is_int(dtype) ? " (integer dtypes take whole numbers in range)" : "", "; ", context);
 }
 
 Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {

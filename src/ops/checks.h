@@ -16,6 +16,9 @@ namespace wick::ops {
 std::string describe(const Tensor& t);
 
 void check_defined(const char* op, const Tensor& t);
+// A possibly negative dim of t (of a tensor one rank larger with extra_rank = 1) mapped to
+// [0, rank); ShapeError naming the tensor otherwise.
+int dim_of(const char* op, const Tensor& t, int64_t dim, int extra_rank = 0);
 // Every tensor defined and on one device.
 void check_same_device(const char* op, std::initializer_list<const Tensor*> ts);
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
@@ -23,8 +26,9 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void check_supported(const char* op, const Tensor& t, OpKey key, std::initializer_list<DType> dtypes);
 // An integer dtype usable as indices / a condition.
 void check_index_dtype(const char* op, const Tensor& ids);
-// The scalar converts to dtype without loss (Scalar::fits).
-void check_scalar_fits(const char* op, const Scalar& v, DType dtype);
+// The scalar converts to dtype without loss (Scalar::fits); `context` says what it is for
+// (the tensor, or the shape and device being made).
+void check_scalar_fits(const char* op, const Scalar& v, DType dtype, const std::string& context);
 // Numpy broadcasting of the tensors' shapes; ShapeError naming both tensors when incompatible.
 Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b);
 // A tensor written in place may not be a broadcast view (one element under several indices).

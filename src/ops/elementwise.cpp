@@ -48,7 +48,7 @@ Tensor cmp_op(CmpOp op, const Tensor& a, const Tensor& b) {
 Tensor scalar_like(std::string_view name, const Tensor& x, Scalar v) {
   const std::string n(name);
   ops::check_defined(n.c_str(), x);
-  ops::check_scalar_fits(n.c_str(), v, x.dtype());
+  ops::check_scalar_fits(n.c_str(), v, x.dtype(), ops::describe(x));
   return Tensor::scalar(v, x.dtype(), x.device());
 }
 

@@ -17,7 +17,7 @@ namespace {
 int index_checks(const char* op, const Tensor& data, const Tensor& ids, int64_t dim, OpCode code) {
   ops::check_same_device(op, {&data, &ids});
   ops::check_index_dtype(op, ids);
-  int d = normalize_dim(dim, data.rank(), op);
+  int d = ops::dim_of(op, data, dim);
   ops::check_supported(op, data, code, {data.dtype(), ids.dtype()});
   return d;
 }
@@ -47,10 +47,16 @@ void scatter_into(const char* op, Tensor& dst, const Tensor& ids, const Tensor& 
   Tensor target = fit_except_dim(op, dst, src, d, "src");
   Tensor s = ops::unaliased(src, dst), i = ops::unaliased(ids, dst);
   MutView out{*target.storage(), target.layout(), target.dtype()};
-  if (add)
-    backend_of(dst).scatter_add_set(out, view_of(i), view_of(s), d);
-  else
-    backend_of(dst).scatter_set(out, view_of(i), view_of(s), d);
+  try {
+    if (add)
+      backend_of(dst).scatter_add_set(out, view_of(i), view_of(s), d);
+    else
+      backend_of(dst).scatter_set(out, view_of(i), view_of(s), d);
+  } catch (const IndexError& e) {
+    const std::string_view backend_op = add ? "scatter_add_set" : "scatter_set";
+    if (op == backend_op) throw;
+    throw IndexError(detail::str_cat(op, ": ", e.what()));  // the functional form: name it
+  }
 }
 
 }  // namespace
@@ -105,19 +111,26 @@ Tensor Tensor::index_add(const Tensor& ids, const Tensor& src, int64_t dim) cons
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
-  ops::check_same_device("embedding", {&weight, &ids});
-  WICK_CHECK(weight.rank() == 2, ShapeError, "embedding", "weight must have rank 2 (vocab, hidden), got ",
-             describe(weight));
+  const char* op = "embedding";
+  ops::check_same_device(op, {&weight, &ids});
+  ops::check_index_dtype(op, ids);
+  WICK_CHECK(weight.rank() == 2, ShapeError, op, "weight must have rank 2 (vocab, hidden), got ", describe(weight));
+  WICK_CHECK(ids.rank() < kMaxRank, ShapeError, op, "ids ", describe(ids), " would give a result of rank ",
+             ids.rank() + 1, ", above wick's maximum rank ", kMaxRank);
   Shape shape = ids.shape();
   shape.push_back(weight.shape()[1]);
-  return weight.index_select(ids.flatten_all(), 0).reshape(shape);
+  try {
+    return weight.index_select(ids.flatten_all(), 0).reshape(shape);
+  } catch (const IndexError& e) {
+    throw IndexError(detail::str_cat(op, ": ", e.what()));
+  }
 }
 
 void Tensor::slice_set(const Tensor& src, int64_t dim, int64_t start) {
   const char* op = "slice_set";
   ops::check_same_device(op, {this, &src});
   ops::check_same_dtype(op, *this, src);
-  int d = normalize_dim(dim, rank(), op);
+  int d = ops::dim_of(op, *this, dim);
   WICK_CHECK(src.rank() == rank(), ShapeError, op, "src ", describe(src), " must have the rank of ", describe(*this));
   for (int i = 0; i < rank(); ++i) {
     WICK_CHECK(i == d || src.shape()[i] == shape()[i], ShapeError, op, "src ", describe(src), " and ", describe(*this),
@@ -134,13 +147,21 @@ void Tensor::copy_from(const Tensor& src) {
   ops::check_same_dtype(op, *this, src);
   ops::check_writable(op, *this);
   Tensor s = ops::unaliased(src, *this);
+  bool fits = s.rank() <= rank();
+  try {
+    fits = fits && broadcast_shapes(s.shape(), shape(), op) == shape();
+  } catch (const ShapeError&) {
+    fits = false;
+  }
+  WICK_CHECK(fits, ShapeError, op, "cannot broadcast src ", describe(src), " to the destination ", describe(*this));
   Tensor from = s.broadcast_as(shape());
   backend_of(*this).copy_strided(view_of(from), ops::mut_view_of(*this));
 }
 
 void Tensor::const_set(Scalar value) {
   ops::check_defined("const_set", *this);
-  ops::check_scalar_fits("const_set", value, dtype_);
+  ops::check_scalar_fits("const_set", value, dtype_, describe(*this));
+  ops::check_writable("const_set", *this);
   backend_of(*this).const_set(ops::mut_view_of(*this), value);
 }
 

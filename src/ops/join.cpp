@@ -13,7 +13,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   const Tensor& first = tensors[0];
   ops::check_defined(op, first);
   WICK_CHECK(first.rank() > 0, ShapeError, op, "cannot join rank-0 tensors (", describe(first), "); use stack");
-  int d = normalize_dim(dim, first.rank(), op);
+  int d = ops::dim_of(op, first, dim);
   Shape shape = first.shape();
   shape[d] = 0;
   for (const Tensor& t : tensors) {
@@ -50,10 +50,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   WICK_CHECK(!tensors.empty(), ShapeError, "stack", "needs at least one tensor");
   ops::check_defined("stack", tensors[0]);
-  int d = normalize_dim(dim, tensors[0].rank() + 1, "stack");
+  const Tensor& first = tensors[0];
+  int d = ops::dim_of("stack", first, dim, 1);
+  WICK_CHECK(first.rank() < kMaxRank, ShapeError, "stack", "stacking ", describe(first), " would give rank ",
+             first.rank() + 1, ", above wick's maximum rank ", kMaxRank);
   std::vector<Tensor> pieces;
   for (const Tensor& t : tensors) {
-    ops::check_defined("stack", t);
+    ops::check_same_device("stack", {&first, &t});
+    ops::check_same_dtype("stack", first, t);
     WICK_CHECK(t.shape() == tensors[0].shape(), ShapeError, "stack", "shapes differ: ", describe(tensors[0]), " and ",
                describe(t));
     pieces.push_back(t.unsqueeze(d));
@@ -63,7 +67,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 Tensor Tensor::pad_with_zeros(int64_t dim, int64_t left, int64_t right) const {
   ops::check_defined("pad_with_zeros", *this);
-  int d = normalize_dim(dim, rank(), "pad_with_zeros");
+  int d = ops::dim_of("pad_with_zeros", *this, dim);
   WICK_CHECK(left >= 0 && right >= 0, ShapeError, "pad_with_zeros", "padding must be non-negative, got ", left, " and ",
              right, " (", describe(*this), ")");
   Shape s = shape();

@@ -22,7 +22,7 @@ std::vector<int> reduce_dims(const char* op, const Tensor& x, const Dims& dims) 
     for (int d = 0; d < x.rank(); ++d) out.push_back(d);
     return out;
   }
-  for (int64_t d : dims) out.push_back(normalize_dim(d, x.rank(), op));
+  for (int64_t d : dims) out.push_back(ops::dim_of(op, x, d));
   std::sort(out.begin(), out.end());
   WICK_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), ShapeError, op, "dim listed twice in ", dims,
              " (", ops::describe(x), ")");
@@ -85,12 +85,12 @@ Tensor Tensor::min() const { return min(Dims{}); }
 
 Tensor Tensor::argmax(int64_t dim, bool keepdim) const {
   ops::check_defined("argmax", *this);
-  return reduce_op(ReduceOp::ArgMax, *this, Dims{normalize_dim(dim, rank(), "argmax")}, keepdim);
+  return reduce_op(ReduceOp::ArgMax, *this, Dims{ops::dim_of("argmax", *this, dim)}, keepdim);
 }
 
 Tensor Tensor::argmin(int64_t dim, bool keepdim) const {
   ops::check_defined("argmin", *this);
-  return reduce_op(ReduceOp::ArgMin, *this, Dims{normalize_dim(dim, rank(), "argmin")}, keepdim);
+  return reduce_op(ReduceOp::ArgMin, *this, Dims{ops::dim_of("argmin", *this, dim)}, keepdim);
 }
 
 // mean and var of f16/bf16/f8e4m3 are computed in f32 and rounded once at the end, so that a
@@ -116,7 +116,7 @@ Tensor Tensor::var(int64_t dim, bool keepdim) const { return var(Dims{dim}, keep
 
 Tensor Tensor::cumsum(int64_t dim) const {
   ops::check_defined("cumsum", *this);
-  int d = normalize_dim(dim, rank(), "cumsum");
+  int d = ops::dim_of("cumsum", *this, dim);
   ops::check_supported("cumsum", *this, OpCode::Cumsum, {dtype_});
   return wrap(backend_of(*this).cumsum(view_of(*this), d), shape(), dtype_);
 }

@@ -11,8 +11,10 @@ namespace wick::reference {
 
 class ReferenceBackend final : public Backend {
  public:
+  // `device` is the device it reports; tests serve another device with it (set_backend_override).
+  explicit ReferenceBackend(Device device = Device::cpu()) : device_(device) {}
   std::string name() const override { return "reference"; }
-  Device device() const override { return Device::cpu(); }
+  Device device() const override { return device_; }
   bool supports(OpKey op, std::span<const DType> dtypes) const override { return op_defined(op, dtypes); }
 
   StoragePtr alloc(size_t nbytes) override;
@@ -53,6 +55,7 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
+  Device device_;
   uint64_t seed_ = 0x5eed5eed5eed5eedull;
   uint64_t stream_ = 0;
 };

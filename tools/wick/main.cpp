@@ -46,28 +46,7 @@ int cmd_info() {
 }
 
 int cmd_ops() {
-  std::cout << "| op |";
-  for (DType dt : kAllDTypes) std::cout << " " << dtype_name(dt) << " |";
-  std::cout << "\n|---|";
-  for (size_t i = 0; i < std::size(kAllDTypes); ++i) std::cout << "---|";
-  std::cout << "\n";
-  for (const OpKey& op : OpKey::all()) {
-    std::cout << "| " << op.name() << " |";
-    for (DType dt : kAllDTypes) {
-      bool any = false;
-      if (op_dtype_arity(op) == 1) {
-        any = op_defined(op, std::vector<DType>{dt});
-      } else {  // defined for some second dtype (cast target, index or condition dtype)
-        for (DType other : kAllDTypes) {
-          std::vector<DType> pair =
-              op.code == OpCode::Where ? std::vector<DType>{other, dt} : std::vector<DType>{dt, other};
-          any = any || op_defined(op, pair);
-        }
-      }
-      std::cout << (any ? " yes |" : " |");
-    }
-    std::cout << "\n";
-  }
+  std::cout << support_table_markdown();
   return 0;
 }
 

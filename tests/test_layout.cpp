@@ -1,0 +1,114 @@
+// Shape, Layout views and the host-side layout helpers shared by the backends.
+#include "backend/strided.h"
+#include "test_util.h"
+
+namespace wick {
+namespace {
+
+TEST(Shape, NumelStringsAndStrides) {
+  EXPECT_EQ(Shape({2, 3, 4}).numel(), 24);
+  EXPECT_EQ(Shape{}.numel(), 1);
+  EXPECT_EQ(Shape({3, 0}).numel(), 0);
+  EXPECT_EQ(Shape({2, 3}).to_string(), "[2, 3]");
+  EXPECT_EQ(contiguous_strides({2, 3, 4}), Strides({12, 4, 1}));
+}
+
+TEST(Shape, Broadcast) {
+  EXPECT_EQ(broadcast_shapes({3, 1, 5}, {4, 5}, "t"), Shape({3, 4, 5}));
+  EXPECT_EQ(broadcast_shapes({}, {2, 2}, "t"), Shape({2, 2}));
+  EXPECT_EQ(broadcast_shapes({0, 1}, {1, 7}, "t"), Shape({0, 7}));
+  EXPECT_THROW(broadcast_shapes({3}, {4}, "t"), ShapeError);
+}
+
+TEST(Layout, Contiguity) {
+  EXPECT_TRUE(Layout(Shape{2, 3}).is_contiguous());
+  EXPECT_FALSE(Layout(Shape{2, 3}).transpose(0, 1).is_contiguous());
+  // Strides of size-1 dims do not matter, nor do they for empty layouts.
+  EXPECT_TRUE(Layout({2, 1, 3}, {3, 100, 1}, 0).is_contiguous());
+  EXPECT_TRUE(Layout({2, 0, 3}, {7, 9, 2}, 0).is_contiguous());
+  EXPECT_TRUE(Layout(Shape{4, 6}).narrow(0, 1, 2).is_contiguous());
+  EXPECT_FALSE(Layout(Shape{4, 6}).narrow(1, 1, 2).is_contiguous());
+}
+
+TEST(Layout, Views) {
+  Layout l(Shape{4, 5, 6});
+  Layout n = l.narrow(1, 2, 3);
+  EXPECT_EQ(n.shape(), Shape({4, 3, 6}));
+  EXPECT_EQ(n.offset(), 12);
+  EXPECT_EQ(n.extent(), 12 + 3 * 30 + 2 * 6 + 5 + 1);
+
+  Layout s = l.slice(-1, 1, 6, 2);
+  EXPECT_EQ(s.shape(), Shape({4, 5, 3}));
+  EXPECT_EQ(s.strides(), Strides({30, 6, 2}));
+  EXPECT_EQ(s.offset(), 1);
+  EXPECT_EQ(l.slice(0, -3, 100, 1).shape(), Shape({3, 5, 6}));
+
+  Layout p = l.permute(std::vector<int64_t>{2, 0, 1});
+  EXPECT_EQ(p.shape(), Shape({6, 4, 5}));
+  EXPECT_EQ(p.strides(), Strides({1, 30, 6}));
+
+  Layout b = Layout(Shape{5, 1}).broadcast_as({3, 5, 4});
+  EXPECT_EQ(b.strides(), Strides({0, 1, 0}));
+
+  Layout u = l.unsqueeze(1);
+  EXPECT_EQ(u.shape(), Shape({4, 1, 5, 6}));
+  EXPECT_EQ(u.squeeze(1), l);
+  EXPECT_EQ(l.squeeze(0), l);  // not size 1: unchanged
+  EXPECT_EQ(l.unsqueeze(-1).shape(), Shape({4, 5, 6, 1}));
+}
+
+TEST(Layout, ReshapeViews) {
+  Layout l(Shape{4, 6});
+  EXPECT_EQ(l.reshape({2, 2, 6})->strides(), Strides({12, 6, 1}));
+  // A narrowed row block is still contiguous; a transposed matrix can split its dims but not merge them.
+  EXPECT_TRUE(l.narrow(0, 1, 2).reshape({12}).has_value());
+  Layout t = l.transpose(0, 1);  // [6, 4] strides [1, 6]
+  EXPECT_FALSE(t.reshape({24}).has_value());
+  auto split = t.reshape({2, 3, 4});
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->strides(), Strides({3, 1, 6}));
+  EXPECT_THROW((void)l.reshape({5, 5}), ShapeError);
+}
+
+TEST(Layout, RejectsBadStrides) {
+  EXPECT_THROW(Layout({2}, {-1}, 0), ShapeError);
+  EXPECT_THROW(Layout({2, 2}, {1}, 0), ShapeError);
+  EXPECT_THROW(Layout(Shape{3}).narrow(0, 2, 2), IndexError);
+  EXPECT_THROW(Layout(Shape{3}).slice(0, 0, 3, 0), ShapeError);
+  EXPECT_THROW(Layout(Shape{3}).permute(std::vector<int64_t>{0, 0}), ShapeError);
+}
+
+TEST(Strided, CollapsesContiguousOperands) {
+  Layout a(Shape{4, 5, 6}), b(Shape{4, 5, 6});
+  StridedSpace<2> s = collapse<2>({&a, &b});
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.shape[0], 120);
+  EXPECT_TRUE(s.all_dense());
+  EXPECT_TRUE(s.fits_int32());
+}
+
+TEST(Strided, KeepsWhatCannotMerge) {
+  Layout out(Shape{4, 5, 6});
+  Layout t = Layout(Shape{4, 6, 5}).transpose(1, 2);
+  StridedSpace<2> s = collapse<2>({&out, &t});
+  EXPECT_EQ(s.rank, 3);
+  Layout bias = Layout(Shape{6}).broadcast_as({4, 5, 6});  // stride-0 outer dims merge together
+  StridedSpace<2> sb = collapse<2>({&out, &bias});
+  EXPECT_EQ(sb.rank, 2);
+  EXPECT_EQ(sb.shape[0], 20);
+  EXPECT_EQ(sb.strides[1][0], 0);
+  EXPECT_FALSE(sb.dense(1));
+}
+
+TEST(Strided, SizeOneAndEmptySpaces) {
+  Layout one(Shape{1, 1}), empty(Shape{3, 0});
+  StridedSpace<1> s1 = collapse<1>({&one});
+  EXPECT_EQ(s1.rank, 1);
+  EXPECT_EQ(s1.numel(), 1);
+  EXPECT_EQ(collapse<1>({&empty}).numel(), 0);
+  Layout big(Shape{int64_t(1) << 31, 2}, Strides{2, 1}, 0);
+  EXPECT_FALSE(collapse<1>({&big}).fits_int32());
+}
+
+}  // namespace
+}  // namespace wick

@@ -1,0 +1,208 @@
+// The semantics every backend keeps (docs/numerics.md), checked with hand-computed values on every
+// device: broadcasting, integer wrap-around and division, NaN rules, rounding, reductions,
+// sorting, index ops with the skip sentinel, and determinism.
+#include <cmath>
+#include <limits>
+
+#include "test_util.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace wick {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+class OpsTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev() const { return GetParam(); }
+  template <typename T>
+  Tensor make(std::vector<T> v, const Shape& s) const {
+    return Tensor::from_vector(v, s, dev());
+  }
+  template <typename T>
+  Tensor make(std::vector<T> v) const {
+    return make(v, Shape{static_cast<int64_t>(v.size())});
+  }
+};
+
+// Float vectors compared with NaN equal to NaN.
+void expect_same(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+    else
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+  }
+}
+
+TEST_P(OpsTest, BinaryBroadcastingAndScalars) {
+  Tensor a = make<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor row = make<float>({10, 20, 30});
+  Tensor col = make<float>({100, 200}, {2, 1});
+  EXPECT_EQ((a + row).to_vector<float>(), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ((a * col).to_vector<float>(), (std::vector<float>{100, 200, 300, 800, 1000, 1200}));
+  EXPECT_EQ((row - col).shape(), Shape({2, 3}));
+  EXPECT_EQ((a.t() / 2).to_vector<float>(), (std::vector<float>{0.5, 2, 1, 2.5, 1.5, 3}));
+  EXPECT_EQ((10 - a).to_vector<float>()[5], 4.f);
+  EXPECT_EQ((2 / make<float>({4})).item<float>(), 0.5f);
+  EXPECT_EQ((-a).to_vector<float>()[0], -1.f);
+  EXPECT_EQ(a.maximum(3.5).to_vector<float>(), (std::vector<float>{3.5, 3.5, 3.5, 4, 5, 6}));
+  EXPECT_EQ(a.clamp(2, 4).to_vector<float>(), (std::vector<float>{2, 2, 3, 4, 4, 4}));
+}
+
+TEST_P(OpsTest, IntegerArithmeticWrapsAndDividesSafely) {
+  EXPECT_EQ((make<uint8_t>({250, 3}) + make<uint8_t>({10, 255})).to_vector<uint8_t>(), (std::vector<uint8_t>{4, 2}));
+  EXPECT_EQ((make<int32_t>({std::numeric_limits<int32_t>::max()}) + 1).item<int32_t>(),
+            std::numeric_limits<int32_t>::min());
+  EXPECT_EQ((make<int16_t>({300}) * make<int16_t>({300})).item<int16_t>(), static_cast<int16_t>(90000 - 65536 * 1));
+  // Division truncates toward zero; x / 0 is 0; MIN / -1 wraps to MIN.
+  EXPECT_EQ((make<int32_t>({7, -7, 7, 5, std::numeric_limits<int32_t>::min()}) / make<int32_t>({2, 2, 0, -1, -1}))
+                .to_vector<int32_t>(),
+            (std::vector<int32_t>{3, -3, 0, -5, std::numeric_limits<int32_t>::min()}));
+  EXPECT_EQ((make<uint32_t>({9}) / make<uint32_t>({0})).item<uint32_t>(), 0u);
+  EXPECT_EQ(make<uint8_t>({1, 0}).neg().to_vector<uint8_t>(), (std::vector<uint8_t>{255, 0}));
+  EXPECT_EQ(make<int64_t>({std::numeric_limits<int64_t>::min(), -3}).abs().to_vector<int64_t>(),
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), 3}));
+  EXPECT_EQ(make<int16_t>({-5, 0, 9}).sign().to_vector<int16_t>(), (std::vector<int16_t>{-1, 0, 1}));
+  EXPECT_EQ(make<int32_t>({-5, 4}).relu().to_vector<int32_t>(), (std::vector<int32_t>{0, 4}));
+  EXPECT_EQ(make<int32_t>({-5, 4}).sqr().to_vector<int32_t>(), (std::vector<int32_t>{25, 16}));
+  EXPECT_EQ(make<int64_t>({-7}).round().item<int64_t>(), -7);
+  // Integer affine computes in f64 and converts back with the float -> int rules.
+  EXPECT_EQ(make<uint8_t>({10, 200}).affine(1.5, 0.75).to_vector<uint8_t>(), (std::vector<uint8_t>{15, 255}));
+}
+
+TEST_P(OpsTest, NaNAndFloatRules) {
+  Tensor a = make<float>({kNaN, 1, 2, -0.0f});
+  Tensor b = make<float>({1, kNaN, 3, 0.0f});
+  expect_same(a.maximum(b).to_vector<float>(), {kNaN, kNaN, 3, -0.0f});
+  expect_same(a.minimum(b).to_vector<float>(), {kNaN, kNaN, 2, -0.0f});
+  EXPECT_EQ(a.eq(b).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(a.ne(b).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 1, 0}));
+  EXPECT_EQ(a.lt(b).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 0}));
+  EXPECT_EQ(a.ge(2).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 0}));
+  expect_same(a.relu().to_vector<float>(), {kNaN, 1, 2, 0});
+  expect_same(make<float>({kNaN, -3, 0, 2}).sign().to_vector<float>(), {kNaN, -1, 0, 1});
+  // round: ties away from zero (Candle, C's round()).
+  EXPECT_EQ(make<float>({0.5, 1.5, 2.5, -0.5, -2.5, 2.4f}).round().to_vector<float>(),
+            (std::vector<float>{1, 2, 3, -1, -3, 2}));
+  EXPECT_EQ(make<float>({-1.5, 1.5}).floor().to_vector<float>(), (std::vector<float>{-2, 1}));
+  EXPECT_EQ(make<float>({-1.5, 1.5}).ceil().to_vector<float>(), (std::vector<float>{-1, 2}));
+  std::vector<float> r = make<float>({0, -0.0f, 4}).recip().to_vector<float>();
+  EXPECT_EQ(r[0], kInf);
+  EXPECT_EQ(r[1], -kInf);
+  EXPECT_EQ(r[2], 0.25f);
+  EXPECT_TRUE(std::isnan(make<float>({-1}).sqrt().item<float>()));
+  EXPECT_NEAR(make<float>({1}).gelu().item<float>(), 0.8411920f, 1e-6);
+  EXPECT_NEAR(make<float>({1}).gelu_erf().item<float>(), 0.8413447f, 1e-6);
+  EXPECT_NEAR(make<float>({2}).silu().item<float>(), 2 / (1 + std::exp(-2.f)), 1e-6);
+  EXPECT_NEAR(make<float>({-1}).elu(0.5).item<float>(), 0.5f * (std::exp(-1.f) - 1), 1e-7);
+  EXPECT_NEAR(make<float>({2}).powf(0.5).item<float>(), std::sqrt(2.f), 1e-7);
+  EXPECT_EQ(make<float>({2, 3}).affine(2, -1).to_vector<float>(), (std::vector<float>{3, 5}));
+}
+
+TEST_P(OpsTest, WhereCond) {
+  Tensor cond = make<uint8_t>({1, 0, 7}, {3, 1});
+  Tensor t = make<int64_t>({1, 2}, {1, 2}), f = make<int64_t>({-1});
+  EXPECT_EQ(where_cond(cond, t, f).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, -1, -1, 1, 2}));
+  EXPECT_EQ(make<int64_t>({0, -5}).where_cond(make<float>({1, 2}), make<float>({3, 4})).to_vector<float>(),
+            (std::vector<float>{3, 2}));
+}
+
+TEST_P(OpsTest, Reductions) {
+  Tensor x = make<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(x.sum().item<float>(), 21.f);
+  EXPECT_EQ(x.sum(0).to_vector<float>(), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(x.sum(-1, true).shape(), Shape({2, 1}));
+  EXPECT_EQ(x.t().sum(1).to_vector<float>(), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(x.sum({0, 1}).shape(), Shape{});
+  EXPECT_EQ(x.mean(1).to_vector<float>(), (std::vector<float>{2, 5}));
+  EXPECT_EQ(x.max(0).to_vector<float>(), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(x.min().item<float>(), 1.f);
+  EXPECT_FLOAT_EQ(x.var(1).to_vector<float>()[1], 1.f);
+  EXPECT_EQ(Tensor::zeros({3, 0}).sum(1).to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  // Integer sums wrap in the dtype; mean of f16 does not overflow on the way.
+  EXPECT_EQ(make<uint8_t>({200, 100}).sum().item<uint8_t>(), 44);
+  Tensor big = Tensor::full({1000}, 100, DType::F16, dev());
+  EXPECT_EQ(static_cast<float>(big.mean().item<f16>()), 100.f);
+  // NaN propagates through max/min; argmax/argmin take the first NaN, or else the first extreme.
+  Tensor n = make<float>({1, kNaN, 3, kNaN});
+  EXPECT_TRUE(std::isnan(n.max().item<float>()));
+  EXPECT_TRUE(std::isnan(n.min().item<float>()));
+  EXPECT_EQ(n.argmax(0).item<uint32_t>(), 1u);
+  EXPECT_EQ(n.argmin(0).item<uint32_t>(), 1u);
+  Tensor ties = make<int32_t>({3, 7, 7, 1, 1, 7}, {2, 3});
+  EXPECT_EQ(ties.argmax(1).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(ties.argmin(1, true).shape(), Shape({2, 1}));
+  EXPECT_EQ(ties.argmin(0).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 1, 0}));
+}
+
+TEST_P(OpsTest, CumsumAndSort) {
+  Tensor x = make<int32_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(x.cumsum(1).to_vector<int32_t>(), (std::vector<int32_t>{1, 3, 6, 4, 9, 15}));
+  EXPECT_EQ(x.cumsum(0).to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 5, 7, 9}));
+  Tensor v = make<float>({3, kNaN, 1, 3, -kInf, 1});
+  // Stable: equal values keep their order. NaN is last ascending, first descending.
+  EXPECT_EQ(v.argsort().to_vector<uint32_t>(), (std::vector<uint32_t>{4, 2, 5, 0, 3, 1}));
+  EXPECT_EQ(v.argsort(false).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 0, 3, 2, 5, 4}));
+  auto [values, idx] = make<int64_t>({5, 1, 4, 2, 9, 0}, {2, 3}).sort();
+  EXPECT_EQ(values.to_vector<int64_t>(), (std::vector<int64_t>{1, 4, 5, 0, 2, 9}));
+  EXPECT_EQ(idx.to_vector<uint32_t>(), (std::vector<uint32_t>{1, 2, 0, 2, 0, 1}));
+}
+
+TEST_P(OpsTest, IndexOpsAndTheSkipSentinel) {
+  Tensor x = make<float>({1, 2, 3, 4, 5, 6}, {3, 2});
+  Tensor ids = make<uint32_t>({2, 0, 0xffffffffu, 2});
+  EXPECT_EQ(x.index_select(ids, 0).to_vector<float>(), (std::vector<float>{5, 6, 1, 2, 0, 0, 5, 6}));
+  EXPECT_EQ(x.index_select(make<int64_t>({1}), 1).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  Tensor g = x.gather(make<uint8_t>({1, 255, 0}, {3, 1}), 1);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{2, 0, 5}));
+  Tensor emb = embedding(x, make<int32_t>({2, 1, 0, 2}, {2, 2}));
+  EXPECT_EQ(emb.shape(), Shape({2, 2, 2}));
+  EXPECT_EQ(emb.to_vector<float>(), (std::vector<float>{5, 6, 3, 4, 1, 2, 5, 6}));
+
+  // scatter: the last write along the dim wins; the sentinel leaves the element alone.
+  Tensor dst = Tensor::zeros({2, 3}, DType::F32, dev());
+  Tensor sids = make<int64_t>({2, 2, std::numeric_limits<int64_t>::max(), 0, 1, 0}, {2, 3});
+  Tensor src = make<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(dst.scatter(sids, src, 1).to_vector<float>(), (std::vector<float>{0, 0, 2, 6, 5, 0}));
+  EXPECT_EQ(dst.scatter_add(sids, src, 1).to_vector<float>(), (std::vector<float>{0, 0, 3, 10, 5, 0}));
+  EXPECT_EQ(dst.sum().item<float>(), 0.f);  // functional forms leave dst alone
+  dst.scatter_add_set(sids, src, 1);
+  dst.scatter_add_set(sids, src, 1);
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{0, 0, 6, 20, 10, 0}));
+  // index_add: rows of src added at ids along dim (repeats accumulate).
+  Tensor base = Tensor::ones({3, 2}, DType::I32, dev());
+  Tensor added = base.index_add(make<uint8_t>({2, 2, 255}), make<int32_t>({1, 2, 3, 4, 5, 6}, {3, 2}), 0);
+  EXPECT_EQ(added.to_vector<int32_t>(), (std::vector<int32_t>{1, 1, 1, 1, 5, 7}));
+  // gather with ids smaller than x in the other dims (PyTorch's rule).
+  EXPECT_EQ(x.gather(make<int64_t>({1}, {1, 1}), 0).item<float>(), 3.f);
+}
+
+TEST_P(OpsTest, ReductionsAreDeterministic) {
+  manual_seed(3, dev());
+  Tensor x = Tensor::rand_normal({1 << 20}, 0, 1, DType::F32, dev());
+  Tensor t = Tensor::rand_normal({512, 1024}, 0, 1, DType::F32, dev());
+  float s1 = x.sum().item<float>();
+  std::vector<float> c1 = t.sum(0).to_vector<float>(), r1 = t.t().sum(0).to_vector<float>();
+#ifdef _OPENMP
+  int threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // results must not depend on the number of threads
+#endif
+  EXPECT_EQ(x.sum().item<float>(), s1);
+  EXPECT_EQ(t.sum(0).to_vector<float>(), c1);
+  EXPECT_EQ(t.t().sum(0).to_vector<float>(), r1);
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+  EXPECT_EQ(x.sum().item<float>(), s1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OpsTest, ::testing::ValuesIn(test::devices()), test::device_name);
+
+}  // namespace
+}  // namespace wick
