@@ -100,6 +100,13 @@ TEST(Strided, KeepsWhatCannotMerge) {
   EXPECT_FALSE(sb.dense(1));
 }
 
+TEST(Strided, Classify) {
+  EXPECT_EQ(classify(Layout(Shape{3, 4}).narrow(0, 1, 2)), LayoutKind::Contiguous);
+  EXPECT_EQ(classify(Layout(Shape{1}).broadcast_as({3, 4})), LayoutKind::Scalar);
+  EXPECT_EQ(classify(Layout(Shape{4}).broadcast_as({3, 4})), LayoutKind::General);
+  EXPECT_EQ(classify(Layout(Shape{3, 4}).transpose(0, 1)), LayoutKind::General);
+}
+
 TEST(Strided, SizeOneAndEmptySpaces) {
   Layout one(Shape{1, 1}), empty(Shape{3, 0});
   StridedSpace<1> s1 = collapse<1>({&one});

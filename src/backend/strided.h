@@ -48,6 +48,20 @@ struct StridedSpace {
   }
 };
 
+// What a kernel needs to know of one operand's layout.
+enum class LayoutKind {
+  Contiguous,  // dense row-major from its offset
+  Scalar,      // one element read everywhere (every stride 0, or a single element)
+  General,     // anything else: walk the strides
+};
+
+inline LayoutKind classify(const Layout& l) {
+  if (l.is_contiguous()) return LayoutKind::Contiguous;
+  for (int i = 0; i < l.rank(); ++i)
+    if (l.dim(i) != 1 && l.stride(i) != 0) return LayoutKind::General;
+  return LayoutKind::Scalar;
+}
+
 // Collapses the common shape of `layouts` (all of one shape): size-1 dims are dropped, and
 // neighbouring dims merge where every operand steps through them as through one dim.
 template <int N>

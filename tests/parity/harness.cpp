@@ -282,39 +282,40 @@ void run_cases(Backend& backend, Backend& reference, const std::vector<Case>& ca
 }
 
 void print_report(const std::vector<Record>& records, std::ostream& os, uint64_t seed) {
-  std::vector<std::string> ops;
-  std::map<std::pair<std::string, int>, std::array<int, 3>> cells;  // pass, fail, unsupported
-  std::map<std::string, std::string> backends;
+  std::vector<std::string> backends, ops;
   for (const Record& r : records) {
+    if (std::find(backends.begin(), backends.end(), r.backend) == backends.end()) backends.push_back(r.backend);
     if (std::find(ops.begin(), ops.end(), r.c->op) == ops.end()) ops.push_back(r.c->op);
-    cells[{r.c->op, static_cast<int>(r.c->main_dtype())}][static_cast<int>(r.status)]++;
   }
-  std::map<std::string, int> count;
-  for (const Record& r : records) count[r.backend]++;
-  for (const auto& [backend, n] : count) os << "backend " << backend << ": " << n << " cases, seed " << seed << "\n";
-  os << std::left << std::setw(22) << "op";
-  for (DType dt : kAllDTypes) os << std::setw(8) << dtype_name(dt);
-  os << "\n";
-  for (const std::string& op : ops) {
-    os << std::setw(22) << op;
-    for (DType dt : kAllDTypes) {
-      auto it = cells.find({op, static_cast<int>(dt)});
-      std::string cell = ".";
-      if (it != cells.end()) {
-        auto [pass, fail, unsup] = it->second;
-        if (fail)
-          cell = "FAIL" + std::to_string(fail);
-        else if (pass)
-          cell = std::to_string(pass);
-        else
-          cell = "--";
-        if (fail == 0 && pass && unsup) cell += "*";
-      }
-      os << std::setw(8) << cell;
+  for (const std::string& backend : backends) {
+    std::map<std::pair<std::string, int>, std::array<int, 3>> cells;  // pass, fail, unsupported
+    int n = 0;
+    for (const Record& r : records) {
+      if (r.backend != backend) continue;
+      ++n;
+      cells[{r.c->op, static_cast<int>(r.c->main_dtype())}][static_cast<int>(r.status)]++;
     }
+    os << "backend " << backend << ": " << n << " cases, seed " << seed << "\n";
+    os << std::left << std::setw(22) << "op";
+    for (DType dt : kAllDTypes) os << std::setw(8) << dtype_name(dt);
     os << "\n";
+    for (const std::string& op : ops) {
+      os << std::setw(22) << op;
+      for (DType dt : kAllDTypes) {
+        auto it = cells.find({op, static_cast<int>(dt)});
+        std::string cell = ".";
+        if (it != cells.end()) {
+          auto [pass, fail, unsup] = it->second;
+          cell = fail ? "FAIL" + std::to_string(fail) : pass ? std::to_string(pass) : "--";
+          if (fail == 0 && pass && unsup) cell += "*";
+        }
+        os << std::setw(8) << cell;
+      }
+      os << "\n";
+    }
   }
-  os << "(cells: cases passed; FAILn: n failed; --: unsupported; .: not defined for the dtype)\n";
+  os << "(cells: cases passed; FAILn: n failed; --: unsupported; *: some unsupported; .: not defined for the "
+        "dtype)\n";
   int pass = 0, fail = 0, unsup = 0;
   for (const Record& r : records) {
     if (r.status == Status::Fail) {
