@@ -13,6 +13,7 @@
 #include "wick/dtype.h"
 #include "wick/error.h"
 #include "wick/layout.h"
+#include "wick/nn_options.h"
 #include "wick/scalar.h"
 #include "wick/shape.h"
 
@@ -195,6 +196,36 @@ class Tensor {
   // Indices (u32) that sort the last dim; stable: equal values keep their order.
   Tensor argsort(bool ascending = true) const;
   std::pair<Tensor, Tensor> sort(bool ascending = true) const;  // (values, indices)
+
+  // ---- matmul, convolution, pooling, upsampling (float dtypes; max_pool2d and nearest
+  // upsampling also integers) ---------------------------------------------------------------
+  // (..., m, k) x (..., k, n) -> (..., m, n), batch dims broadcast (numpy). A rank-1 operand is
+  // a row (left) or column (right) vector whose dim is dropped from the result, as in PyTorch.
+  // Transposed views are used in place, other strided operands copied internally.
+  Tensor matmul(const Tensor& rhs) const;
+  Tensor dot(const Tensor& rhs) const;  // rank 1 . rank 1 -> rank 0
+  Tensor mv(const Tensor& vec) const;   // (m, k) . (k) -> (m)
+  // x (N, C_in, L) with kernel (C_out, C_in / groups, K) -> (N, C_out, L_out),
+  // L_out = (L + 2 padding - dilation (K - 1) - 1) / stride + 1.
+  Tensor conv1d(const Tensor& kernel, const Conv1dOptions& options = {}) const;
+  // x (N, C_in, L) with kernel (C_in, C_out / groups, K) -> (N, C_out, L_out),
+  // L_out = (L - 1) stride - 2 padding + dilation (K - 1) + output_padding + 1.
+  Tensor conv_transpose1d(const Tensor& kernel, const Conv1dOptions& options = {}) const;
+  // x (N, C_in, H, W) with kernel (C_out, C_in / groups, KH, KW), per axis as conv1d.
+  Tensor conv2d(const Tensor& kernel, const Conv2dOptions& options = {}) const;
+  Tensor conv_transpose2d(const Tensor& kernel, const Conv2dOptions& options = {}) const;
+  // x (N, C, H, W); windows of `kernel` every `stride` (default: the kernel), no padding, floor
+  // output size. avg divides by the window size; max propagates NaN.
+  Tensor avg_pool2d(Pair kernel) const { return avg_pool2d(kernel, kernel); }
+  Tensor avg_pool2d(Pair kernel, Pair stride) const;
+  Tensor max_pool2d(Pair kernel) const { return max_pool2d(kernel, kernel); }
+  Tensor max_pool2d(Pair kernel, Pair stride) const;
+  // x (N, C, L) -> (N, C, size); source index min(L - 1, floor(i L / size)).
+  Tensor upsample_nearest1d(int64_t size) const;
+  Tensor upsample_nearest2d(int64_t height, int64_t width) const;
+  // PyTorch's bilinear interpolation to a size, or by scale factors (size floor(in * scale)).
+  Tensor upsample_bilinear2d(int64_t height, int64_t width, bool align_corners = false) const;
+  Tensor upsample_bilinear2d_scale(double scale_h, double scale_w, bool align_corners = false) const;
 
   // ---- indexing -----------------------------------------------------------------------------
   // `ids` hold indices of an integer dtype; the dtype's maximum value is a "skip" sentinel.

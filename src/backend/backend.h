@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "backend/nn_params.h"
 #include "backend/op.h"
 #include "backend/storage.h"
 #include "wick/dtype.h"
@@ -67,6 +68,8 @@ class Backend {
   virtual void synchronize() = 0;
   // Frees memory made by alloc (called by ~Storage; never throws).
   virtual void release(void* data, size_t nbytes) noexcept = 0;
+  // Gives memory the backend keeps for reuse back to the system.
+  virtual void empty_cache() {}
   // Turns the testing aid on or off; returns false if the backend has none. guard_violations
   // counts freed allocations whose guard bytes had changed.
   virtual bool set_alloc_check(AllocCheck check) {
@@ -118,6 +121,28 @@ class Backend {
   virtual StoragePtr index_select(const View& x, const View& ids, int dim) = 0;
   // out = x, then out[.. ids[j] at dim ..] += src[.. j at dim ..]; ids of rank 1.
   virtual StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) = 0;
+
+  // ---- matmul, convolution, pooling, upsampling ---------------------------------------------
+  // a (..., m, k) times b (..., k, n) -> (..., m, n). The batch dims of a and b are equal (the
+  // front end broadcast them: stride 0 is common); any strides are accepted.
+  virtual StoragePtr matmul(const View& a, const View& b) = 0;
+  // x (N, C_in, L) with k (C_out, C_in / groups, K) -> (N, C_out, L_out); parameters in axis 0.
+  virtual StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) = 0;
+  // x (N, C_in, L) with k (C_in, C_out / groups, K) -> (N, C_out, L_out).
+  virtual StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) = 0;
+  // x (N, C_in, H, W) with k (C_out, C_in / groups, KH, KW) -> (N, C_out, H_out, W_out).
+  virtual StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) = 0;
+  // x (N, C_in, H, W) with k (C_in, C_out / groups, KH, KW) -> (N, C_out, H_out, W_out).
+  virtual StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) = 0;
+  // x (N, C, H, W) -> (N, C, H_out, W_out): window means (divided by kh * kw) and maxima
+  // (NaN propagates).
+  virtual StoragePtr avg_pool2d(const View& x, const PoolParams& p) = 0;
+  virtual StoragePtr max_pool2d(const View& x, const PoolParams& p) = 0;
+  // x (N, C, L) -> (N, C, out_l): out[i] = x[min(L - 1, floor(i * L / out_l))].
+  virtual StoragePtr upsample_nearest1d(const View& x, int64_t out_l) = 0;
+  // x (N, C, H, W) -> (N, C, out_h, out_w), the same rule along each axis.
+  virtual StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) = 0;
+  virtual StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) = 0;
 
   // ---- random -----------------------------------------------------------------------------
   // Philox4x32-10 (src/kernels/philox.h): each call consumes one stream of the generator.

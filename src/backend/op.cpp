@@ -89,7 +89,14 @@ bool op_defined(OpKey op, std::span<const DType> dtypes) {
     case OpCode::Powf:
     case OpCode::Elu:
     case OpCode::RandUniform:
-    case OpCode::RandNormal: return is_float(dt);
+    case OpCode::RandNormal:
+    case OpCode::Matmul:
+    case OpCode::Conv1d:
+    case OpCode::ConvTranspose1d:
+    case OpCode::Conv2d:
+    case OpCode::ConvTranspose2d:
+    case OpCode::AvgPool2d:
+    case OpCode::UpsampleBilinear2d: return is_float(dt);
     case OpCode::Unary: return is_float(dt) || unary_defined_for_int(static_cast<UnaryOp>(op.variant));
     case OpCode::Where: return is_index_dtype(dtypes[0]);
     case OpCode::Gather:
@@ -97,7 +104,9 @@ bool op_defined(OpKey op, std::span<const DType> dtypes) {
     case OpCode::ScatterAddSet:
     case OpCode::IndexSelect:
     case OpCode::IndexAdd: return is_index_dtype(dtypes[1]);
-    default: return true;  // copies, casts, affine, binary, cmp, reductions, cumsum, argsort
+    default:
+      return true;  // copies, casts, affine, binary, cmp, reductions, cumsum, argsort, max_pool2d,
+                    // nearest upsampling
   }
 }
 

@@ -58,28 +58,38 @@ namespace wick {
   X(ArgMax, "argmax")
 
 // Backend methods that compute (memory management, seeding and sync are always supported).
-#define WICK_FORALL_OPCODES(X)        \
-  X(CopyStrided, "copy_strided")      \
-  X(Copy2d, "copy2d")                 \
-  X(ConstSet, "const_set")            \
-  X(Cast, "cast")                     \
-  X(Affine, "affine")                 \
-  X(Powf, "powf")                     \
-  X(Elu, "elu")                       \
-  X(Unary, "unary")                   \
-  X(Binary, "binary")                 \
-  X(Cmp, "cmp")                       \
-  X(Where, "where")                   \
-  X(Reduce, "reduce")                 \
-  X(Gather, "gather")                 \
-  X(ScatterSet, "scatter_set")        \
-  X(ScatterAddSet, "scatter_add_set") \
-  X(IndexSelect, "index_select")      \
-  X(IndexAdd, "index_add")            \
-  X(Cumsum, "cumsum")                 \
-  X(Argsort, "argsort")               \
-  X(RandUniform, "rand_uniform")      \
-  X(RandNormal, "rand_normal")
+#define WICK_FORALL_OPCODES(X)               \
+  X(CopyStrided, "copy_strided")             \
+  X(Copy2d, "copy2d")                        \
+  X(ConstSet, "const_set")                   \
+  X(Cast, "cast")                            \
+  X(Affine, "affine")                        \
+  X(Powf, "powf")                            \
+  X(Elu, "elu")                              \
+  X(Unary, "unary")                          \
+  X(Binary, "binary")                        \
+  X(Cmp, "cmp")                              \
+  X(Where, "where")                          \
+  X(Reduce, "reduce")                        \
+  X(Gather, "gather")                        \
+  X(ScatterSet, "scatter_set")               \
+  X(ScatterAddSet, "scatter_add_set")        \
+  X(IndexSelect, "index_select")             \
+  X(IndexAdd, "index_add")                   \
+  X(Cumsum, "cumsum")                        \
+  X(Argsort, "argsort")                      \
+  X(RandUniform, "rand_uniform")             \
+  X(RandNormal, "rand_normal")               \
+  X(Matmul, "matmul")                        \
+  X(Conv1d, "conv1d")                        \
+  X(ConvTranspose1d, "conv_transpose1d")     \
+  X(Conv2d, "conv2d")                        \
+  X(ConvTranspose2d, "conv_transpose2d")     \
+  X(AvgPool2d, "avg_pool2d")                 \
+  X(MaxPool2d, "max_pool2d")                 \
+  X(UpsampleNearest1d, "upsample_nearest1d") \
+  X(UpsampleNearest2d, "upsample_nearest2d") \
+  X(UpsampleBilinear2d, "upsample_bilinear2d")
 
 #define WICK_ENUM_ENTRY(e, ...) e,
 enum class UnaryOp : uint8_t { WICK_FORALL_UNARY_OPS(WICK_ENUM_ENTRY) };

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backend/backend.h"
+#include "cpu/block_cache.h"
 
 namespace wick::cpu {
 
@@ -23,6 +24,7 @@ class CpuBackend final : public Backend {
   void to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) override;
   void synchronize() override {}
   void release(void* data, size_t nbytes) noexcept override;
+  void empty_cache() override;
   bool set_alloc_check(AllocCheck check) override;
   int64_t guard_violations() const override { return guard_violations_.load(); }
 
@@ -49,6 +51,17 @@ class CpuBackend final : public Backend {
   StoragePtr index_select(const View& x, const View& ids, int dim) override;
   StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override;
 
+  StoragePtr matmul(const View& a, const View& b) override;
+  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr max_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override;
+  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
+  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
+
   StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
   StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
   void set_seed(uint64_t seed) override;
@@ -56,6 +69,7 @@ class CpuBackend final : public Backend {
  private:
   uint64_t next_stream(uint64_t* seed);
 
+  BlockCache cache_;
   std::mutex rng_mutex_;
   uint64_t seed_ = kDefaultSeed;
   uint64_t stream_ = 0;

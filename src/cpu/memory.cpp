@@ -1,5 +1,6 @@
 // Host memory for the CPU backend: 64-byte aligned blocks, each behind a small header that
 // records its guard size, so the testing aid (poison and guard bytes) can be switched at any time.
+// Large unguarded blocks are kept for reuse (block_cache.h).
 #include <cstdlib>
 #include <cstring>
 
@@ -16,7 +17,51 @@ constexpr unsigned char kPoisonByte = 0xff;  // NaN in every float dtype, the ma
 
 size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// The size of the block holding nbytes of data behind `guard` bytes on each side.
+size_t block_size(size_t nbytes, size_t guard) {
+  size_t total = guard + kAlign + round_up(nbytes) + guard;
+  return guard ? total : BlockCache::size_class(total);
+}
+
 }  // namespace
+
+size_t BlockCache::size_class(size_t n) {
+  if (n < kMinBytes) return n;
+  size_t top = kMinBytes;
+  while (top < n) top <<= 1;
+  const size_t quarter = top / 8;  // classes top/2 * (1, 1.25, 1.5, 1.75), then top
+  size_t c = top / 2;
+  while (c < n) c += quarter;
+  return c;
+}
+
+void* BlockCache::take(size_t class_bytes) {
+  if (class_bytes < kMinBytes) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = free_.find(class_bytes);
+  if (it == free_.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  cached_ -= class_bytes;
+  return p;
+}
+
+bool BlockCache::give(void* block, size_t class_bytes) {
+  if (class_bytes < kMinBytes) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cached_ + class_bytes > kMaxCachedBytes) return false;
+  free_[class_bytes].push_back(block);
+  cached_ += class_bytes;
+  return true;
+}
+
+void BlockCache::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [size, blocks] : free_)
+    for (void* p : blocks) std::free(p);
+  free_.clear();
+  cached_ = 0;
+}
 
 CpuBackend& cpu_backend() {
   static CpuBackend backend;
@@ -28,8 +73,13 @@ bool CpuBackend::supports(OpKey op, std::span<const DType> dtypes) const { retur
 // Block: [guard][header: guard size, padded to kAlign][data, rounded up][guard]
 StoragePtr CpuBackend::alloc(size_t nbytes) {
   size_t guard = round_up(check_guard_.load());
-  size_t total = guard + kAlign + round_up(nbytes) + guard;
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  size_t total = block_size(nbytes, guard);
+  auto* base = static_cast<unsigned char*>(guard ? nullptr : cache_.take(total));
+  if (!base) base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  if (!base) {  // give the cached blocks back and try once more
+    cache_.clear();
+    base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  }
   if (!base) throw OutOfMemoryError(detail::str_cat("alloc: cannot allocate ", nbytes, " bytes on cpu"));
   unsigned char* header = base + guard;
   std::memcpy(header, &guard, sizeof guard);
@@ -55,8 +105,10 @@ void CpuBackend::release(void* data, size_t nbytes) noexcept {
     for (size_t i = 0; i < tail; ++i) intact &= after[i] == kGuardByte;
     if (!intact) ++guard_violations_;
   }
-  std::free(base);
+  if (guard || !cache_.give(base, block_size(nbytes, 0))) std::free(base);
 }
+
+void CpuBackend::empty_cache() { cache_.clear(); }
 
 bool CpuBackend::set_alloc_check(AllocCheck check) {
   check_poison_ = check.poison;

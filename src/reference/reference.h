@@ -47,6 +47,17 @@ class ReferenceBackend final : public Backend {
   StoragePtr index_select(const View& x, const View& ids, int dim) override;
   StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override;
 
+  StoragePtr matmul(const View& a, const View& b) override;
+  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr max_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override;
+  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
+  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
+
   StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
   StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
   void set_seed(uint64_t seed) override {

@@ -370,6 +370,7 @@ std::vector<Case> all_cases() {
   add_elementwise_cases(cases);
   add_reduce_cases(cases);
   add_index_cases(cases);
+  add_nn_cases(cases);
   return cases;
 }
 

@@ -1,0 +1,61 @@
+#include "cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "wick/error.h"
+
+namespace wick::cpu {
+
+std::optional<BlasMatrix> blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  // The stride of a dim of size 1 is never used, so such a dim fits any layout.
+  auto fits = [](int64_t ld, int64_t min) {
+    return ld >= std::max<int64_t>(min, 1) && ld <= std::numeric_limits<int>::max();
+  };
+  if ((cols <= 1 || col_stride == 1) && (rows <= 1 || fits(row_stride, cols)))  // (i, j) at i * ld + j
+    return BlasMatrix{false, rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride};
+  if ((rows <= 1 || row_stride == 1) && (cols <= 1 || fits(col_stride, rows)))  // (i, j) at j * ld + i
+    return BlasMatrix{true, cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride};
+  return std::nullopt;
+}
+
+namespace {
+
+void check_dims(int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  WICK_CHECK(m <= kMax && n <= kMax && k <= kMax, NotSupportedError, "matmul", "dims m=", m, " n=", n, " k=", k,
+             " exceed the 32-bit BLAS interface (cpu)");
+}
+
+CBLAS_TRANSPOSE op(const BlasMatrix& x) { return x.trans ? CblasTrans : CblasNoTrans; }
+
+template <typename T>
+bool zero_product(int64_t m, int64_t n, int64_t k, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return true;
+  if (k > 0) return false;
+  for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+  return true;
+}
+
+}  // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, BlasMatrix am, const float* b, BlasMatrix bm, float* c,
+          int64_t ldc) {
+  if (zero_product(m, n, k, c, ldc)) return;
+  check_dims(m, n, k);
+  cblas_sgemm(CblasRowMajor, op(am), op(bm), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(am.ld), b, static_cast<int>(bm.ld), 0.0f, c, static_cast<int>(ldc));
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const double* a, BlasMatrix am, const double* b, BlasMatrix bm, double* c,
+          int64_t ldc) {
+  if (zero_product(m, n, k, c, ldc)) return;
+  check_dims(m, n, k);
+  cblas_dgemm(CblasRowMajor, op(am), op(bm), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
+              static_cast<int>(am.ld), b, static_cast<int>(bm.ld), 0.0, c, static_cast<int>(ldc));
+}
+
+}  // namespace wick::cpu

@@ -1,0 +1,233 @@
+// Front end of matmul, the convolutions, pooling and upsampling.
+#include <cmath>
+
+#include "backend/nn_params.h"
+#include "ops/checks.h"
+
+namespace wick {
+
+using ops::backend_of;
+using ops::describe;
+using ops::view_of;
+using ops::wrap;
+
+namespace {
+
+Shape leading(const Shape& s, int drop) {
+  Shape out;
+  for (int d = 0; d + drop < s.rank(); ++d) out.push_back(s[d]);
+  return out;
+}
+
+void check_pair(const char* op, const char* what, int64_t v, int64_t min, const Tensor& x) {
+  WICK_CHECK(v >= min, ShapeError, op, what, " must be at least ", min, ", got ", v, " (", describe(x), ")");
+}
+
+Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvParams p, int spatial, bool transposed) {
+  ops::check_same_device(op, {&x, &k});
+  ops::check_same_dtype(op, x, k);
+  ops::check_supported(op, x, code, {x.dtype()});
+  const int rank = 2 + spatial;
+  WICK_CHECK(x.rank() == rank, ShapeError, op, "input must have rank ", rank, " (N, C", spatial == 1 ? ", L" : ", H, W",
+             "), got ", describe(x));
+  WICK_CHECK(k.rank() == rank, ShapeError, op, "kernel must have rank ", rank, ", got ", describe(k));
+  check_pair(op, "groups", p.groups, 1, x);
+  const int64_t cin = x.shape()[1];
+  WICK_CHECK(cin % p.groups == 0, ShapeError, op, "groups ", p.groups, " do not divide the ", cin,
+             " input channels of ", describe(x));
+  if (transposed) {
+    WICK_CHECK(k.shape()[0] == cin, ShapeError, op, "kernel ", describe(k), " must have ", cin,
+               " input channels (dim 0) for input ", describe(x));
+  } else {
+    WICK_CHECK(k.shape()[1] * p.groups == cin, ShapeError, op, "kernel ", describe(k), " must have ", cin / p.groups,
+               " channels per group (dim 1) for input ", describe(x), " and groups ", p.groups);
+    WICK_CHECK(k.shape()[0] % p.groups == 0, ShapeError, op, "groups ", p.groups, " do not divide the ", k.shape()[0],
+               " output channels of kernel ", describe(k));
+  }
+  for (int a = 0; a < spatial; ++a) {
+    check_pair(op, "stride", p.stride[a], 1, x);
+    check_pair(op, "dilation", p.dilation[a], 1, x);
+    check_pair(op, "padding", p.padding[a], 0, x);
+    check_pair(op, "output_padding", p.output_padding[a], 0, x);
+    check_pair(op, "kernel size", k.shape()[2 + a], 1, k);
+    const int64_t in = x.shape()[2 + a], ks = k.shape()[2 + a];
+    if (transposed) {
+      WICK_CHECK(p.output_padding[a] < p.stride[a] || p.output_padding[a] < p.dilation[a], ShapeError, op,
+                 "output_padding ", p.output_padding[a], " must be smaller than the stride ", p.stride[a],
+                 " or the dilation ", p.dilation[a]);
+      WICK_CHECK(conv_transpose_out_size(in, ks, p, a) >= 1, ShapeError, op, "padding ", p.padding[a],
+                 " leaves no output for input ", describe(x), " and kernel ", describe(k));
+    } else {
+      WICK_CHECK(p.output_padding[a] == 0, ShapeError, op, "output_padding is for transposed convolutions only");
+      WICK_CHECK(in + 2 * p.padding[a] >= p.dilation[a] * (ks - 1) + 1, ShapeError, op, "kernel ", describe(k),
+                 " (dilation ", p.dilation[a], ") is larger than the padded input ", describe(x), " (padding ",
+                 p.padding[a], ")");
+    }
+  }
+  Backend& b = backend_of(x);
+  StoragePtr s =
+      spatial == 1 ? (transposed ? b.conv_transpose1d(view_of(x), view_of(k), p) : b.conv1d(view_of(x), view_of(k), p))
+                   : (transposed ? b.conv_transpose2d(view_of(x), view_of(k), p) : b.conv2d(view_of(x), view_of(k), p));
+  return wrap(std::move(s), conv_output_shape(x.shape(), k.shape(), p, spatial, transposed), x.dtype());
+}
+
+ConvParams params_1d(const Conv1dOptions& o) {
+  ConvParams p;
+  p.padding[0] = o.padding;
+  p.stride[0] = o.stride;
+  p.dilation[0] = o.dilation;
+  p.output_padding[0] = o.output_padding;
+  p.groups = o.groups;
+  return p;
+}
+
+ConvParams params_2d(const Conv2dOptions& o) {
+  ConvParams p;
+  p.padding[0] = o.padding.h, p.padding[1] = o.padding.w;
+  p.stride[0] = o.stride.h, p.stride[1] = o.stride.w;
+  p.dilation[0] = o.dilation.h, p.dilation[1] = o.dilation.w;
+  p.output_padding[0] = o.output_padding.h, p.output_padding[1] = o.output_padding.w;
+  p.groups = o.groups;
+  return p;
+}
+
+Tensor pool(const char* op, OpCode code, const Tensor& x, Pair kernel, Pair stride) {
+  ops::check_defined(op, x);
+  ops::check_supported(op, x, code, {x.dtype()});
+  WICK_CHECK(x.rank() == 4, ShapeError, op, "input must have rank 4 (N, C, H, W), got ", describe(x));
+  PoolParams p;
+  p.kernel[0] = kernel.h, p.kernel[1] = kernel.w, p.stride[0] = stride.h, p.stride[1] = stride.w;
+  for (int a = 0; a < 2; ++a) {
+    check_pair(op, "kernel size", p.kernel[a], 1, x);
+    check_pair(op, "stride", p.stride[a], 1, x);
+    WICK_CHECK(p.kernel[a] <= x.shape()[2 + a], ShapeError, op, "kernel ", kernel.h, "x", kernel.w,
+               " is larger than the input ", describe(x));
+  }
+  Backend& b = backend_of(x);
+  StoragePtr s = code == OpCode::AvgPool2d ? b.avg_pool2d(view_of(x), p) : b.max_pool2d(view_of(x), p);
+  return wrap(std::move(s), pool_output_shape(x.shape(), p), x.dtype());
+}
+
+void check_upsample(const char* op, const Tensor& x, int spatial, std::initializer_list<int64_t> sizes) {
+  ops::check_defined(op, x);
+  WICK_CHECK(x.rank() == 2 + spatial, ShapeError, op, "input must have rank ", 2 + spatial, ", got ", describe(x));
+  int a = 0;
+  for (int64_t size : sizes) {
+    check_pair(op, "output size", size, 1, x);
+    WICK_CHECK(x.shape()[2 + a] >= 1, ShapeError, op, "cannot upsample the empty dim ", 2 + a, " of ", describe(x));
+    ++a;
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::matmul(const Tensor& rhs) const {
+  const char* op = "matmul";
+  ops::check_same_device(op, {this, &rhs});
+  ops::check_same_dtype(op, *this, rhs);
+  ops::check_supported(op, *this, OpCode::Matmul, {dtype_});
+  WICK_CHECK(rank() >= 1 && rhs.rank() >= 1, ShapeError, op, "operands must have rank 1 or more: ", describe(*this),
+             " and ", describe(rhs));
+  const Tensor a = rank() == 1 ? unsqueeze(0) : *this;
+  const Tensor b = rhs.rank() == 1 ? rhs.unsqueeze(-1) : rhs;
+  const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
+  WICK_CHECK(b.dim(-2) == k, ShapeError, op, "inner dims differ: ", describe(*this), " has ", k, ", ", describe(rhs),
+             " has ", b.dim(-2));
+  Shape batch;
+  try {
+    batch = broadcast_shapes(leading(a.shape(), 2), leading(b.shape(), 2), op);
+  } catch (const ShapeError& e) {
+    throw ShapeError(detail::str_cat(e.what(), " (batch dims of ", describe(*this), " and ", describe(rhs), ")"));
+  }
+  Shape sa = batch, sb = batch, so = batch;
+  sa.push_back(m), sa.push_back(k);
+  sb.push_back(k), sb.push_back(n);
+  so.push_back(m), so.push_back(n);
+  const Layout la = a.layout().broadcast_as(sa), lb = b.layout().broadcast_as(sb);
+  Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, dtype_);
+  if (rank() == 1) out = out.squeeze(-2);
+  if (rhs.rank() == 1) out = out.squeeze(-1);
+  return out;
+}
+
+Tensor Tensor::dot(const Tensor& rhs) const {
+  ops::check_same_device("dot", {this, &rhs});
+  WICK_CHECK(rank() == 1 && rhs.rank() == 1, ShapeError, "dot", "needs two tensors of rank 1, got ", describe(*this),
+             " and ", describe(rhs));
+  return matmul(rhs);
+}
+
+Tensor Tensor::mv(const Tensor& vec) const {
+  ops::check_same_device("mv", {this, &vec});
+  WICK_CHECK(rank() == 2 && vec.rank() == 1, ShapeError, "mv", "needs a matrix and a vector, got ", describe(*this),
+             " and ", describe(vec));
+  return matmul(vec);
+}
+
+Tensor Tensor::conv1d(const Tensor& kernel, const Conv1dOptions& o) const {
+  return conv("conv1d", OpCode::Conv1d, *this, kernel, params_1d(o), 1, false);
+}
+Tensor Tensor::conv_transpose1d(const Tensor& kernel, const Conv1dOptions& o) const {
+  return conv("conv_transpose1d", OpCode::ConvTranspose1d, *this, kernel, params_1d(o), 1, true);
+}
+Tensor Tensor::conv2d(const Tensor& kernel, const Conv2dOptions& o) const {
+  return conv("conv2d", OpCode::Conv2d, *this, kernel, params_2d(o), 2, false);
+}
+Tensor Tensor::conv_transpose2d(const Tensor& kernel, const Conv2dOptions& o) const {
+  return conv("conv_transpose2d", OpCode::ConvTranspose2d, *this, kernel, params_2d(o), 2, true);
+}
+
+Tensor Tensor::avg_pool2d(Pair kernel, Pair stride) const {
+  return pool("avg_pool2d", OpCode::AvgPool2d, *this, kernel, stride);
+}
+Tensor Tensor::max_pool2d(Pair kernel, Pair stride) const {
+  return pool("max_pool2d", OpCode::MaxPool2d, *this, kernel, stride);
+}
+
+Tensor Tensor::upsample_nearest1d(int64_t size) const {
+  check_upsample("upsample_nearest1d", *this, 1, {size});
+  Shape s = shape();
+  s[2] = size;
+  return wrap(backend_of(*this).upsample_nearest1d(view_of(*this), size), s, dtype_);
+}
+
+Tensor Tensor::upsample_nearest2d(int64_t height, int64_t width) const {
+  check_upsample("upsample_nearest2d", *this, 2, {height, width});
+  Shape s = shape();
+  s[2] = height, s[3] = width;
+  return wrap(backend_of(*this).upsample_nearest2d(view_of(*this), height, width), s, dtype_);
+}
+
+namespace {
+
+Tensor bilinear(const Tensor& x, BilinearParams p) {
+  const char* op = "upsample_bilinear2d";
+  check_upsample(op, x, 2, {p.out_h, p.out_w});
+  ops::check_supported(op, x, OpCode::UpsampleBilinear2d, {x.dtype()});
+  Shape s = x.shape();
+  s[2] = p.out_h, s[3] = p.out_w;
+  return wrap(backend_of(x).upsample_bilinear2d(view_of(x), p), s, x.dtype());
+}
+
+}  // namespace
+
+Tensor Tensor::upsample_bilinear2d(int64_t height, int64_t width, bool align_corners) const {
+  BilinearParams p;
+  p.out_h = height, p.out_w = width, p.align_corners = align_corners;
+  return bilinear(*this, p);
+}
+
+Tensor Tensor::upsample_bilinear2d_scale(double scale_h, double scale_w, bool align_corners) const {
+  const char* op = "upsample_bilinear2d";
+  ops::check_defined(op, *this);
+  WICK_CHECK(rank() == 4, ShapeError, op, "input must have rank 4, got ", describe(*this));
+  WICK_CHECK(scale_h > 0 && scale_w > 0 && std::isfinite(scale_h) && std::isfinite(scale_w), ShapeError, op,
+             "scale factors must be positive, got ", scale_h, " and ", scale_w, " (", describe(*this), ")");
+  BilinearParams p;
+  p.out_h = static_cast<int64_t>(std::floor(static_cast<double>(dim(2)) * scale_h));
+  p.out_w = static_cast<int64_t>(std::floor(static_cast<double>(dim(3)) * scale_w));
+  p.align_corners = align_corners, p.scale_h = scale_h, p.scale_w = scale_w;
+  return bilinear(*this, p);
+}
+
+}  // namespace wick

@@ -1,0 +1,176 @@
+// matmul, convolutions, pooling and upsampling: hand-computed values, properties (groups, the
+// transposed convolution as the adjoint of the convolution) and bad inputs, on every device.
+#include <cmath>
+
+#include "test_util.h"
+
+namespace wick {
+namespace {
+
+class NnTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev() const { return GetParam(); }
+  Tensor f32(std::vector<float> v, const Shape& s) const { return Tensor::from_vector(v, s, dev()); }
+  Tensor randn(const Shape& s, DType dt = DType::F64) const { return Tensor::rand_normal(s, 0, 1, dt, dev()); }
+};
+
+void expect_near(const Tensor& got, const Tensor& want, double tol) {
+  ASSERT_EQ(got.shape(), want.shape());
+  std::vector<double> g = got.to_dtype(DType::F64).to_vector<double>(),
+                      w = want.to_dtype(DType::F64).to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], tol) << "element " << i;
+}
+
+TEST_P(NnTest, MatmulValuesAndShapes) {
+  Tensor a = f32({1, 2, 3, 4, 5, 6}, {2, 3}), b = f32({7, 8, 9, 10, 11, 12}, {3, 2});
+  EXPECT_EQ(a.matmul(b).to_vector<float>(), (std::vector<float>{58, 64, 139, 154}));
+  EXPECT_EQ(b.t().matmul(a.t()).to_vector<float>(), (std::vector<float>{58, 139, 64, 154}));  // (ab)^T
+  Tensor v = f32({1, 0, -1}, {3});
+  EXPECT_EQ(a.mv(v).to_vector<float>(), (std::vector<float>{-2, -2}));
+  EXPECT_EQ(v.dot(v).shape(), Shape{});
+  EXPECT_EQ(v.dot(v).item<float>(), 2.f);
+  EXPECT_EQ(v.matmul(b).to_vector<float>(), (std::vector<float>{-4, -4}));
+  // Batch dims broadcast: (2, 1, 2, 3) x (4, 3, 2) -> (2, 4, 2, 2).
+  Tensor batched = randn({2, 1, 2, 3}).matmul(randn({4, 3, 2}));
+  EXPECT_EQ(batched.shape(), Shape({2, 4, 2, 2}));
+  Tensor x = randn({3, 5, 4}), y = randn({4, 6});
+  expect_near(x.matmul(y).get(1), x.get(1).matmul(y), 1e-12);
+  // A stride-2 operand is copied internally, never refused.
+  Tensor wide = randn({5, 8}), rhs = randn({4, 3});
+  expect_near(wide.slice(1, 0, 8, 2).matmul(rhs), wide.slice(1, 0, 8, 2).contiguous().matmul(rhs), 1e-12);
+  EXPECT_EQ(Tensor::ones({2, 0}, DType::F32, dev()).matmul(Tensor::ones({0, 3}, DType::F32, dev())).to_vector<float>(),
+            std::vector<float>(6, 0));
+}
+
+TEST_P(NnTest, HalfMatmulAccumulatesInF32) {
+  // 4096 ones: an f16 accumulator would stop at 2048; f32 accumulation gives the exact 4096.
+  Tensor a = Tensor::ones({1, 4096}, DType::F16, dev()), b = Tensor::ones({4096, 1}, DType::F16, dev());
+  EXPECT_EQ(static_cast<float>(a.matmul(b).item<f16>()), 4096.f);
+  EXPECT_EQ(static_cast<float>(a.to_dtype(DType::BF16).matmul(b.to_dtype(DType::BF16)).item<bf16>()), 4096.f);
+}
+
+TEST_P(NnTest, Conv1dValues) {
+  Tensor x = f32({1, 2, 3, 4, 5}, {1, 1, 5}), k = f32({1, 0, -1}, {1, 1, 3});
+  EXPECT_EQ(x.conv1d(k).to_vector<float>(), (std::vector<float>{-2, -2, -2}));
+  EXPECT_EQ(x.conv1d(k, {.padding = 1}).to_vector<float>(), (std::vector<float>{-2, -2, -2, -2, 4}));
+  EXPECT_EQ(x.conv1d(k, {.padding = 1, .stride = 2}).to_vector<float>(), (std::vector<float>{-2, -2, 4}));
+  EXPECT_EQ(x.conv1d(k, {.dilation = 2}).to_vector<float>(), (std::vector<float>{-4}));
+  Tensor t = f32({1, 2}, {1, 1, 2}).conv_transpose1d(f32({1, 1, 1}, {1, 1, 3}), {.stride = 2});
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 1, 3, 2, 2}));
+  Tensor tp = f32({1, 2}, {1, 1, 2}).conv_transpose1d(f32({1, 1, 1}, {1, 1, 3}), {.stride = 2, .output_padding = 1});
+  EXPECT_EQ(tp.shape(), Shape({1, 1, 6}));
+}
+
+TEST_P(NnTest, Conv2dProperties) {
+  // A 1x1 convolution is a matmul over channels.
+  Tensor x = randn({2, 3, 4, 5}), w = randn({6, 3, 1, 1});
+  Tensor as_matmul = w.reshape({6, 3}).matmul(x.permute({1, 0, 2, 3}).reshape({3, 40})).reshape({6, 2, 4, 5});
+  expect_near(x.conv2d(w), as_matmul.permute({1, 0, 2, 3}), 1e-12);
+  // Groups are independent convolutions of the channel groups.
+  Tensor xg = randn({2, 4, 6, 6}), wg = randn({6, 2, 3, 3});
+  Tensor grouped = xg.conv2d(wg, {.padding = 1, .groups = 2});
+  Tensor first = xg.narrow(1, 0, 2).conv2d(wg.narrow(0, 0, 3), {.padding = 1});
+  Tensor second = xg.narrow(1, 2, 2).conv2d(wg.narrow(0, 3, 3), {.padding = 1});
+  expect_near(grouped, cat({first, second}, 1), 1e-12);
+  // A non-contiguous kernel gives the same result as its contiguous copy.
+  Tensor wt = randn({6, 4, 3, 3}).transpose(2, 3);
+  expect_near(xg.conv2d(wt), xg.conv2d(wt.contiguous()), 1e-12);
+}
+
+// <conv(x, w), y> = <x, conv_transpose(y, w)> for every stride, padding, dilation and groups.
+TEST_P(NnTest, TransposedConvolutionIsTheAdjoint) {
+  struct P {
+    Pair stride, padding, dilation;
+    int64_t groups;
+  };
+  for (const P& p : {P{1, 0, 1, 1}, P{2, 1, 1, 1}, P{{2, 3}, {1, 0}, {2, 1}, 2}, P{3, 2, 2, 4}}) {
+    const int64_t h = 9, w = 10, kh = 3, kw = 2;
+    Tensor x = randn({2, 4, h, w}), k = randn({8, 4 / p.groups, kh, kw});
+    Tensor y = x.conv2d(k, {.padding = p.padding, .stride = p.stride, .dilation = p.dilation, .groups = p.groups});
+    Tensor r = randn(y.shape());
+    // output_padding brings the transposed output back to x's size.
+    auto extra = [&](int64_t in, int64_t out, int64_t s, int64_t pad, int64_t d, int64_t ks) {
+      return in - ((out - 1) * s - 2 * pad + d * (ks - 1) + 1);
+    };
+    Pair op{extra(h, y.dim(2), p.stride.h, p.padding.h, p.dilation.h, kh),
+            extra(w, y.dim(3), p.stride.w, p.padding.w, p.dilation.w, kw)};
+    Tensor xt = r.conv_transpose2d(
+        k,
+        {.padding = p.padding, .stride = p.stride, .dilation = p.dilation, .output_padding = op, .groups = p.groups});
+    ASSERT_EQ(xt.shape(), x.shape());
+    EXPECT_NEAR((y * r).sum().item<double>(), (x * xt).sum().item<double>(), 1e-9);
+  }
+}
+
+TEST_P(NnTest, Pooling) {
+  Tensor x = f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1, 1, 4, 4});
+  EXPECT_EQ(x.avg_pool2d(2).to_vector<float>(), (std::vector<float>{3.5, 5.5, 11.5, 13.5}));
+  EXPECT_EQ(x.max_pool2d(2).to_vector<float>(), (std::vector<float>{6, 8, 14, 16}));
+  EXPECT_EQ(x.max_pool2d(3, 1).to_vector<float>(), (std::vector<float>{11, 12, 15, 16}));
+  EXPECT_EQ(x.max_pool2d({1, 4}).to_vector<float>(), (std::vector<float>{4, 8, 12, 16}));
+  EXPECT_EQ(x.to_dtype(DType::I32).max_pool2d(2).to_vector<int32_t>(), (std::vector<int32_t>{6, 8, 14, 16}));
+  EXPECT_EQ(x.avg_pool2d(3, 2).shape(), Shape({1, 1, 1, 1}));  // floor((4 - 3) / 2) + 1
+  Tensor n = f32({1, NAN, 3, 4}, {1, 1, 2, 2});
+  EXPECT_TRUE(std::isnan(n.max_pool2d(2).item<float>()));
+}
+
+TEST_P(NnTest, Upsampling) {
+  EXPECT_EQ(f32({1, 2, 3}, {1, 1, 3}).upsample_nearest1d(7).to_vector<float>(),
+            (std::vector<float>{1, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(f32({1, 2, 3, 4}, {1, 1, 2, 2}).upsample_nearest2d(3, 4).to_vector<float>(),
+            (std::vector<float>{1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4}));
+  Tensor row = f32({0, 3}, {1, 1, 1, 2});
+  EXPECT_EQ(row.upsample_bilinear2d(1, 4, true).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(row.upsample_bilinear2d(1, 4, false).to_vector<float>(), (std::vector<float>{0, 0.75, 2.25, 3}));
+  // With a scale factor its own step is used (here 1 / 2.5), not in / out.
+  Tensor scaled = row.upsample_bilinear2d_scale(1, 2.5);
+  EXPECT_EQ(scaled.shape(), Shape({1, 1, 1, 5}));
+  std::vector<float> s = scaled.to_vector<float>();
+  EXPECT_FLOAT_EQ(s[1], 3 * (1.5f / 2.5f - 0.5f));
+}
+
+TEST_P(NnTest, BadInputs) {
+  Tensor m = Tensor::ones({2, 3}, DType::F32, dev());
+  WICK_EXPECT_ERROR(m.matmul(m), ShapeError, "matmul", "inner dims", "[2, 3]", "f32", dev().to_string());
+  WICK_EXPECT_ERROR(Tensor::scalar(1, DType::F32, dev()).matmul(m), ShapeError, "matmul", "rank");
+  WICK_EXPECT_ERROR(m.to_dtype(DType::I32).matmul(m.to_dtype(DType::I32).t()), DTypeError, "matmul", "i32");
+  WICK_EXPECT_ERROR(Tensor::ones({2, 2, 3}, DType::F32, dev()).matmul(Tensor::ones({3, 3, 2}, DType::F32, dev())),
+                    ShapeError, "matmul", "batch");
+  WICK_EXPECT_ERROR(m.dot(m), ShapeError, "dot", "rank 1");
+
+  Tensor x = Tensor::ones({1, 4, 5, 5}, DType::F32, dev());
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 3, 3, 3}, DType::F32, dev())), ShapeError, "conv2d", "channels",
+                    "[1, 4, 5, 5]");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 3}, DType::F32, dev())), ShapeError, "conv2d", "rank 4");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 3, 3}, DType::F32, dev()), {.groups = 3}), ShapeError, "conv2d",
+                    "groups 3");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({3, 2, 3, 3}, DType::F32, dev()), {.groups = 2}), ShapeError, "conv2d",
+                    "output channels");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 7, 3}, DType::F32, dev())), ShapeError, "conv2d", "larger than",
+                    "padded input");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 3, 3}, DType::F32, dev()), {.stride = 0}), ShapeError, "conv2d",
+                    "stride");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 3, 3}, DType::F32, dev()), {.output_padding = 1}), ShapeError,
+                    "conv2d", "output_padding");
+  WICK_EXPECT_ERROR(
+      x.conv_transpose2d(Tensor::ones({4, 2, 3, 3}, DType::F32, dev()), {.stride = 2, .output_padding = 2}), ShapeError,
+      "conv_transpose2d", "output_padding");
+  WICK_EXPECT_ERROR(x.conv_transpose2d(Tensor::ones({3, 2, 3, 3}, DType::F32, dev())), ShapeError, "conv_transpose2d",
+                    "input channels");
+  WICK_EXPECT_ERROR(x.conv2d(Tensor::ones({2, 4, 3, 3}, DType::F16, dev())), DTypeError, "conv2d", "f16");
+  WICK_EXPECT_ERROR(Tensor::ones({1, 1, 5}, DType::I64, dev()).conv1d(Tensor::ones({1, 1, 2}, DType::I64, dev())),
+                    DTypeError, "conv1d", "i64");
+
+  WICK_EXPECT_ERROR(x.max_pool2d(6), ShapeError, "max_pool2d", "larger than");
+  WICK_EXPECT_ERROR(x.avg_pool2d(2, 0), ShapeError, "avg_pool2d", "stride");
+  WICK_EXPECT_ERROR(x.to_dtype(DType::U8).avg_pool2d(2), DTypeError, "avg_pool2d", "u8");
+  WICK_EXPECT_ERROR(Tensor::ones({4, 4}, DType::F32, dev()).max_pool2d(2), ShapeError, "max_pool2d", "rank 4");
+  WICK_EXPECT_ERROR(x.upsample_nearest2d(0, 3), ShapeError, "upsample_nearest2d", "output size");
+  WICK_EXPECT_ERROR(x.upsample_nearest1d(3), ShapeError, "upsample_nearest1d", "rank 3");
+  WICK_EXPECT_ERROR(x.upsample_bilinear2d_scale(0, 2), ShapeError, "upsample_bilinear2d", "scale");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, NnTest, ::testing::ValuesIn(test::devices()), test::device_name);
+
+}  // namespace
+}  // namespace wick
