@@ -5,16 +5,17 @@
 // elements contiguous in memory (accumulate whole rows into a block of outputs, vectorised across
 // outputs); anything else (walk the reduced space per output). Long dense runs are split into
 // fixed chunks combined in order, so results do not depend on the number of threads.
+#include "kernels/reduce.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "backend/reduce_plan.h"
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/loops.h"
-#include "kernels/binary.h"
-#include "kernels/numeric.h"
 
 namespace wick::cpu {
 
@@ -22,20 +23,11 @@ namespace {
 
 using kernels::from_opmath;
 using kernels::is_float_v;
-using kernels::opmath_t;
-using kernels::to_opmath;
+using kernels::sum_acc_t;
+using kernels::to_acc;
 
 constexpr int64_t kChunk = 1 << 15;
 constexpr int64_t kColumnBlock = 64;
-
-// Sums accumulate in f32 (f16, bf16, f8e4m3, f32), f64, or 64-bit integers that wrap.
-template <typename T>
-using sum_acc_t = std::conditional_t<is_float_v<T>, opmath_t<T>, uint64_t>;
-
-template <typename A, typename T>
-A to_acc(T v) {
-  return static_cast<A>(to_opmath(v));
-}
 
 // Pairwise summation: error grows with log(n) rather than n.
 template <typename A, typename T>
@@ -54,96 +46,29 @@ A pairwise_sum(const T* p, int64_t n, int64_t stride) {
   return pairwise_sum<A>(p, half, stride) + pairwise_sum<A>(p + half * stride, n - half, stride);
 }
 
-template <typename T>
-struct SumReducer {
-  using Acc = sum_acc_t<T>;
-  using Out = T;
-  static Acc init() { return Acc(0); }
-  static Acc element(T v, int64_t) { return to_acc<Acc>(v); }
-  static Acc run(const T* p, int64_t n, int64_t stride, int64_t) { return pairwise_sum<Acc>(p, n, stride); }
-  static Acc combine(Acc a, Acc b) { return a + b; }
-  static Out finish(Acc a) {
-    if constexpr (is_float_v<T>)
-      return from_opmath<T>(a);
-    else
-      return static_cast<T>(a);
-  }
-};
-
-template <typename M>
-constexpr M lowest() {
-  if constexpr (std::numeric_limits<M>::has_infinity)
-    return -std::numeric_limits<M>::infinity();
-  else
-    return std::numeric_limits<M>::lowest();
-}
-
-template <typename M>
-constexpr M highest() {
-  if constexpr (std::numeric_limits<M>::has_infinity)
-    return std::numeric_limits<M>::infinity();
-  else
-    return std::numeric_limits<M>::max();
-}
-
-// min and max propagate NaN, like maximum/minimum.
-template <typename T, bool kMax>
-struct MinMaxReducer {
-  using Acc = opmath_t<T>;
-  using Out = T;
-  static Acc init() { return kMax ? lowest<Acc>() : highest<Acc>(); }
-  static Acc element(T v, int64_t) { return to_opmath(v); }
-  static Acc combine(Acc a, Acc b) {
-    if constexpr (kMax)
-      return kernels::Binary<BinaryOp::Maximum>{}(a, b);
-    else
-      return kernels::Binary<BinaryOp::Minimum>{}(a, b);
-  }
-  static Acc run(const T* p, int64_t n, int64_t stride, int64_t) {
-    Acc acc = init();
-    for (int64_t i = 0; i < n; ++i) acc = combine(acc, to_opmath(p[i * stride]));
+// Reduces a run p[0], p[stride], ... of n elements whose first is element `base` of the reduced
+// space: pairwise for sums, in order otherwise.
+template <typename R, typename T>
+typename R::Acc reduce_run(const T* p, int64_t n, int64_t stride, int64_t base) {
+  if constexpr (std::is_same_v<R, kernels::SumReduce<T>>) {
+    return pairwise_sum<typename R::Acc>(p, n, stride);
+  } else {
+    typename R::Acc acc = R::init();
+    for (int64_t i = 0; i < n; ++i) acc = R::combine(acc, R::element(p[i * stride], base + i));
     return acc;
   }
-  static Out finish(Acc a) { return from_opmath<T>(a); }
-};
-
-// argmin/argmax: the first extreme wins; NaN counts as the extreme (the first NaN wins).
-template <typename T, bool kMax>
-struct ArgReducer {
-  using M = opmath_t<T>;
-  struct Acc {
-    M v;
-    int64_t i;
-  };
-  using Out = uint32_t;
-  static Acc init() { return {M(0), -1}; }
-  static Acc element(T v, int64_t i) { return {to_opmath(v), i}; }
-  // Whether `b`, later in order than `a`, replaces it.
-  static bool better(const Acc& b, const Acc& a) {
-    if (a.i < 0) return true;
-    if (kernels::is_nan(a.v)) return false;
-    if (kernels::is_nan(b.v)) return true;
-    return kMax ? b.v > a.v : b.v < a.v;
-  }
-  static Acc combine(Acc a, Acc b) { return better(b, a) ? b : a; }
-  static Acc run(const T* p, int64_t n, int64_t stride, int64_t base) {
-    Acc acc = init();
-    for (int64_t i = 0; i < n; ++i) acc = combine(acc, element(p[i * stride], base + i));
-    return acc;
-  }
-  static Out finish(Acc a) { return static_cast<Out>(a.i); }
-};
+}
 
 // Reduces p[0..n) (stride 1) in fixed chunks folded in order; the chunks run in parallel when
 // `parallel` is set, with the same result.
 template <typename R, typename T>
 typename R::Acc reduce_dense(const T* p, int64_t n, bool parallel) {
   using Acc = typename R::Acc;
-  if (n <= kChunk) return R::run(p, n, 1, 0);
+  if (n <= kChunk) return reduce_run<R>(p, n, 1, 0);
   int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<Acc> part(static_cast<size_t>(chunks));
   auto one = [&](int64_t c) {
-    part[static_cast<size_t>(c)] = R::run(p + c * kChunk, std::min(kChunk, n - c * kChunk), 1, c * kChunk);
+    part[static_cast<size_t>(c)] = reduce_run<R>(p + c * kChunk, std::min(kChunk, n - c * kChunk), 1, c * kChunk);
   };
   if (parallel) {
     parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
@@ -160,35 +85,9 @@ typename R::Acc reduce_dense(const T* p, int64_t n, bool parallel) {
 template <typename R, typename T>
 void reduce_impl(const T* x, typename R::Out* out, const Layout& xl, std::span<const int> dims) {
   using Acc = typename R::Acc;
-  const int rank = xl.rank();
-  bool reduced[kMaxRank] = {};
-  for (int d : dims) reduced[d] = true;
-  Shape out_shape = xl.shape();
-  for (int d : dims) out_shape[d] = 1;
-  const Strides out_strides = contiguous_strides(out_shape);
-
-  // Kept dims keep their order (they index the output); reduced dims are walked in memory order,
-  // which turns a full reduction of a permuted contiguous tensor into one dense run.
-  Shape kshape, rshape;
-  Strides kx, ko, rx;
-  std::vector<int> rdims;
-  for (int d = 0; d < rank; ++d) {
-    if (reduced[d]) {
-      rdims.push_back(d);
-    } else {
-      kshape.push_back(xl.dim(d));
-      kx.push_back(xl.stride(d));
-      ko.push_back(out_strides[d]);
-    }
-  }
-  std::stable_sort(rdims.begin(), rdims.end(), [&](int a, int b) { return xl.stride(a) > xl.stride(b); });
-  for (int d : rdims) {
-    rshape.push_back(xl.dim(d));
-    rx.push_back(xl.stride(d));
-  }
-  const Layout kept_out(kshape, ko, 0), kept_x(kshape, kx, xl.offset()), red_x(rshape, rx, 0);
-  const StridedSpace<2> kept = collapse<2>({&kept_out, &kept_x});
-  const StridedSpace<1> red = collapse<1>({&red_x});
+  const ReducePlan plan = make_reduce_plan(xl, dims);
+  const StridedSpace<2>& kept = plan.kept;
+  const StridedSpace<1>& red = plan.reduced;
   const int64_t nout = kept.numel(), nred = red.numel();
   if (nout == 0) return;
 
@@ -198,7 +97,7 @@ void reduce_impl(const T* x, typename R::Out* out, const Layout& xl, std::span<c
     Acc acc = R::init();
     int64_t pos = 0;
     for_each_run_serial(red, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      acc = R::combine(acc, R::run(base + off[0], n, st[0], pos));
+      acc = R::combine(acc, reduce_run<R>(base + off[0], n, st[0], pos));
       pos += n;
     });
     return acc;
@@ -283,14 +182,10 @@ StoragePtr CpuBackend::reduce(ReduceOp op, const View& x, std::span<const int> d
   const bool arg = op == ReduceOp::ArgMin || op == ReduceOp::ArgMax;
   StoragePtr out = alloc(arg ? DType::U32 : x.dtype, out_shape.numel());
   dispatch(x.dtype, [&]<typename T>() {
-    const T* in = static_cast<const T*>(x.storage.data());
-    switch (op) {
-      case ReduceOp::Sum: reduce_impl<SumReducer<T>>(in, out->as<T>(), x.layout, dims); break;
-      case ReduceOp::Min: reduce_impl<MinMaxReducer<T, false>>(in, out->as<T>(), x.layout, dims); break;
-      case ReduceOp::Max: reduce_impl<MinMaxReducer<T, true>>(in, out->as<T>(), x.layout, dims); break;
-      case ReduceOp::ArgMin: reduce_impl<ArgReducer<T, false>>(in, out->as<uint32_t>(), x.layout, dims); break;
-      case ReduceOp::ArgMax: reduce_impl<ArgReducer<T, true>>(in, out->as<uint32_t>(), x.layout, dims); break;
-    }
+    kernels::dispatch_reduce<T>(op, [&]<typename R>() {
+      reduce_impl<R>(static_cast<const T*>(x.storage.data()), static_cast<typename R::Out*>(out->data()), x.layout,
+                     dims);
+    });
   });
   return out;
 }
