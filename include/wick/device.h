@@ -59,4 +59,10 @@ void synchronize(Device device);
 // numbers for the same seed and the same sequence of calls.
 void manual_seed(uint64_t seed, Device device = Device::cpu());
 
+// Whether f32 matmul and convolution on NVIDIA GPUs may use TF32 tensor cores (inputs rounded
+// to 10 mantissa bits, f32 accumulation): faster, less exact. Off by default, so that f32 means
+// f32 everywhere; other backends ignore it.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 }  // namespace wick

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define WICK_HD __host__ __device__
@@ -25,17 +24,17 @@ namespace detail {
 
 WICK_HD inline uint32_t f32_bits(float f) {
   uint32_t u;
-  memcpy(&u, &f, sizeof u);
+  __builtin_memcpy(&u, &f, sizeof u);
   return u;
 }
 WICK_HD inline float f32_from_bits(uint32_t u) {
   float f;
-  memcpy(&f, &u, sizeof f);
+  __builtin_memcpy(&f, &u, sizeof f);
   return f;
 }
 WICK_HD inline uint64_t f64_bits(double d) {
   uint64_t u;
-  memcpy(&u, &d, sizeof u);
+  __builtin_memcpy(&u, &d, sizeof u);
   return u;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "backend/nn_params.h"
 #include "backend/op.h"
@@ -68,6 +69,13 @@ class Backend {
   virtual void synchronize() = 0;
   // Frees memory made by alloc (called by ~Storage; never throws).
   virtual void release(void* data, size_t nbytes) noexcept = 0;
+  // Sets a backend-specific option (such as the GPU's "conv" path); false if the backend has no
+  // such option or value.
+  virtual bool set_option(std::string_view key, std::string_view value) {
+    (void)key;
+    (void)value;
+    return false;
+  }
   // Gives memory the backend keeps for reuse back to the system.
   virtual void empty_cache() {}
   // Turns the testing aid on or off; returns false if the backend has none. guard_violations

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "wick/float_types.h"  // WICK_HD
 #include "wick/shape.h"
 
 namespace wick {
@@ -53,7 +54,7 @@ inline ConvParams conv1d_as_2d(const ConvParams& p) {
 
 // Bilinear source coordinate of output index `dst` along an axis, as PyTorch computes it.
 // `scale` is the given scale factor (> 0) or 0 when there is none.
-inline double bilinear_source(int64_t in, int64_t out, bool align_corners, double scale, int64_t dst) {
+WICK_HD inline double bilinear_source(int64_t in, int64_t out, bool align_corners, double scale, int64_t dst) {
   if (align_corners) return out > 1 ? static_cast<double>(dst) * (in - 1) / (out - 1) : 0.0;
   double step = scale > 0 ? 1.0 / scale : static_cast<double>(in) / out;
   double src = step * (static_cast<double>(dst) + 0.5) - 0.5;
@@ -61,7 +62,7 @@ inline double bilinear_source(int64_t in, int64_t out, bool align_corners, doubl
 }
 
 // Nearest source index: min(in - 1, floor(dst * in / out)), in exact integer arithmetic.
-inline int64_t nearest_source(int64_t in, int64_t out, int64_t dst) {
+WICK_HD inline int64_t nearest_source(int64_t in, int64_t out, int64_t dst) {
   int64_t s = dst * in / out;
   return s < in - 1 ? s : in - 1;
 }

@@ -1,5 +1,6 @@
 #include "backend/registry.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -7,6 +8,9 @@
 #include <utility>
 
 #include "cpu/cpu_backend.h"
+#if WICK_HAS_GPU
+#include "gpu/gpu_api.h"
+#endif
 #include "cpu/parallel.h"
 #include "wick/error.h"
 
@@ -52,6 +56,9 @@ Backend& backend_for(Device device, const char* op) {
   WICK_CHECK(backend_built(device.type()), DeviceError, op, "wick was built without ", backend_label(device.type()),
              "; rebuild with -D", cmake_option(device.type()), "=ON (device ", device, ")");
   int count = device_count(device.type());
+#if WICK_HAS_GPU
+  if (device.index() >= 0 && device.index() < count) return gpu::gpu_backend(device.index());
+#endif
   WICK_THROW(DeviceError, op, "device ", device, " does not exist (", count, " ", backend_label(device.type()),
              " devices found)");
 }
@@ -64,17 +71,45 @@ void set_backend_override(Device device, Backend* backend) {
     overrides().erase(key(device));
 }
 
-bool backend_built(DeviceType type) { return type == DeviceType::Cpu; }
+bool backend_built(DeviceType type) {
+#if WICK_HAS_GPU
+  if (type == gpu::kBuiltDeviceType) return true;
+#endif
+  return type == DeviceType::Cpu;
+}
 
-int device_count(DeviceType type) { return type == DeviceType::Cpu ? 1 : 0; }
+int device_count(DeviceType type) {
+  if (type == DeviceType::Cpu) return 1;
+#if WICK_HAS_GPU
+  if (type == gpu::kBuiltDeviceType) return gpu::gpu_device_count();
+#endif
+  return 0;
+}
 
-std::vector<Device> available_devices() { return {Device::cpu()}; }
+std::vector<Device> available_devices() {
+  std::vector<Device> out = {Device::cpu()};
+#if WICK_HAS_GPU
+  for (int i = 0; i < gpu::gpu_device_count(); ++i) out.push_back(Device(gpu::kBuiltDeviceType, i));
+#endif
+  return out;
+}
 
 std::string describe_device(Device device) {
   if (device.is_cpu()) return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP)");
   backend_for(device, "describe_device");
+#if WICK_HAS_GPU
+  return gpu::gpu_describe(device.index());
+#else
   return device.to_string();
+#endif
 }
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool allow_tf32() { return g_allow_tf32; }
 
 void synchronize(Device device) { backend_for(device, "synchronize").synchronize(); }
 

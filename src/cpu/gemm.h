@@ -3,18 +3,10 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+
+#include "backend/blas_layout.h"
 
 namespace wick::cpu {
-
-// A matrix of rows x cols with element (i, j) at i * row_stride + j * col_stride, as BLAS sees it:
-// row-major (trans = false, ld = row_stride) or the transpose of a row-major one (trans = true,
-// ld = col_stride). nullopt when neither fits (the caller copies it first).
-struct BlasMatrix {
-  bool trans;
-  int64_t ld;
-};
-std::optional<BlasMatrix> blas_matrix(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 // c (m x n, row-major, leading dimension ldc) = op(a) op(b), op as BlasMatrix says; a is m x k,
 // b is k x n. k = 0 gives zeros.

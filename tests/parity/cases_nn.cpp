@@ -74,6 +74,14 @@ ConvParams params(std::initializer_list<int64_t> stride, std::initializer_list<i
   return p;
 }
 
+// Selects a backend's convolution path ("library" or "gemm") for one case; backends with one
+// path ignore it.
+struct ConvPath {
+  Backend& b;
+  ConvPath(Backend& backend, const char* path) : b(backend) { b.set_option("conv", path); }
+  ~ConvPath() { b.set_option("conv", "library"); }
+};
+
 void add_conv(std::vector<Case>& cases, DType dt, int spatial, bool transposed) {
   const OpCode code = spatial == 1 ? (transposed ? OpCode::ConvTranspose1d : OpCode::Conv1d)
                                    : (transposed ? OpCode::ConvTranspose2d : OpCode::Conv2d);
@@ -100,34 +108,38 @@ void add_conv(std::vector<Case>& cases, DType dt, int spatial, bool transposed) 
                              {"kernel_transposed", Form::Contiguous, Form::Transposed, 2},
                              {"empty", Form::Contiguous, Form::Contiguous, 0}};
   for (const ConvCase& cc : list) {
-    for (const Layouts& l : layouts) {
-      if (std::string(cc.name) == "large" && std::string(l.name) != "contiguous") continue;
-      const int64_t hw = std::string(cc.name) == "large" ? 20 : 7;
-      Shape x_shape = spatial == 1 ? Shape{l.n, cc.cin, 11} : Shape{l.n, cc.cin, hw, hw + 2};
-      Shape k_shape = transposed ? Shape{cc.cin, cc.cout / cc.p.groups} : Shape{cc.cout, cc.cin / cc.p.groups};
-      for (int a = 0; a < spatial; ++a) k_shape.push_back(cc.k[spatial == 1 ? 0 : a]);
-      ConvParams p = cc.p;
-      std::ostringstream label;
-      label << x_shape << " * " << k_shape;
-      cases.push_back({std::string(op_name(code)),
-                       parity::label(dt),
-                       label.str(),
-                       std::string(cc.name) + "." + l.name,
-                       code,
-                       {dt},
-                       Compare::Float,
-                       false,
-                       [=](Ctx& c) {
-                         Arg x = c.input(dt, x_shape, l.x);
-                         Arg k = c.input(dt, k_shape, l.k);
-                         Backend& b = c.backend();
-                         StoragePtr s = spatial == 1 ? (transposed ? b.conv_transpose1d(x.view(), k.view(), p)
-                                                                   : b.conv1d(x.view(), k.view(), p))
-                                                     : (transposed ? b.conv_transpose2d(x.view(), k.view(), p)
-                                                                   : b.conv2d(x.view(), k.view(), p));
-                         return out(std::move(s), dt);
-                       }});
-    }
+    for (const Layouts& l : layouts)
+      for (const char* path : {"library", "gemm"}) {
+        if (std::string(cc.name) == "large" && std::string(l.name) != "contiguous") continue;
+        const int64_t hw = std::string(cc.name) == "large" ? 20 : 7;
+        Shape x_shape = spatial == 1 ? Shape{l.n, cc.cin, 11} : Shape{l.n, cc.cin, hw, hw + 2};
+        Shape k_shape = transposed ? Shape{cc.cin, cc.cout / cc.p.groups} : Shape{cc.cout, cc.cin / cc.p.groups};
+        for (int a = 0; a < spatial; ++a) k_shape.push_back(cc.k[spatial == 1 ? 0 : a]);
+        ConvParams p = cc.p;
+        std::ostringstream label;
+        label << x_shape << " * " << k_shape;
+        // A GPU backend runs each case through its convolution library and through wick's own path.
+        const std::string variant = std::string(cc.name) + "." + l.name + (std::string(path) == "gemm" ? ".gemm" : "");
+        cases.push_back({std::string(op_name(code)),
+                         parity::label(dt),
+                         label.str(),
+                         variant,
+                         code,
+                         {dt},
+                         Compare::Float,
+                         false,
+                         [=](Ctx& c) {
+                           ConvPath guard(c.backend(), path);
+                           Arg x = c.input(dt, x_shape, l.x);
+                           Arg k = c.input(dt, k_shape, l.k);
+                           Backend& b = c.backend();
+                           StoragePtr s = spatial == 1 ? (transposed ? b.conv_transpose1d(x.view(), k.view(), p)
+                                                                     : b.conv1d(x.view(), k.view(), p))
+                                                       : (transposed ? b.conv_transpose2d(x.view(), k.view(), p)
+                                                                     : b.conv2d(x.view(), k.view(), p));
+                           return out(std::move(s), dt);
+                         }});
+      }
   }
 }
 

@@ -1,4 +1,5 @@
 // Cases for reduce (sum, min, max, argmin, argmax over dim sets), cumsum and argsort.
+#include <algorithm>
 #include <sstream>
 
 #include "parity/cases.h"

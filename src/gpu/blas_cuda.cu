@@ -1,0 +1,81 @@
+// cuBLAS behind gpu/blas.h: one handle per device, on the device's stream, with its workspace
+// from the device's memory pool.
+#include <cublas_v2.h>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "gpu/blas.h"
+#include "gpu/gpu_backend.h"
+
+namespace wick::gpu {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+void check(cublasStatus_t s, const char* call, const char* file, int line) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  const char* base = std::strrchr(file, '/');
+  std::string msg = detail::str_cat("matmul: cuBLAS call ", call, " failed at ", base ? base + 1 : file, ":", line,
+                                    ": ", cublasGetStatusString(s));
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemoryError(msg);
+  throw ::wick::Error(msg);
+}
+#define WICK_CUBLAS(call) check((call), #call, __FILE__, __LINE__)
+
+struct Handle {
+  cublasHandle_t handle = nullptr;
+  StoragePtr workspace;
+};
+
+// The handle of a device, made on first use and kept for the process (never destroyed: the
+// driver may be gone at exit).
+Handle& handle_for(GpuBackend& b) {
+  static std::mutex mutex;
+  static std::vector<Handle*> handles;
+  std::lock_guard<std::mutex> lock(mutex);
+  const size_t i = static_cast<size_t>(b.device().index());
+  if (handles.size() <= i) handles.resize(i + 1, nullptr);
+  if (!handles[i]) {
+    auto* h = new Handle;
+    WICK_CUBLAS(cublasCreate(&h->handle));
+    WICK_CUBLAS(cublasSetStream(h->handle, b.stream()));
+    h->workspace = b.alloc(kWorkspaceBytes);
+    WICK_CUBLAS(cublasSetWorkspace(h->handle, h->workspace->data(), kWorkspaceBytes));
+    handles[i] = h;
+  }
+  return *handles[i];
+}
+
+cudaDataType_t data_type(DType dt) {
+  switch (dt) {
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F32: return CUDA_R_32F;
+    default: return CUDA_R_64F;
+  }
+}
+
+}  // namespace
+
+void gemm(GpuBackend& b, const Gemm& g) {
+  Handle& h = handle_for(b);
+  const bool wide = g.dtype == DType::F64;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const void* alpha = wide ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = wide ? static_cast<const void*>(&beta_d) : &beta_f;
+  const cublasComputeType_t compute =
+      wide ? CUBLAS_COMPUTE_64F
+           : (g.dtype == DType::F32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const cudaDataType_t type = data_type(g.dtype);
+  // Row-major C = A B is column-major C^T = B^T A^T: swap the operands and m with n.
+  WICK_CUBLAS(cublasGemmStridedBatchedEx(
+      h.handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
+      static_cast<int>(g.m), static_cast<int>(g.k), alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a, type,
+      static_cast<int>(g.lda), g.stride_a, beta, g.c, type, static_cast<int>(g.ldc), g.stride_c,
+      static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace wick::gpu

@@ -1,0 +1,63 @@
+// Convolution entry points: 1d as 2d over a height of 1, f8e4m3 through f32, then the vendor
+// library or wick's own path (the "conv" option, or WICK_CONV=gemm in the environment, forces
+// wick's own; set_option("conv", "library") restores the default).
+#include <cstdlib>
+#include <cstring>
+
+#include "gpu/conv.h"
+#include "gpu/gpu_backend.h"
+
+namespace wick::gpu {
+
+namespace {
+
+bool own_path_from_env() {
+  const char* v = std::getenv("WICK_CONV");
+  return v && std::strcmp(v, "gemm") == 0;
+}
+
+}  // namespace
+
+bool GpuBackend::set_option(std::string_view key, std::string_view value) {
+  if (key != "conv") return false;
+  if (value == "gemm")
+    conv_own_path_ = true;
+  else if (value == "library")
+    conv_own_path_ = false;
+  else
+    return false;
+  return true;
+}
+
+StoragePtr GpuBackend::conv(const View& x, const View& k, const ConvParams& p, int spatial, bool transposed) {
+  activate();
+  const Shape out_shape = conv_output_shape(x.layout.shape(), k.layout.shape(), p, spatial, transposed);
+  if (out_shape.numel() == 0) return alloc(x.dtype, 0);
+  if (x.dtype == DType::F8E4M3) {
+    StoragePtr xf = cast(x, DType::F32), kf = cast(k, DType::F32);
+    const Layout xl(x.layout.shape()), kl(k.layout.shape());
+    StoragePtr of = conv(View{*xf, xl, DType::F32}, View{*kf, kl, DType::F32}, p, spatial, transposed);
+    return cast(View{*of, Layout(out_shape), DType::F32}, x.dtype);
+  }
+  const Layout x4 = spatial == 1 ? x.layout.unsqueeze(2) : x.layout;
+  const Layout k4 = spatial == 1 ? k.layout.unsqueeze(2) : k.layout;
+  const ConvParams p4 = spatial == 1 ? conv1d_as_2d(p) : p;
+  const Shape out4 = spatial == 1 ? Layout(out_shape).unsqueeze(2).shape() : out_shape;
+  const View xv{x.storage, x4, x.dtype}, kv{k.storage, k4, k.dtype};
+  static const bool env_own = own_path_from_env();
+  if (!conv_own_path_ && !env_own && conv_library_supports(xv, kv, p4, transposed)) {
+    if (StoragePtr out = conv_library(*this, xv, kv, p4, transposed, out4)) return out;
+  }
+  return conv_gemm(*this, xv, kv, p4, transposed, out4);
+}
+
+StoragePtr GpuBackend::conv1d(const View& x, const View& k, const ConvParams& p) { return conv(x, k, p, 1, false); }
+StoragePtr GpuBackend::conv_transpose1d(const View& x, const View& k, const ConvParams& p) {
+  return conv(x, k, p, 1, true);
+}
+StoragePtr GpuBackend::conv2d(const View& x, const View& k, const ConvParams& p) { return conv(x, k, p, 2, false); }
+StoragePtr GpuBackend::conv_transpose2d(const View& x, const View& k, const ConvParams& p) {
+  return conv(x, k, p, 2, true);
+}
+
+}  // namespace wick::gpu

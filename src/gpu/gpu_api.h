@@ -1,0 +1,25 @@
+// What the rest of wick sees of the GPU backend: plain C++, no vendor headers, so that host code
+// compiled by the C++ compiler can reach it in a build with WICK_CUDA or WICK_ROCM.
+#pragma once
+
+#include <string>
+
+#include "backend/backend.h"
+#include "wick/device.h"
+
+namespace wick::gpu {
+
+#if defined(WICK_BACKEND_HIP)
+inline constexpr DeviceType kBuiltDeviceType = DeviceType::Rocm;
+#else
+inline constexpr DeviceType kBuiltDeviceType = DeviceType::Cuda;
+#endif
+
+// How many devices the runtime sees (0 when it cannot initialise, as on a machine without one).
+int gpu_device_count();
+// The backend of device `index`, made on first use; DeviceError if it does not exist.
+Backend& gpu_backend(int index);
+// "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"
+std::string gpu_describe(int index);
+
+}  // namespace wick::gpu

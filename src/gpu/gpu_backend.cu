@@ -1,0 +1,211 @@
+// GPU devices, memory, host transfers and the device-side error record.
+#include <cstring>
+#include <vector>
+
+#include "gpu/gpu_backend.h"
+
+namespace wick::gpu {
+
+void throw_error(Status e, const char* call, const char* file, int line) {
+  const char* base = std::strrchr(file, '/');
+  std::string msg =
+      detail::str_cat(kVendor, " call ", call, " failed at ", base ? base + 1 : file, ":", line, ": ", error_string(e));
+  if (is_out_of_memory(e)) throw OutOfMemoryError(msg);
+  throw ::wick::Error(msg);
+}
+
+namespace {
+
+constexpr size_t kStagingBytes = size_t(64) << 20;
+constexpr unsigned char kGuardByte = 0xa5;
+constexpr unsigned char kPoisonByte = 0xff;
+
+}  // namespace
+
+GpuBackend::GpuBackend(int index) : index_(index) {
+  activate();
+  WICK_GPU_CHECK(device_props(index, &props_));
+  WICK_GPU_CHECK(stream_create(&stream_));
+  WICK_GPU_CHECK(pool_keep_memory(index));
+  WICK_GPU_CHECK(malloc_async(reinterpret_cast<void**>(&device_error_), sizeof(KernelError), stream_));
+  WICK_GPU_CHECK(memset_async(device_error_, 0, sizeof(KernelError), stream_));
+  WICK_GPU_CHECK(host_alloc_pinned(reinterpret_cast<void**>(&host_error_), sizeof(KernelError)));
+  WICK_GPU_CHECK(event_create(&staging_free_));
+  WICK_GPU_CHECK(stream_synchronize(stream_));
+}
+
+std::string GpuBackend::name() const { return device().to_string(); }
+
+void GpuBackend::activate() const { WICK_GPU_CHECK(set_device(index_)); }
+
+// ---- memory -----------------------------------------------------------------------------------
+
+StoragePtr GpuBackend::alloc(size_t nbytes) {
+  activate();
+  size_t guard;
+  bool poison;
+  {
+    std::lock_guard<std::mutex> lock(check_mutex_);
+    guard = (check_.guard_bytes + 255) / 256 * 256;
+    poison = check_.poison;
+  }
+  if (nbytes == 0 && guard == 0) return std::make_shared<Storage>(this, nullptr, 0);
+  const size_t total = nbytes + 2 * guard;
+  void* base = nullptr;
+  Status e = malloc_async(&base, total, stream_);
+  if (is_out_of_memory(e)) {  // give the pool's cached blocks back, then try once more
+    (void)last_error();
+    WICK_GPU_CHECK(stream_synchronize(stream_));
+    WICK_GPU_CHECK(pool_release_cached(index_));
+    e = malloc_async(&base, total, stream_);
+  }
+  if (e != kSuccess) {
+    (void)last_error();  // the process stays usable
+    if (is_out_of_memory(e))
+      throw OutOfMemoryError(
+          detail::str_cat("alloc: cannot allocate ", nbytes, " bytes on ", name(), " (", error_string(e), ")"));
+    throw_error(e, "malloc_async", __FILE__, __LINE__);
+  }
+  auto* data = static_cast<unsigned char*>(base) + guard;
+  if (guard) {
+    WICK_GPU_CHECK(memset_async(base, kGuardByte, guard, stream_));
+    WICK_GPU_CHECK(memset_async(data + nbytes, kGuardByte, guard, stream_));
+    std::lock_guard<std::mutex> lock(check_mutex_);
+    guarded_[data] = guard;
+  }
+  if (poison && nbytes) WICK_GPU_CHECK(memset_async(data, kPoisonByte, nbytes, stream_));
+  return std::make_shared<Storage>(this, data, nbytes);
+}
+
+void GpuBackend::release(void* data, size_t nbytes) noexcept {
+  if (!data) return;
+  (void)set_device(index_);
+  size_t guard = 0;
+  {
+    std::lock_guard<std::mutex> lock(check_mutex_);
+    auto it = guarded_.find(data);
+    if (it != guarded_.end()) {
+      guard = it->second;
+      guarded_.erase(it);
+    }
+  }
+  auto* base = static_cast<unsigned char*>(data) - guard;
+  if (guard) {  // the testing aid: read the guards back (slow, synchronous)
+    std::vector<unsigned char> head(guard), tail(guard);
+    bool ok = copy_d2h_async(head.data(), base, guard, stream_) == kSuccess &&
+              copy_d2h_async(tail.data(), static_cast<unsigned char*>(data) + nbytes, guard, stream_) == kSuccess &&
+              stream_synchronize(stream_) == kSuccess;
+    for (size_t i = 0; ok && i < guard; ++i) ok = head[i] == kGuardByte && tail[i] == kGuardByte;
+    if (!ok) {
+      std::lock_guard<std::mutex> lock(check_mutex_);
+      ++guard_violations_;
+    }
+  }
+  (void)free_async(base, stream_);
+}
+
+void GpuBackend::empty_cache() {
+  activate();
+  WICK_GPU_CHECK(stream_synchronize(stream_));
+  WICK_GPU_CHECK(pool_release_cached(index_));
+}
+
+bool GpuBackend::set_alloc_check(AllocCheck check) {
+  std::lock_guard<std::mutex> lock(check_mutex_);
+  check_ = check;
+  return true;
+}
+
+// ---- host transfers ---------------------------------------------------------------------------
+
+StoragePtr GpuBackend::from_host(const void* src, size_t nbytes) {
+  StoragePtr s = alloc(nbytes);
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  if (!staging_) WICK_GPU_CHECK(host_alloc_pinned(&staging_, kStagingBytes));
+  for (size_t done = 0; done < nbytes; done += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, nbytes - done);
+    WICK_GPU_CHECK(event_synchronize(staging_free_));  // the previous copy out of staging is over
+    std::memcpy(staging_, static_cast<const char*>(src) + done, n);
+    WICK_GPU_CHECK(copy_h2d_async(static_cast<char*>(s->data()) + done, staging_, n, stream_));
+    WICK_GPU_CHECK(event_record(staging_free_, stream_));
+  }
+  return s;
+}
+
+void GpuBackend::to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) {
+  activate();
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  if (!staging_) WICK_GPU_CHECK(host_alloc_pinned(&staging_, kStagingBytes));
+  for (size_t done = 0; done < nbytes; done += kStagingBytes) {
+    const size_t n = std::min(kStagingBytes, nbytes - done);
+    WICK_GPU_CHECK(copy_d2h_async(staging_, static_cast<const char*>(src.data()) + byte_offset + done, n, stream_));
+    sync_and_raise();
+    std::memcpy(static_cast<char*>(dst) + done, staging_, n);
+  }
+  if (nbytes == 0) sync_and_raise();
+}
+
+void GpuBackend::synchronize() {
+  activate();
+  sync_and_raise();
+}
+
+void GpuBackend::sync_and_raise() {
+  WICK_GPU_CHECK(copy_d2h_async(host_error_, device_error_, sizeof(KernelError), stream_));
+  WICK_GPU_CHECK(stream_synchronize(stream_));
+  if (host_error_->code == 0) return;
+  const KernelError e = *host_error_;
+  WICK_GPU_CHECK(memset_async(device_error_, 0, sizeof(KernelError), stream_));
+  WICK_GPU_CHECK(stream_synchronize(stream_));
+  throw IndexError(detail::str_cat(op_name(static_cast<OpCode>(e.code - 1)), ": index ", e.index,
+                                   " is out of range for dim ", e.dim, " of size ", e.size, " (ids ",
+                                   static_cast<DType>(e.index_dtype), ", ", name(), ")"));
+}
+
+uint64_t GpuBackend::next_random_stream(uint64_t* seed) {
+  std::lock_guard<std::mutex> lock(rng_mutex_);
+  *seed = seed_;
+  return random_stream_++;
+}
+
+void GpuBackend::set_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(rng_mutex_);
+  seed_ = seed;
+  random_stream_ = 0;
+}
+
+// ---- devices ----------------------------------------------------------------------------------
+
+int gpu_device_count() {
+  static const int count = [] {
+    int n = 0;
+    if (device_count(&n) != kSuccess) {
+      (void)last_error();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+Backend& gpu_backend(int index) {
+  // Made once and never destroyed: tensors may outlive any static destructor.
+  static std::mutex mutex;
+  static std::vector<GpuBackend*> backends(static_cast<size_t>(gpu_device_count()));
+  const int count = gpu_device_count();
+  WICK_CHECK(index >= 0 && index < count, ::wick::DeviceError, "device", "device ", Device(kDeviceType, index),
+             " does not exist (", count, " ", kVendor, " devices found)");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& b = backends[static_cast<size_t>(index)];
+  if (!b) b = new GpuBackend(index);
+  return *b;
+}
+
+std::string gpu_describe(int index) {
+  const DeviceProps& p = static_cast<GpuBackend&>(gpu_backend(index)).props();
+  return detail::str_cat(Device(kDeviceType, index), ": ", p.name, ", ", p.total_memory >> 20, " MiB, ", p.arch,
+                         ", warp ", p.warp_size, ", ", p.multiprocessors, " multiprocessors, L2 ", p.l2_bytes >> 20,
+                         " MiB");
+}
+
+}  // namespace wick::gpu

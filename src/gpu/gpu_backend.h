@@ -1,0 +1,111 @@
+// The GPU backend: one instance per device, compiled as CUDA (nvcc) or HIP (hipcc) from the same
+// sources. Every op is queued on the device's one non-blocking stream and returns at once; index
+// errors found by kernels are raised at the next synchronize() or to_host().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.h"
+#include "gpu/gpu_api.h"
+#include "gpu/runtime.h"
+
+namespace wick::gpu {
+
+class GpuBackend final : public Backend {
+ public:
+  explicit GpuBackend(int index);
+
+  std::string name() const override;
+  Device device() const override { return Device(kDeviceType, index_); }
+  bool supports(OpKey op, std::span<const DType> dtypes) const override { return op_defined(op, dtypes); }
+
+  StoragePtr alloc(size_t nbytes) override;
+  using Backend::alloc;
+  StoragePtr from_host(const void* src, size_t nbytes) override;
+  void to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) override;
+  void synchronize() override;
+  void release(void* data, size_t nbytes) noexcept override;
+  void empty_cache() override;
+  bool set_alloc_check(AllocCheck check) override;
+  int64_t guard_violations() const override { return guard_violations_; }
+
+  void copy_strided(const View& src, const MutView& dst) override;
+  void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override;
+  void const_set(const MutView& dst, Scalar value) override;
+
+  StoragePtr cast(const View& x, DType to) override;
+  StoragePtr affine(const View& x, double mul, double add) override;
+  StoragePtr powf(const View& x, double exponent) override;
+  StoragePtr elu(const View& x, double alpha) override;
+  StoragePtr unary(UnaryOp op, const View& x) override;
+  StoragePtr binary(BinaryOp op, const View& a, const View& b) override;
+  StoragePtr cmp(CmpOp op, const View& a, const View& b) override;
+  StoragePtr where(const View& cond, const View& on_true, const View& on_false) override;
+
+  StoragePtr reduce(ReduceOp op, const View& x, std::span<const int> dims) override;
+  StoragePtr cumsum(const View& x, int dim) override;
+  StoragePtr argsort(const View& x, bool ascending) override;
+
+  StoragePtr gather(const View& x, const View& ids, int dim) override;
+  void scatter_set(const MutView& dst, const View& ids, const View& src, int dim) override;
+  void scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) override;
+  StoragePtr index_select(const View& x, const View& ids, int dim) override;
+  StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override;
+
+  StoragePtr matmul(const View& a, const View& b) override;
+  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override;
+  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr max_pool2d(const View& x, const PoolParams& p) override;
+  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override;
+  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
+  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
+
+  StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
+  StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
+  void set_seed(uint64_t seed) override;
+  // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
+  bool set_option(std::string_view key, std::string_view value) override;
+
+  // For the kernels of this backend.
+  Stream stream() const { return stream_; }
+  KernelError* device_error() const { return device_error_; }
+  const DeviceProps& props() const { return props_; }
+  // Makes this backend's device current on the calling thread.
+  void activate() const;
+  // The seed and a fresh stream number of the random generator.
+  uint64_t next_random_stream(uint64_t* seed);
+
+ private:
+  StoragePtr conv(const View& x, const View& k, const ConvParams& p, int spatial, bool transposed);
+  // Waits for the stream, then raises a recorded kernel error as IndexError.
+  void sync_and_raise();
+
+  int index_;
+  Stream stream_ = nullptr;
+  DeviceProps props_;
+  KernelError* device_error_ = nullptr;  // device memory
+  KernelError* host_error_ = nullptr;    // pinned mirror
+  // Host <-> device copies go through one pinned staging buffer; `staging_free_` marks when the
+  // last copy out of it has finished.
+  std::mutex staging_mutex_;
+  void* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  Event staging_free_ = nullptr;
+  // Testing aid: guard sizes of guarded allocations.
+  std::mutex check_mutex_;
+  AllocCheck check_;
+  std::map<void*, size_t> guarded_;
+  int64_t guard_violations_ = 0;
+  std::mutex rng_mutex_;
+  uint64_t seed_ = 0x5eed5eed5eed5eedull;
+  uint64_t random_stream_ = 0;
+  bool conv_own_path_ = false;
+};
+
+}  // namespace wick::gpu

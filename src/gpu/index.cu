@@ -1,0 +1,232 @@
+// gather, index_select, scatter_set, scatter_add_set and index_add on the GPU, with the same
+// geometry as the CPU backend (src/cpu/index.cpp): a space of the index tensor's shape, the data
+// operand's stride at `dim` set to 0. An index out of range is recorded in the device's error
+// record and raised at the next synchronisation. The in-place ops check every index first and
+// write nothing when one is bad; scatters walk whole fibers along `dim` on one thread, so
+// colliding writes land in order (the last wins, sums add in order).
+#include <limits>
+
+#include "core/dispatch.h"
+#include "gpu/elementwise.cuh"
+#include "gpu/gpu_backend.h"
+#include "kernels/binary.h"
+
+namespace wick::gpu {
+
+namespace {
+
+template <typename I>
+__device__ inline bool skip(I v) {
+  return v == std::numeric_limits<I>::max();
+}
+
+template <typename I>
+__device__ inline bool out_of_range(I v, int64_t size) {
+  return static_cast<int64_t>(v) < 0 || static_cast<int64_t>(v) >= size;
+}
+
+Layout with_stride(const Layout& l, const Shape& shape, int dim, int64_t stride) {
+  Strides s = l.strides();
+  s[dim] = stride;
+  return Layout(shape, s, l.offset());
+}
+
+// Rank-1 ids seen as a tensor of `shape` that varies only along dim.
+Layout ids_along(const Layout& ids, const Shape& shape, int dim) {
+  Strides s = shape;
+  for (int d = 0; d < shape.rank(); ++d) s[d] = d == dim ? ids.stride(0) : 0;
+  return Layout(shape, s, ids.offset());
+}
+
+// out[e] = x[x'(e) + ids[e] * x_stride]; operands: 0 out, 1 ids, 2 x (stride 0 at dim).
+template <typename T, typename Ix, typename I>
+__global__ __launch_bounds__(kBlock) void gather_kernel(T* out, const Ix* ids, const T* x, StridedArgs<3, I> a, I n,
+                                                        int64_t x_stride, int64_t size, int dim, KernelError* err,
+                                                        OpCode op) {
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[3];
+    offsets_at(a, i, off);
+    const Ix v = ids[off[1]];
+    T value{};
+    if (!skip(v)) {
+      if (out_of_range(v, size))
+        report_index_error(err, op, dim, static_cast<int64_t>(v), size, dtype_of<Ix>);
+      else
+        value = x[static_cast<int64_t>(off[2]) + static_cast<int64_t>(v) * x_stride];
+    }
+    out[off[0]] = value;
+  }
+}
+
+// Records the first index outside [0, size) among ids (any layout).
+template <typename Ix, typename I>
+__global__ __launch_bounds__(kBlock) void check_kernel(const Ix* ids, StridedArgs<1, I> a, I n, int64_t size, int dim,
+                                                       KernelError* err, OpCode op) {
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[1];
+    offsets_at(a, i, off);
+    const Ix v = ids[off[0]];
+    if (!skip(v) && out_of_range(v, size))
+      report_index_error(err, op, dim, static_cast<int64_t>(v), size, dtype_of<Ix>);
+  }
+}
+
+// One thread per fiber along dim: dst[fiber + ids[j] * dst_stride] (+)= src[j] for j in order.
+// Operands of the fiber space: 0 dst (stride 0 at dim), 1 ids, 2 src. Does nothing once an error
+// is recorded (by the check kernel just before it).
+template <bool kAdd, typename T, typename Ix, typename I>
+__global__ __launch_bounds__(kBlock) void scatter_kernel(T* dst, const Ix* ids, const T* src, StridedArgs<3, I> a, I n,
+                                                         int64_t len, int64_t dst_stride, int64_t ids_stride,
+                                                         int64_t src_stride, const KernelError* err) {
+  if (err->code != 0) return;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    I off[3];
+    offsets_at(a, i, off);
+    for (int64_t j = 0; j < len; ++j) {
+      const Ix v = ids[static_cast<int64_t>(off[1]) + j * ids_stride];
+      if (skip(v)) continue;
+      T& target = dst[static_cast<int64_t>(off[0]) + static_cast<int64_t>(v) * dst_stride];
+      const T s = src[static_cast<int64_t>(off[2]) + j * src_stride];
+      if constexpr (kAdd) {
+        target = kernels::from_opmath<T>(
+            kernels::Binary<BinaryOp::Add>{}(kernels::to_opmath(target), kernels::to_opmath(s)));
+      } else {
+        target = s;
+      }
+    }
+  }
+}
+
+template <int N>
+bool small_space(const StridedSpace<N>& s, int64_t extra_extent) {
+  return s.fits_int32() && extra_extent < (int64_t(1) << 31);
+}
+
+template <typename F>
+void dispatch_indexed(DType data, DType index, const F& f) {
+  dispatch(index, [&]<typename Ix>() {
+    if constexpr (std::is_integral_v<Ix>) {
+      dispatch(data, [&]<typename T>() { f.template operator()<T, Ix>(); });
+    }
+  });
+}
+
+template <typename T, typename Ix>
+void gather_into(GpuBackend& b, T* out, const Shape& shape, const View& ids, const Layout& ids_l, const View& x,
+                 const Layout& x_l, int dim, OpCode op) {
+  const Layout out_l(shape);
+  const StridedSpace<3> s = collapse<3>({&out_l, &ids_l, &x_l});
+  const int64_t n = s.numel();
+  if (n == 0) return;
+  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
+  const T* px = static_cast<const T*>(x.storage.data());
+  const int64_t stride = x.layout.stride(dim), size = x.layout.dim(dim);
+  if (small_space(s, x.layout.extent())) {
+    gather_kernel<T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        out, pi, px, strided_args<3, uint32_t>(s), static_cast<uint32_t>(n), stride, size, dim, b.device_error(), op);
+  } else {
+    gather_kernel<T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        out, pi, px, strided_args<3, uint64_t>(s), static_cast<uint64_t>(n), stride, size, dim, b.device_error(), op);
+  }
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+template <typename Ix>
+void check_indices(GpuBackend& b, const View& ids, int64_t size, int dim, OpCode op) {
+  const StridedSpace<1> s = collapse<1>({&ids.layout});
+  const int64_t n = s.numel();
+  if (n == 0) return;
+  const Ix* p = static_cast<const Ix*>(ids.storage.data());
+  if (s.fits_int32()) {
+    check_kernel<Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        p, strided_args<1, uint32_t>(s), static_cast<uint32_t>(n), size, dim, b.device_error(), op);
+  } else {
+    check_kernel<Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        p, strided_args<1, uint64_t>(s), static_cast<uint64_t>(n), size, dim, b.device_error(), op);
+  }
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+// dst (layout dst_l, size `size` along dim) gets src scattered by ids (both of src's layout shape).
+template <bool kAdd, typename T, typename Ix>
+void scatter(GpuBackend& b, T* dst, const Layout& dst_l, const View& ids, const Layout& ids_l, const View& src, int dim,
+             OpCode op) {
+  const int64_t len = src.layout.dim(dim), size = dst_l.dim(dim);
+  check_indices<Ix>(b, View{ids.storage, ids_l, ids.dtype}, size, dim, op);
+  if (len == 0 || src.layout.numel() == 0) return;
+  const Layout d = with_stride(dst_l, src.layout.shape(), dim, 0).narrow(dim, 0, 1);
+  const Layout i = ids_l.narrow(dim, 0, 1), s_l = src.layout.narrow(dim, 0, 1);
+  const StridedSpace<3> fibers = collapse<3>({&d, &i, &s_l});
+  const int64_t n = fibers.numel();
+  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
+  const T* ps = static_cast<const T*>(src.storage.data());
+  const int64_t extent = std::max({dst_l.extent(), ids_l.extent(), src.layout.extent()});
+  if (small_space(fibers, extent)) {
+    scatter_kernel<kAdd, T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        dst, pi, ps, strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_l.stride(dim),
+        ids_l.stride(dim), src.layout.stride(dim), b.device_error());
+  } else {
+    scatter_kernel<kAdd, T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        dst, pi, ps, strided_args<3, uint64_t>(fibers), static_cast<uint64_t>(n), len, dst_l.stride(dim),
+        ids_l.stride(dim), src.layout.stride(dim), b.device_error());
+  }
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+StoragePtr GpuBackend::gather(const View& x, const View& ids, int dim) {
+  activate();
+  const Shape& shape = ids.layout.shape();
+  StoragePtr out = alloc(x.dtype, shape.numel());
+  dispatch_indexed(x.dtype, ids.dtype, [&]<typename T, typename Ix>() {
+    gather_into<T, Ix>(*this, out->as<T>(), shape, ids, ids.layout, x, with_stride(x.layout, shape, dim, 0), dim,
+                       OpCode::Gather);
+  });
+  return out;
+}
+
+StoragePtr GpuBackend::index_select(const View& x, const View& ids, int dim) {
+  activate();
+  Shape shape = x.layout.shape();
+  shape[dim] = ids.layout.dim(0);
+  StoragePtr out = alloc(x.dtype, shape.numel());
+  dispatch_indexed(x.dtype, ids.dtype, [&]<typename T, typename Ix>() {
+    gather_into<T, Ix>(*this, out->as<T>(), shape, ids, ids_along(ids.layout, shape, dim), x,
+                       with_stride(x.layout, shape, dim, 0), dim, OpCode::IndexSelect);
+  });
+  return out;
+}
+
+void GpuBackend::scatter_set(const MutView& dst, const View& ids, const View& src, int dim) {
+  activate();
+  dispatch_indexed(dst.dtype, ids.dtype, [&]<typename T, typename Ix>() {
+    scatter<false, T, Ix>(*this, static_cast<T*>(dst.storage.data()), dst.layout, ids, ids.layout, src, dim,
+                          OpCode::ScatterSet);
+  });
+}
+
+void GpuBackend::scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) {
+  activate();
+  dispatch_indexed(dst.dtype, ids.dtype, [&]<typename T, typename Ix>() {
+    scatter<true, T, Ix>(*this, static_cast<T*>(dst.storage.data()), dst.layout, ids, ids.layout, src, dim,
+                         OpCode::ScatterAddSet);
+  });
+}
+
+StoragePtr GpuBackend::index_add(const View& x, const View& ids, const View& src, int dim) {
+  activate();
+  const Layout out_l(x.layout.shape());
+  StoragePtr out = alloc(x.dtype, out_l.numel());
+  copy_strided(x, MutView{*out, out_l, x.dtype});
+  dispatch_indexed(x.dtype, ids.dtype, [&]<typename T, typename Ix>() {
+    scatter<true, T, Ix>(*this, out->as<T>(), out_l, ids, ids_along(ids.layout, src.layout.shape(), dim), src, dim,
+                         OpCode::IndexAdd);
+  });
+  return out;
+}
+
+}  // namespace wick::gpu

@@ -1,0 +1,57 @@
+// Shared pieces of the GPU backend: the checking macro, the device-side error record, launch
+// geometry and the device dispatch of kernels. Compiled by nvcc (CUDA) or hipcc (ROCm).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/op.h"
+#include "gpu/vendor.h"
+#include "wick/error.h"
+
+namespace wick::gpu {
+
+// Throws wick::Error (OutOfMemoryError for an allocation failure) naming the call, where it was
+// made and the vendor's message.
+[[noreturn]] void throw_error(Status e, const char* call, const char* file, int line);
+
+#define WICK_GPU_CHECK(call)                                              \
+  do {                                                                    \
+    ::wick::gpu::Status wick_gpu_err_ = (call);                           \
+    if (wick_gpu_err_ != ::wick::gpu::kSuccess) [[unlikely]]              \
+      ::wick::gpu::throw_error(wick_gpu_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// After a kernel launch: raises the launch's error, if any.
+#define WICK_GPU_CHECK_LAUNCH() WICK_GPU_CHECK(::wick::gpu::last_error())
+
+// An error found by a kernel (an index out of range), recorded in device memory and raised as
+// IndexError at the next synchronisation. The first error wins.
+struct KernelError {
+  int32_t code;  // 0: none; else the OpCode + 1 of the op that found it
+  int32_t dim;
+  int64_t index;
+  int64_t size;
+  int32_t index_dtype;  // DType of the indices
+};
+
+__device__ inline void report_index_error(KernelError* e, OpCode op, int dim, int64_t index, int64_t size,
+                                          DType index_dtype) {
+  if (atomicCAS(&e->code, 0, static_cast<int32_t>(op) + 1) == 0) {
+    e->dim = dim;
+    e->index = index;
+    e->size = size;
+    e->index_dtype = static_cast<int32_t>(index_dtype);
+  }
+}
+
+// Threads per block of the elementwise kernels, and the largest grid of a grid-stride loop
+// (blocks x threads stays far below 2^32, as AMD requires).
+inline constexpr int kBlock = 256;
+inline constexpr int64_t kMaxBlocks = 65535;
+
+inline unsigned grid_for(int64_t work_items, int threads = kBlock) {
+  return static_cast<unsigned>(std::clamp<int64_t>((work_items + threads - 1) / threads, 1, kMaxBlocks));
+}
+
+}  // namespace wick::gpu

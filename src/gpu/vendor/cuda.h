@@ -1,0 +1,110 @@
+// The CUDA side of wick's GPU layer: the only header (with blas_* and dnn_*) that names the CUDA
+// runtime. Everything else calls the wick::gpu names defined here and in hip.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "wick/device.h"
+
+namespace wick::gpu {
+
+inline constexpr DeviceType kDeviceType = DeviceType::Cuda;
+inline constexpr const char* kVendor = "CUDA";
+
+using Status = cudaError_t;
+using Stream = cudaStream_t;
+using Event = cudaEvent_t;
+inline constexpr Status kSuccess = cudaSuccess;
+
+inline bool is_out_of_memory(Status e) { return e == cudaErrorMemoryAllocation; }
+inline const char* error_string(Status e) { return cudaGetErrorString(e); }
+inline Status last_error() { return cudaGetLastError(); }
+
+inline Status device_count(int* n) { return cudaGetDeviceCount(n); }
+inline Status set_device(int d) { return cudaSetDevice(d); }
+inline Status get_device(int* d) { return cudaGetDevice(d); }
+inline Status device_synchronize() { return cudaDeviceSynchronize(); }
+
+struct DeviceProps {
+  std::string name;
+  std::string arch;  // "sm_90"
+  size_t total_memory = 0;
+  int warp_size = 32;
+  int multiprocessors = 0;
+  size_t l2_bytes = 0;
+  size_t shared_per_block = 0;
+};
+
+inline Status device_props(int d, DeviceProps* out) {
+  cudaDeviceProp p;
+  Status e = cudaGetDeviceProperties(&p, d);
+  if (e != kSuccess) return e;
+  out->name = p.name;
+  out->arch = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+  out->total_memory = p.totalGlobalMem;
+  out->warp_size = p.warpSize;
+  out->multiprocessors = p.multiProcessorCount;
+  out->l2_bytes = static_cast<size_t>(p.l2CacheSize);
+  out->shared_per_block = p.sharedMemPerBlock;
+  return kSuccess;
+}
+
+inline Status stream_create(Stream* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline Status stream_synchronize(Stream s) { return cudaStreamSynchronize(s); }
+
+// The device's stream-ordered pool keeps freed memory (release threshold: never).
+inline Status pool_keep_memory(int d) {
+  cudaMemPool_t pool;
+  Status e = cudaDeviceGetDefaultMemPool(&pool, d);
+  if (e != kSuccess) return e;
+  uint64_t threshold = UINT64_MAX;
+  return cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+}
+inline Status pool_release_cached(int d) {
+  cudaMemPool_t pool;
+  Status e = cudaDeviceGetDefaultMemPool(&pool, d);
+  if (e != kSuccess) return e;
+  return cudaMemPoolTrimTo(pool, 0);
+}
+inline Status malloc_async(void** p, size_t n, Stream s) { return cudaMallocAsync(p, n, s); }
+inline Status free_async(void* p, Stream s) { return cudaFreeAsync(p, s); }
+inline Status host_alloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
+inline Status host_free_pinned(void* p) { return cudaFreeHost(p); }
+
+inline Status copy_h2d_async(void* dst, const void* src, size_t n, Stream s) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s);
+}
+inline Status copy_d2h_async(void* dst, const void* src, size_t n, Stream s) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s);
+}
+inline Status copy_d2d_async(void* dst, const void* src, size_t n, Stream s) {
+  return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
+}
+inline Status copy2d_d2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                               Stream s) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, s);
+}
+inline Status memset_async(void* p, int value, size_t n, Stream s) { return cudaMemsetAsync(p, value, n, s); }
+
+inline Status event_create(Event* e) { return cudaEventCreate(e); }
+inline Status event_destroy(Event e) { return cudaEventDestroy(e); }
+inline Status event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
+inline Status event_synchronize(Event e) { return cudaEventSynchronize(e); }
+inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
+
+// ---- device side ------------------------------------------------------------------------------
+// Shuffles within a logical warp of `width` lanes (at most 32): correct on 32- and 64-wide
+// hardware alike.
+template <typename T>
+__device__ inline T shfl_down(T v, unsigned delta, int width) {
+  return __shfl_down_sync(0xffffffffu, v, delta, width);
+}
+template <typename T>
+__device__ inline T shfl_xor(T v, int mask, int width) {
+  return __shfl_xor_sync(0xffffffffu, v, mask, width);
+}
+
+}  // namespace wick::gpu

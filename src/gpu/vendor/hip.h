@@ -1,0 +1,108 @@
+// The HIP (ROCm) side of wick's GPU layer: the only header (with blas_* and dnn_*) that names the
+// HIP runtime. It maps the same wick::gpu names as cuda.h.
+#pragma once
+
+#include <cstdint>
+#include <hip/hip_runtime.h>
+#include <string>
+
+#include "wick/device.h"
+
+namespace wick::gpu {
+
+inline constexpr DeviceType kDeviceType = DeviceType::Rocm;
+inline constexpr const char* kVendor = "ROCm";
+
+using Status = hipError_t;
+using Stream = hipStream_t;
+using Event = hipEvent_t;
+inline constexpr Status kSuccess = hipSuccess;
+
+inline bool is_out_of_memory(Status e) { return e == hipErrorOutOfMemory; }
+inline const char* error_string(Status e) { return hipGetErrorString(e); }
+inline Status last_error() { return hipGetLastError(); }
+
+inline Status device_count(int* n) { return hipGetDeviceCount(n); }
+inline Status set_device(int d) { return hipSetDevice(d); }
+inline Status get_device(int* d) { return hipGetDevice(d); }
+inline Status device_synchronize() { return hipDeviceSynchronize(); }
+
+struct DeviceProps {
+  std::string name;
+  std::string arch;  // "gfx942:sramecc+:xnack-"
+  size_t total_memory = 0;
+  int warp_size = 64;
+  int multiprocessors = 0;
+  size_t l2_bytes = 0;
+  size_t shared_per_block = 0;
+};
+
+inline Status device_props(int d, DeviceProps* out) {
+  hipDeviceProp_t p;
+  Status e = hipGetDeviceProperties(&p, d);
+  if (e != kSuccess) return e;
+  out->name = p.name;
+  out->arch = p.gcnArchName;
+  out->total_memory = p.totalGlobalMem;
+  out->warp_size = p.warpSize;
+  out->multiprocessors = p.multiProcessorCount;
+  out->l2_bytes = static_cast<size_t>(p.l2CacheSize);
+  out->shared_per_block = p.sharedMemPerBlock;
+  return kSuccess;
+}
+
+inline Status stream_create(Stream* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }
+inline Status stream_synchronize(Stream s) { return hipStreamSynchronize(s); }
+
+inline Status pool_keep_memory(int d) {
+  hipMemPool_t pool;
+  Status e = hipDeviceGetDefaultMemPool(&pool, d);
+  if (e != kSuccess) return e;
+  uint64_t threshold = UINT64_MAX;
+  return hipMemPoolSetAttribute(pool, hipMemPoolAttrReleaseThreshold, &threshold);
+}
+inline Status pool_release_cached(int d) {
+  hipMemPool_t pool;
+  Status e = hipDeviceGetDefaultMemPool(&pool, d);
+  if (e != kSuccess) return e;
+  return hipMemPoolTrimTo(pool, 0);
+}
+inline Status malloc_async(void** p, size_t n, Stream s) { return hipMallocAsync(p, n, s); }
+inline Status free_async(void* p, Stream s) { return hipFreeAsync(p, s); }
+inline Status host_alloc_pinned(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
+inline Status host_free_pinned(void* p) { return hipHostFree(p); }
+
+inline Status copy_h2d_async(void* dst, const void* src, size_t n, Stream s) {
+  return hipMemcpyAsync(dst, src, n, hipMemcpyHostToDevice, s);
+}
+inline Status copy_d2h_async(void* dst, const void* src, size_t n, Stream s) {
+  return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToHost, s);
+}
+inline Status copy_d2d_async(void* dst, const void* src, size_t n, Stream s) {
+  return hipMemcpyAsync(dst, src, n, hipMemcpyDeviceToDevice, s);
+}
+inline Status copy2d_d2d_async(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                               Stream s) {
+  return hipMemcpy2DAsync(dst, dpitch, src, spitch, width, height, hipMemcpyDeviceToDevice, s);
+}
+inline Status memset_async(void* p, int value, size_t n, Stream s) { return hipMemsetAsync(p, value, n, s); }
+
+inline Status event_create(Event* e) { return hipEventCreate(e); }
+inline Status event_destroy(Event e) { return hipEventDestroy(e); }
+inline Status event_record(Event e, Stream s) { return hipEventRecord(e, s); }
+inline Status event_synchronize(Event e) { return hipEventSynchronize(e); }
+inline Status event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
+
+// ---- device side ------------------------------------------------------------------------------
+// Shuffles within a logical warp of `width` lanes (at most 32): on 64-wide wavefronts each half
+// is its own logical warp.
+template <typename T>
+__device__ inline T shfl_down(T v, unsigned delta, int width) {
+  return __shfl_down(v, delta, width);
+}
+template <typename T>
+__device__ inline T shfl_xor(T v, int mask, int width) {
+  return __shfl_xor(v, mask, width);
+}
+
+}  // namespace wick::gpu
