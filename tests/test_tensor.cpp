@@ -165,6 +165,15 @@ TEST_P(TensorTest, DtypeConversionsKeepTheRules) {
   EXPECT_EQ(f.to_dtype(DType::F32).storage(), f.storage());  // same dtype: the tensor itself
 }
 
+TEST_P(TensorTest, OutOfMemoryLeavesTheDeviceUsable) {
+  // 1 PiB: beyond the address space of any host (an overcommitting kernel would grant less and
+  // kill the process on first touch) and the memory of any device. The allocator gives back what
+  // it caches, tries once more, and raises; the next allocation works.
+  WICK_EXPECT_ERROR(Tensor::zeros({int64_t(1) << 50}, DType::U8, dev()), OutOfMemoryError, "alloc",
+                    dev().to_string());
+  EXPECT_EQ(Tensor::ones({3}, DType::F32, dev()).sum().item<float>(), 3.f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, TensorTest, ::testing::ValuesIn(test::devices()), test::device_name);
 
 // Moving tensors between devices, with the reference backend standing in for a second device so
@@ -185,6 +194,24 @@ TEST_F(CrossDevice, ToDeviceAndBack) {
   EXPECT_EQ(o.to_vector<float>(), t.to_vector<float>());
   EXPECT_EQ(o.to_device(Device::cpu()).to_vector<float>(), t.to_vector<float>());
   EXPECT_THROW(t + o, DeviceError);
+}
+
+// Several GPUs in one process: each device keeps its own memory, stream and generator.
+TEST(MultiGpu, TensorsMoveBetweenDevicesAndComputeOnEach) {
+  std::vector<Device> gpus;
+  for (Device d : available_devices())
+    if (d.is_gpu()) gpus.push_back(d);
+  if (gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
+  manual_seed(9, gpus[0]);
+  Tensor a = Tensor::rand_normal({64, 33}, 0, 1, DType::F32, gpus[0]);
+  Tensor b = a.to_device(gpus[1]);
+  EXPECT_EQ(b.device(), gpus[1]);
+  Tensor on0 = (a * 2).sum(1), on1 = (b * 2).sum(1);
+  EXPECT_EQ(on0.to_vector<float>(), on1.to_vector<float>());
+  EXPECT_EQ(on1.to_device(gpus[0]).to_vector<float>(), on0.to_vector<float>());
+  EXPECT_THROW(a + b, DeviceError);
+  manual_seed(9, gpus[1]);
+  EXPECT_EQ(Tensor::rand_normal({64, 33}, 0, 1, DType::F32, gpus[1]).to_vector<float>(), a.to_vector<float>());
 }
 
 }  // namespace
