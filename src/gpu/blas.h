@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "wick/dtype.h"
 
@@ -29,5 +30,8 @@ struct Gemm {
 
 // Queues the product on the backend's stream. f16, bf16, f32 and f64 only.
 void gemm(GpuBackend& backend, const Gemm& g);
+
+// The product in words, for error messages: "f32, 4 x [128, 64] . [64, 32]".
+std::string describe(const Gemm& g);
 
 }  // namespace wick::gpu

@@ -1,7 +1,7 @@
 // cuBLAS behind gpu/blas.h: one handle per device, on the device's stream, with its workspace
 // from the device's memory pool.
-#include <cublas_v2.h>
 #include <cstring>
+#include <cublas_v2.h>
 #include <mutex>
 #include <vector>
 
@@ -14,15 +14,17 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-void check(cublasStatus_t s, const char* call, const char* file, int line) {
+// Raises a failed call as wick::Error naming the product (when known) and cuBLAS's status.
+void check(cublasStatus_t s, const char* call, const char* file, int line, const Gemm* g = nullptr) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const char* base = std::strrchr(file, '/');
-  std::string msg = detail::str_cat("matmul: cuBLAS call ", call, " failed at ", base ? base + 1 : file, ":", line,
-                                    ": ", cublasGetStatusString(s));
+  std::string msg = detail::str_cat("matmul: cuBLAS call ", call, g ? " for " + describe(*g) : std::string(),
+                                    " failed at ", base ? base + 1 : file, ":", line, ": ", cublasGetStatusString(s));
   if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemoryError(msg);
   throw ::wick::Error(msg);
 }
 #define WICK_CUBLAS(call) check((call), #call, __FILE__, __LINE__)
+#define WICK_CUBLAS_FOR(g, call) check((call), #call, __FILE__, __LINE__, &(g))
 
 struct Handle {
   cublasHandle_t handle = nullptr;
@@ -71,11 +73,12 @@ void gemm(GpuBackend& b, const Gemm& g) {
            : (g.dtype == DType::F32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   const cudaDataType_t type = data_type(g.dtype);
   // Row-major C = A B is column-major C^T = B^T A^T: swap the operands and m with n.
-  WICK_CUBLAS(cublasGemmStridedBatchedEx(
-      h.handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n),
-      static_cast<int>(g.m), static_cast<int>(g.k), alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a, type,
-      static_cast<int>(g.lda), g.stride_a, beta, g.c, type, static_cast<int>(g.ldc), g.stride_c,
-      static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+  WICK_CUBLAS_FOR(
+      g, cublasGemmStridedBatchedEx(h.handle, g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(g.n), static_cast<int>(g.m),
+                                    static_cast<int>(g.k), alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a,
+                                    type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type, static_cast<int>(g.ldc),
+                                    g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace wick::gpu

@@ -14,15 +14,18 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-void check(rocblas_status s, const char* call, const char* file, int line) {
+// Raises a failed call as wick::Error naming the product (when known) and rocBLAS's status.
+void check(rocblas_status s, const char* call, const char* file, int line, const Gemm* g = nullptr) {
   if (s == rocblas_status_success) return;
   const char* base = std::strrchr(file, '/');
-  std::string msg = detail::str_cat("matmul: rocBLAS call ", call, " failed at ", base ? base + 1 : file, ":", line,
-                                    ": ", rocblas_status_to_string(s));
+  std::string msg =
+      detail::str_cat("matmul: rocBLAS call ", call, g ? " for " + describe(*g) : std::string(), " failed at ",
+                      base ? base + 1 : file, ":", line, ": ", rocblas_status_to_string(s));
   if (s == rocblas_status_memory_error) throw OutOfMemoryError(msg);
   throw ::wick::Error(msg);
 }
 #define WICK_ROCBLAS(call) check((call), #call, __FILE__, __LINE__)
+#define WICK_ROCBLAS_FOR(g, call) check((call), #call, __FILE__, __LINE__, &(g))
 
 struct Handle {
   rocblas_handle handle = nullptr;
@@ -69,13 +72,14 @@ void gemm(GpuBackend& b, const Gemm& g) {
   const rocblas_datatype compute = wide ? rocblas_datatype_f64_r : rocblas_datatype_f32_r;
   // Row-major C = A B is column-major C^T = B^T A^T: swap the operands and m with n. rocBLAS
   // writes D (here C itself).
-  WICK_ROCBLAS(rocblas_gemm_strided_batched_ex(
-      h.handle, g.trans_b ? rocblas_operation_transpose : rocblas_operation_none,
-      g.trans_a ? rocblas_operation_transpose : rocblas_operation_none, static_cast<rocblas_int>(g.n),
-      static_cast<rocblas_int>(g.m), static_cast<rocblas_int>(g.k), alpha, g.b, type, static_cast<rocblas_int>(g.ldb),
-      g.stride_b, g.a, type, static_cast<rocblas_int>(g.lda), g.stride_a, beta, g.c, type,
-      static_cast<rocblas_int>(g.ldc), g.stride_c, g.c, type, static_cast<rocblas_int>(g.ldc), g.stride_c,
-      static_cast<rocblas_int>(g.batch), compute, rocblas_gemm_algo_standard, 0, 0));
+  WICK_ROCBLAS_FOR(
+      g, rocblas_gemm_strided_batched_ex(
+             h.handle, g.trans_b ? rocblas_operation_transpose : rocblas_operation_none,
+             g.trans_a ? rocblas_operation_transpose : rocblas_operation_none, static_cast<rocblas_int>(g.n),
+             static_cast<rocblas_int>(g.m), static_cast<rocblas_int>(g.k), alpha, g.b, type,
+             static_cast<rocblas_int>(g.ldb), g.stride_b, g.a, type, static_cast<rocblas_int>(g.lda), g.stride_a, beta,
+             g.c, type, static_cast<rocblas_int>(g.ldc), g.stride_c, g.c, type, static_cast<rocblas_int>(g.ldc),
+             g.stride_c, static_cast<rocblas_int>(g.batch), compute, rocblas_gemm_algo_standard, 0, 0));
 }
 
 }  // namespace wick::gpu

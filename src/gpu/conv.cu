@@ -18,6 +18,14 @@ bool own_path_from_env() {
 
 }  // namespace
 
+std::string describe(const ConvCall& c) {
+  const ConvParams& p = c.p;
+  return detail::str_cat(c.op, ": input ", c.x.layout.to_string(), " ", c.x.dtype, ", kernel ", c.k.layout.to_string(),
+                         ", padding (", p.padding[0], ", ", p.padding[1], "), stride (", p.stride[0], ", ", p.stride[1],
+                         "), dilation (", p.dilation[0], ", ", p.dilation[1], "), output_padding (",
+                         p.output_padding[0], ", ", p.output_padding[1], "), groups ", p.groups);
+}
+
 bool GpuBackend::set_option(std::string_view key, std::string_view value) {
   if (key != "conv") return false;
   if (value == "gemm")
@@ -46,7 +54,9 @@ StoragePtr GpuBackend::conv(const View& x, const View& k, const ConvParams& p, i
   const View xv{x.storage, x4, x.dtype}, kv{k.storage, k4, k.dtype};
   static const bool env_own = own_path_from_env();
   if (!conv_own_path_ && !env_own && conv_library_supports(xv, kv, p4, transposed)) {
-    if (StoragePtr out = conv_library(*this, xv, kv, p4, transposed, out4)) return out;
+    const char* op =
+        transposed ? (spatial == 1 ? "conv_transpose1d" : "conv_transpose2d") : (spatial == 1 ? "conv1d" : "conv2d");
+    if (StoragePtr out = conv_library(*this, ConvCall{op, xv, kv, p4}, transposed, out4)) return out;
   }
   return conv_gemm(*this, xv, kv, p4, transposed, out4);
 }

@@ -3,6 +3,8 @@
 // (the 1d ops insert a height of 1) and return the output of out_shape.
 #pragma once
 
+#include <string>
+
 #include "backend/backend.h"
 #include "backend/nn_params.h"
 
@@ -13,10 +15,19 @@ class GpuBackend;
 StoragePtr conv_gemm(GpuBackend& b, const View& x, const View& k, const ConvParams& p, bool transposed,
                      const Shape& out_shape);
 
+// One convolution as the library sees it (4-d views), for error messages.
+struct ConvCall {
+  const char* op;  // the Backend op: "conv1d", "conv_transpose2d", ...
+  const View& x;
+  const View& k;
+  const ConvParams& p;
+};
+// "conv2d: input [8, 64, 56, 56] (strides [...]) bf16, kernel [...], padding (1, 1), ..."
+std::string describe(const ConvCall& c);
+
 // Whether the library takes this convolution (dtype, layouts and parameters), and runs it; the
 // run gives nullptr when the library finds no algorithm for it.
 bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bool transposed);
-StoragePtr conv_library(GpuBackend& b, const View& x, const View& k, const ConvParams& p, bool transposed,
-                        const Shape& out_shape);
+StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, const Shape& out_shape);
 
 }  // namespace wick::gpu

@@ -1,14 +1,22 @@
-// cuDNN convolutions behind gpu/conv.h. Input and output take any strides (N-d descriptors); the
-// kernel is packed first when it is not. The transposed forms are cuDNN's backward-data pass.
-// The algorithm for each (shape, strides, dtype, parameters) is chosen once, by timing cuDNN's
-// candidates on the call's own buffers, and kept for the process; f32 runs as true f32 (FMA math)
-// unless TF32 is allowed.
+// cuDNN convolutions behind gpu/conv.h, through cuDNN's graph API: each convolution is a one-node
+// operation graph. The first call of a (shapes, strides, alignment, dtype, parameters) key times
+// the engine configurations cuDNN's heuristics propose, on the call's own buffers, and keeps the
+// fastest plan for the process. Engines that would break wick's numerics are never candidates:
+// inputs down-converted, reductions in half precision, non-deterministic results, and TF32 tensor
+// cores for f32 unless set_allow_tf32(true). Input and output take any strides; the kernel is packed
+// first when it is not contiguous. The transposed forms are cuDNN's backward-data pass.
+// WICK_CONV_LOG=1 prints each key's candidates and timings to stderr.
 #include <cudnn.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpu/conv.h"
@@ -18,18 +26,34 @@ namespace wick::gpu {
 
 namespace {
 
-[[noreturn]] void fail(cudnnStatus_t s, const char* call, const char* file, int line) {
+// Raises a failed call as wick::Error naming the convolution (when known) and cuDNN's status.
+[[noreturn]] void fail(cudnnStatus_t s, const char* call, const char* file, int line, const ConvCall* c = nullptr) {
   const char* base = std::strrchr(file, '/');
-  std::string msg = detail::str_cat("conv: cuDNN call ", call, " failed at ", base ? base + 1 : file, ":", line, ": ",
-                                    cudnnGetErrorString(s));
+  std::string msg = detail::str_cat(c ? describe(*c) : std::string("conv"), ": cuDNN call ", call, " failed at ",
+                                    base ? base + 1 : file, ":", line, ": ", cudnnGetErrorString(s));
   if (s == CUDNN_STATUS_ALLOC_FAILED) throw OutOfMemoryError(msg);
   throw ::wick::Error(msg);
 }
-#define WICK_CUDNN(call)                                                           \
-  do {                                                                             \
-    cudnnStatus_t wick_s_ = (call);                                                \
-    if (wick_s_ != CUDNN_STATUS_SUCCESS) fail(wick_s_, #call, __FILE__, __LINE__); \
+#define WICK_CUDNN_FOR(c, call)                                                         \
+  do {                                                                                  \
+    cudnnStatus_t wick_s_ = (call);                                                     \
+    if (wick_s_ != CUDNN_STATUS_SUCCESS) fail(wick_s_, #call, __FILE__, __LINE__, (c)); \
   } while (0)
+#define WICK_CUDNN(call) WICK_CUDNN_FOR(nullptr, call)
+
+constexpr cudnnStatus_t kOk = CUDNN_STATUS_SUCCESS;
+
+// WICK_CONV_LOG=1: why cuDNN served a convolution or not, on stderr.
+bool log_choices() {
+  static const bool on = [] {
+    const char* v = std::getenv("WICK_CONV_LOG");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+void log_status(const char* what, cudnnStatus_t s) {
+  if (log_choices()) std::fprintf(stderr, "wick conv: %s: %s\n", what, cudnnGetErrorString(s));
+}
 
 cudnnHandle_t handle_for(GpuBackend& b) {
   static std::mutex mutex;
@@ -53,41 +77,302 @@ cudnnDataType_t data_type(DType dt) {
   }
 }
 
-// Descriptors of one convolution, destroyed with it.
-struct Descriptors {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  Descriptors() {
-    WICK_CUDNN(cudnnCreateTensorDescriptor(&x));
-    WICK_CUDNN(cudnnCreateTensorDescriptor(&y));
-    WICK_CUDNN(cudnnCreateFilterDescriptor(&w));
-    WICK_CUDNN(cudnnCreateConvolutionDescriptor(&conv));
+// One graph-API descriptor. Attribute setters record the first failing status, which finalize()
+// returns: building a graph cuDNN cannot serve is not an error, the caller falls back.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) { WICK_CUDNN(cudnnBackendCreateDescriptor(type, &d_)); }
+  Desc(Desc&& o) noexcept
+      : d_(std::exchange(o.d_, nullptr)),
+        status_(o.status_),
+        finalized_(o.finalized_),
+        failed_attribute_(o.failed_attribute_) {}
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  Desc& operator=(Desc&& o) noexcept {
+    std::swap(d_, o.d_);
+    std::swap(status_, o.status_);
+    std::swap(finalized_, o.finalized_);
+    std::swap(failed_attribute_, o.failed_attribute_);
+    return *this;
   }
-  ~Descriptors() {
-    cudnnDestroyTensorDescriptor(x);
-    cudnnDestroyTensorDescriptor(y);
-    cudnnDestroyFilterDescriptor(w);
-    cudnnDestroyConvolutionDescriptor(conv);
+  ~Desc() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
   }
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  int failed_attribute() const { return failed_attribute_; }
+  template <typename T>
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values, int64_t n = 1) {
+    if (status_ == kOk) {
+      status_ = cudnnBackendSetAttribute(d_, name, type, n, values);
+      if (status_ != kOk) failed_attribute_ = name;
+    }
+    return *this;
+  }
+  Desc& set(cudnnBackendAttributeName_t name, const Desc& other) {
+    cudnnBackendDescriptor_t o = other.get();
+    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &o);
+  }
+  cudnnStatus_t finalize() {
+    if (status_ == kOk && !finalized_) {
+      status_ = cudnnBackendFinalize(d_);
+      finalized_ = true;
+    }
+    return status_;
+  }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+  cudnnStatus_t status_ = kOk;
+  bool finalized_ = false;
+  int failed_attribute_ = -1;
 };
 
-void set_tensor(cudnnTensorDescriptor_t d, DType dt, const Layout& l) {
-  int dims[4], strides[4];
-  for (int i = 0; i < 4; ++i) {
-    dims[i] = static_cast<int>(l.dim(i));
-    strides[i] = static_cast<int>(l.dim(i) == 1 ? 1 : l.stride(i));
-  }
-  WICK_CUDNN(cudnnSetTensorNdDescriptor(d, data_type(dt), 4, dims, strides));
+enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
+
+// The largest power of two up to 16 that divides the address: what cuDNN may assume of it.
+int64_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  int64_t al = 16;
+  while (al > 1 && a % static_cast<uintptr_t>(al) != 0) al /= 2;
+  return al;
 }
 
-// The cache key: everything the choice of algorithm depends on.
-using Key = std::tuple<int, int, bool, std::vector<int64_t>, int64_t>;
+// A 4-d tensor. A size-1 dim gets the stride a packed layout of the dims inside it would give, so
+// that cuDNN reads the intended memory order from the strides alone.
+Desc tensor(int64_t uid, DType dt, const Layout& l, int64_t alignment) {
+  int64_t dims[4], strides[4];
+  for (int i = 3; i >= 0; --i) {
+    dims[i] = l.dim(i);
+    strides[i] = l.dim(i) != 1 ? l.stride(i) : i == 3 ? 1 : strides[i + 1] * dims[i + 1];
+  }
+  const cudnnDataType_t type = data_type(dt);
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims, 4)
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides, 4)
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment);
+  return t;
+}
 
-struct Choice {
-  int algo;
-  size_t workspace;
+// The descriptors of one convolution and the plan chosen for it, kept for the process (a plan
+// refers to the descriptors it was made from). No plan: cuDNN serves no candidate for the key.
+struct Conv {
+  std::vector<Desc> parts;
+  std::unique_ptr<Desc> plan;
+  int64_t workspace = 0;
 };
+
+// Finalises a descriptor before anything refers to it; false (and a log line) when cuDNN refuses it.
+bool ready(Desc& d, const char* what) {
+  const cudnnStatus_t s = d.finalize();
+  if (s != kOk && log_choices())
+    std::fprintf(stderr, "wick conv: the %s descriptor was refused (attribute %d): %s\n", what, d.failed_attribute(),
+                 cudnnGetErrorString(s));
+  return s == kOk;
+}
+
+// Builds the operation graph; false when cuDNN refuses it.
+bool build_graph(Conv& c, cudnnHandle_t handle, DType dt, const Layout& x_l, const Layout& w_l, const Layout& y_l,
+                 const int64_t align[3], const ConvParams& p, bool transposed) {
+  c.parts.reserve(6);
+  Desc& x = c.parts.emplace_back(tensor(kUidX, dt, x_l, align[0]));
+  Desc& w = c.parts.emplace_back(tensor(kUidW, dt, w_l, align[1]));
+  Desc& y = c.parts.emplace_back(tensor(kUidY, dt, y_l, align[2]));
+  if (!ready(x, "x") || !ready(w, "w") || !ready(y, "y")) return false;
+
+  const cudnnDataType_t compute = dt == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  Desc& conv = c.parts.emplace_back(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &compute)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, p.dilation, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, p.stride, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, p.padding, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, p.padding, 2);
+  if (!ready(conv, "convolution")) return false;
+
+  // y = conv(x, w); the transposed form computes dx from dy, so x there is the op's output.
+  Desc& op = c.parts.emplace_back(transposed ? CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR
+                                             : CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  const double one_d = 1, zero_d = 0;
+  const float one_f = 1, zero_f = 0;
+  const bool f64 = dt == DType::F64;
+  const cudnnBackendAttributeType_t scalar = f64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
+  const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
+  const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
+  if (!transposed) {
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, scalar, one)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, scalar, zero)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
+  } else {
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, scalar, one)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, scalar, zero)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
+  }
+  if (!ready(op, "operation")) return false;
+  Desc& graph = c.parts.emplace_back(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, op).set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
+  return ready(graph, "graph");
+}
+
+// The engine configurations a heuristic proposes for a graph, best first.
+std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
+  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  cudnnStatus_t s = heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+                        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode)
+                        .finalize();
+  int64_t count = 0;
+  if (s == kOk)
+    s = cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr);
+  if (s != kOk) {
+    log_status("heuristics failed", s);
+    return {};
+  }
+  std::vector<Desc> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) raw.push_back(configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
+  s = cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count,
+                               raw.data());
+  if (s != kOk) {
+    log_status("reading the heuristics' results failed", s);
+    return {};
+  }
+  if (count < static_cast<int64_t>(configs.size())) configs.erase(configs.begin() + count, configs.end());
+  return configs;
+}
+
+// The engine's global index, or -1 when its numerics break wick's contract for this dtype.
+int64_t admissible_engine(const Desc& config, DType dt) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t e = engine.get();
+  int64_t n = 0, index = -1;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  cudnnStatus_t s =
+      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e);
+  if (s == kOk) s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
+  if (s == kOk)
+    s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes);
+  if (s != kOk) {
+    log_status("reading an engine failed", s);
+    return -1;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const bool tf32 = notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dt == DType::F32 && !allow_tf32();
+    if (tf32 || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+        notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) {
+      if (log_choices())
+        std::fprintf(stderr, "wick conv: engine %lld left out (numerical note %d)\n", static_cast<long long>(index),
+                     static_cast<int>(notes[i]));
+      return -1;
+    }
+  }
+  return index;
+}
+
+cudnnStatus_t execute(cudnnHandle_t handle, const Desc& plan, void* x, void* w, void* y, void* workspace) {
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  const int64_t uids[3] = {kUidX, kUidW, kUidY};
+  void* pointers[3] = {x, w, y};
+  cudnnStatus_t s = pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3)
+                        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3)
+                        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
+                        .finalize();
+  return s == kOk ? cudnnBackendExecute(handle, plan.get(), pack.get()) : s;
+}
+
+// Times the admissible candidates of the heuristics on the call's buffers and keeps the fastest
+// in c. The candidates write the output, which the caller writes again.
+void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t handle, void* x, void* w, void* y) {
+  const DType dt = call.x.dtype;
+  constexpr size_t kMaxCandidates = 12;
+  constexpr int kRuns = 3;
+  std::vector<Desc> configs = engine_configs(c.parts.back(), CUDNN_HEUR_MODE_A);
+  for (Desc& d : engine_configs(c.parts.back(), CUDNN_HEUR_MODE_FALLBACK)) configs.push_back(std::move(d));
+  if (log_choices()) std::fprintf(stderr, "wick conv: %zu engine configurations proposed\n", configs.size());
+
+  Event start, stop;
+  WICK_GPU_CHECK(event_create(&start));
+  WICK_GPU_CHECK(event_create(&stop));
+  std::vector<int64_t> tried;
+  float best_ms = 0;
+  for (Desc& config : configs) {
+    if (tried.size() == kMaxCandidates) break;
+    const int64_t engine = admissible_engine(config, dt);
+    if (engine < 0 || std::find(tried.begin(), tried.end(), engine) != tried.end()) continue;
+    tried.push_back(engine);
+    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    if (const cudnnStatus_t s = plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+                                    .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
+                                    .finalize();
+        s != kOk) {
+      log_status(detail::str_cat("engine ", engine, ": no plan").c_str(), s);
+      continue;
+    }
+    int64_t workspace = 0, n = 0;
+    WICK_CUDNN_FOR(&call, cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                   CUDNN_TYPE_INT64, 1, &n, &workspace));
+    StoragePtr ws;
+    try {
+      if (workspace > 0) ws = b.alloc(static_cast<size_t>(workspace));
+    } catch (const OutOfMemoryError&) {
+      continue;  // a candidate that needs more memory than is free
+    }
+    void* wsp = ws ? ws->data() : nullptr;
+    // One timed run; a failure there drops the candidate, a failure later is an error.
+    auto timed_run = [&](float* ms) {
+      WICK_GPU_CHECK(event_record(start, b.stream()));
+      const cudnnStatus_t s = execute(handle, *plan, x, w, y, wsp);
+      WICK_GPU_CHECK(event_record(stop, b.stream()));
+      WICK_GPU_CHECK(event_synchronize(stop));
+      WICK_GPU_CHECK(event_elapsed_ms(ms, start, stop));
+      return s;
+    };
+    float first_ms = 0;
+    if (const cudnnStatus_t s = timed_run(&first_ms); s != kOk) {
+      log_status(detail::str_cat("engine ", engine, ": run failed").c_str(), s);
+      continue;
+    }
+    // The first run also loads the engine's kernels: only a much slower one rules it out.
+    if (c.plan && first_ms > 4 * best_ms) {
+      if (log_choices())
+        std::fprintf(stderr, "wick conv: engine %lld: %.4f ms on its first run\n", static_cast<long long>(engine),
+                     first_ms);
+      continue;
+    }
+    std::vector<float> times(kRuns);
+    for (float& t : times) WICK_CUDNN_FOR(&call, timed_run(&t));
+    std::sort(times.begin(), times.end());
+    const float ms = times[kRuns / 2];
+    if (log_choices())
+      std::fprintf(stderr, "wick conv: engine %lld, workspace %lld B: %.4f ms\n", static_cast<long long>(engine),
+                   static_cast<long long>(workspace), ms);
+    if (!c.plan || ms < best_ms) {
+      best_ms = ms;
+      c.parts.push_back(std::move(config));  // the plan refers to it
+      c.plan = std::move(plan);
+      c.workspace = workspace;
+    }
+  }
+  event_destroy(start);
+  event_destroy(stop);
+}
+
+// The cache key: everything the plan depends on.
+using Key = std::tuple<int, int, bool, std::vector<int64_t>>;
 
 int32_t fits_int(int64_t v) { return v <= std::numeric_limits<int32_t>::max() ? static_cast<int32_t>(v) : -1; }
 
@@ -98,7 +383,7 @@ bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bo
   (void)p;
   const DType dt = x.dtype;
   if (dt != DType::F16 && dt != DType::BF16 && dt != DType::F32 && dt != DType::F64) return false;
-  // 32-bit dims and strides in the descriptors.
+  // 32-bit dims and strides, as cuDNN's kernels index.
   for (int i = 0; i < 4; ++i) {
     if (fits_int(x.layout.dim(i)) < 0 || fits_int(x.layout.stride(i)) < 0 || fits_int(k.layout.dim(i)) < 0)
       return false;
@@ -106,100 +391,60 @@ bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bo
   return x.layout.extent() < (int64_t(1) << 31);
 }
 
-StoragePtr conv_library(GpuBackend& b, const View& x, const View& k, const ConvParams& p, bool transposed,
-                        const Shape& out_shape) {
+StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, const Shape& out_shape) {
+  const View &x = call.x, &k = call.k;
+  const ConvParams& p = call.p;
   const DType dt = x.dtype;
   cudnnHandle_t handle = handle_for(b);
+  const size_t size = static_cast<size_t>(dtype_size(dt));
   // The filter must be packed.
   StoragePtr packed;
-  const Storage* ks = &k.storage;
-  int64_t k_offset = k.layout.offset();
+  const void* w = static_cast<const char*>(k.storage.data()) + k.layout.offset() * size;
   if (!k.layout.is_contiguous()) {
     packed = b.alloc(dt, k.layout.numel());
     b.copy_strided(k, MutView{*packed, Layout(k.layout.shape()), dt});
-    ks = packed.get();
-    k_offset = 0;
+    w = packed->data();
   }
+  const void* xp = static_cast<const char*>(x.storage.data()) + x.layout.offset() * size;
   StoragePtr out = b.alloc(dt, out_shape.numel());
-  const Layout out_l(out_shape);
-  // x and y are the convolution's input and output; the transposed form runs it backward.
+  const Layout out_l(out_shape), w_l(k.layout.shape());
+  // cuDNN's x and y are the convolution's input and output; the transposed form runs it backward.
   const Layout& in_l = transposed ? out_l : x.layout;
   const Layout& res_l = transposed ? x.layout : out_l;
-  Descriptors d;
-  set_tensor(d.x, dt, in_l);
-  set_tensor(d.y, dt, res_l);
-  const Shape& ksh = k.layout.shape();
-  WICK_CUDNN(cudnnSetFilter4dDescriptor(d.w, data_type(dt), CUDNN_TENSOR_NCHW, static_cast<int>(ksh[0]),
-                                        static_cast<int>(ksh[1]), static_cast<int>(ksh[2]), static_cast<int>(ksh[3])));
-  const cudnnDataType_t compute = dt == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  WICK_CUDNN(cudnnSetConvolution2dDescriptor(d.conv, static_cast<int>(p.padding[0]), static_cast<int>(p.padding[1]),
-                                             static_cast<int>(p.stride[0]), static_cast<int>(p.stride[1]),
-                                             static_cast<int>(p.dilation[0]), static_cast<int>(p.dilation[1]),
-                                             CUDNN_CROSS_CORRELATION, compute));
-  WICK_CUDNN(cudnnSetConvolutionGroupCount(d.conv, static_cast<int>(p.groups)));
-  const bool tensor_cores = dt == DType::F16 || dt == DType::BF16 || (dt == DType::F32 && allow_tf32());
-  WICK_CUDNN(cudnnSetConvolutionMathType(d.conv, tensor_cores ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  void* in_p = transposed ? out->data() : const_cast<void*>(xp);
+  void* res_p = transposed ? const_cast<void*>(xp) : out->data();
+  const int64_t align[3] = {alignment_of(in_p), alignment_of(w), alignment_of(res_p)};
 
-  // Choose (once per key) the first heuristic algorithm whose workspace can be allocated.
-  static std::mutex mutex;
-  static std::map<Key, Choice> cache;
   std::vector<int64_t> geometry;
-  for (const Layout* l : {&x.layout, &k.layout}) {
+  for (const Layout* l : {&x.layout, &w_l}) {
     for (int i = 0; i < 4; ++i) geometry.push_back(l->dim(i)), geometry.push_back(l->stride(i));
   }
   for (int a = 0; a < 2; ++a) {
     geometry.push_back(p.padding[a]), geometry.push_back(p.stride[a]), geometry.push_back(p.dilation[a]);
     geometry.push_back(p.output_padding[a]);
   }
-  const Key key{b.device().index(), static_cast<int>(dt), transposed, geometry, p.groups * 2 + allow_tf32()};
-  Choice choice{-1, 0};
+  geometry.insert(geometry.end(), {p.groups, allow_tf32(), align[0], align[1], align[2]});
+  const Key key{b.device().index(), static_cast<int>(dt), transposed, std::move(geometry)};
+
+  static std::mutex mutex;
+  static std::map<Key, std::shared_ptr<Conv>> cache;
+  std::shared_ptr<Conv> conv;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
-    if (it != cache.end()) choice = it->second;
+    if (it != cache.end()) conv = it->second;
   }
-  const size_t size = static_cast<size_t>(dtype_size(dt));
-  const void* w = static_cast<const char*>(ks->data()) + k_offset * size;
-  const void* xp = static_cast<const char*>(x.storage.data()) + x.layout.offset() * size;
-  if (choice.algo < 0) {
-    // The search runs every candidate on these buffers (it writes the output, which the call
-    // below writes again) with a workspace of at most kSearchWorkspace bytes.
-    constexpr int kMax = 16;
-    constexpr size_t kSearchWorkspace = size_t(512) << 20;
-    StoragePtr search = b.alloc(kSearchWorkspace);
-    int found = 0;
-    if (!transposed) {
-      cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-      WICK_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(handle, d.x, xp, d.w, w, d.conv, d.y, out->data(), kMax, &found,
-                                                        perf, search->data(), kSearchWorkspace));
-      for (int i = 0; i < found && choice.algo < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS) choice = {static_cast<int>(perf[i].algo), perf[i].memory};
-    } else {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-      WICK_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, d.w, w, d.y, xp, d.conv, d.x, out->data(), kMax,
-                                                             &found, perf, search->data(), kSearchWorkspace));
-      for (int i = 0; i < found && choice.algo < 0; ++i)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS) choice = {static_cast<int>(perf[i].algo), perf[i].memory};
-    }
-    if (choice.algo < 0) return nullptr;
+  void* wp = const_cast<void*>(w);
+  if (!conv) {
+    conv = std::make_shared<Conv>();
+    if (build_graph(*conv, handle, dt, in_l, w_l, res_l, align, p, transposed))
+      choose_plan(*conv, call, b, handle, in_p, wp, res_p);
     std::lock_guard<std::mutex> lock(mutex);
-    cache[key] = choice;
+    cache.emplace(key, conv);
   }
-  StoragePtr workspace = choice.workspace ? b.alloc(choice.workspace) : nullptr;
-  const double one_d = 1.0, zero_d = 0.0;
-  const float one_f = 1.0f, zero_f = 0.0f;
-  const void* one = dt == DType::F64 ? static_cast<const void*>(&one_d) : &one_f;
-  const void* zero = dt == DType::F64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  void* ws = workspace ? workspace->data() : nullptr;
-  if (!transposed) {
-    WICK_CUDNN(cudnnConvolutionForward(handle, one, d.x, xp, d.w, w, d.conv,
-                                       static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws, choice.workspace, zero,
-                                       d.y, out->data()));
-  } else {
-    WICK_CUDNN(cudnnConvolutionBackwardData(handle, one, d.w, w, d.y, xp, d.conv,
-                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws,
-                                            choice.workspace, zero, d.x, out->data()));
-  }
+  if (!conv->plan) return nullptr;
+  StoragePtr workspace = conv->workspace ? b.alloc(static_cast<size_t>(conv->workspace)) : nullptr;
+  WICK_CUDNN_FOR(&call, execute(handle, *conv->plan, in_p, wp, res_p, workspace ? workspace->data() : nullptr));
   return out;
 }
 

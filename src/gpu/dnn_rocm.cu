@@ -17,18 +17,20 @@ namespace wick::gpu {
 
 namespace {
 
-[[noreturn]] void fail(miopenStatus_t s, const char* call, const char* file, int line) {
+// Raises a failed call as wick::Error naming the convolution (when known) and MIOpen's status.
+[[noreturn]] void fail(miopenStatus_t s, const char* call, const char* file, int line, const ConvCall* c = nullptr) {
   const char* base = std::strrchr(file, '/');
-  std::string msg = detail::str_cat("conv: MIOpen call ", call, " failed at ", base ? base + 1 : file, ":", line, ": ",
-                                    miopenGetErrorString(s));
+  std::string msg = detail::str_cat(c ? describe(*c) : std::string("conv"), ": MIOpen call ", call, " failed at ",
+                                    base ? base + 1 : file, ":", line, ": ", miopenGetErrorString(s));
   if (s == miopenStatusAllocFailed) throw OutOfMemoryError(msg);
   throw ::wick::Error(msg);
 }
-#define WICK_MIOPEN(call)                                                         \
-  do {                                                                            \
-    miopenStatus_t wick_s_ = (call);                                              \
-    if (wick_s_ != miopenStatusSuccess) fail(wick_s_, #call, __FILE__, __LINE__); \
+#define WICK_MIOPEN_FOR(c, call)                                                       \
+  do {                                                                                 \
+    miopenStatus_t wick_s_ = (call);                                                   \
+    if (wick_s_ != miopenStatusSuccess) fail(wick_s_, #call, __FILE__, __LINE__, (c)); \
   } while (0)
+#define WICK_MIOPEN(call) WICK_MIOPEN_FOR(nullptr, call)
 
 miopenHandle_t handle_for(GpuBackend& b) {
   static std::mutex mutex;
@@ -97,8 +99,9 @@ bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bo
   return x.layout.numel() < (int64_t(1) << 31) && k.layout.numel() < (int64_t(1) << 31);
 }
 
-StoragePtr conv_library(GpuBackend& b, const View& x, const View& k, const ConvParams& p, bool transposed,
-                        const Shape& out_shape) {
+StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, const Shape& out_shape) {
+  const View &x = call.x, &k = call.k;
+  const ConvParams& p = call.p;
   const DType dt = x.dtype;
   miopenHandle_t handle = handle_for(b);
   StoragePtr xhold, khold;
@@ -135,13 +138,16 @@ StoragePtr conv_library(GpuBackend& b, const View& x, const View& k, const ConvP
   if (!known) {
     size_t count = 0;
     if (!transposed) {
-      WICK_MIOPEN(miopenConvolutionForwardGetSolution(handle, d.w, d.x, d.conv, d.y, 1, &count, &solution));
+      WICK_MIOPEN_FOR(&call, miopenConvolutionForwardGetSolution(handle, d.w, d.x, d.conv, d.y, 1, &count, &solution));
       if (count == 0) return nullptr;
-      WICK_MIOPEN(miopenConvolutionForwardCompileSolution(handle, d.w, d.x, d.conv, d.y, solution.solution_id));
+      WICK_MIOPEN_FOR(&call,
+                      miopenConvolutionForwardCompileSolution(handle, d.w, d.x, d.conv, d.y, solution.solution_id));
     } else {
-      WICK_MIOPEN(miopenConvolutionBackwardDataGetSolution(handle, d.y, d.w, d.conv, d.x, 1, &count, &solution));
+      WICK_MIOPEN_FOR(&call,
+                      miopenConvolutionBackwardDataGetSolution(handle, d.y, d.w, d.conv, d.x, 1, &count, &solution));
       if (count == 0) return nullptr;
-      WICK_MIOPEN(miopenConvolutionBackwardDataCompileSolution(handle, d.y, d.w, d.conv, d.x, solution.solution_id));
+      WICK_MIOPEN_FOR(
+          &call, miopenConvolutionBackwardDataCompileSolution(handle, d.y, d.w, d.conv, d.x, solution.solution_id));
     }
     std::lock_guard<std::mutex> lock(mutex);
     cache[key] = solution;
@@ -149,11 +155,11 @@ StoragePtr conv_library(GpuBackend& b, const View& x, const View& k, const ConvP
   StoragePtr workspace = solution.workspace_size ? b.alloc(solution.workspace_size) : nullptr;
   void* ws = workspace ? workspace->data() : nullptr;
   if (!transposed) {
-    WICK_MIOPEN(miopenConvolutionForwardImmediate(handle, d.w, wp, d.x, xp, d.conv, d.y, out->data(), ws,
-                                                  solution.workspace_size, solution.solution_id));
+    WICK_MIOPEN_FOR(&call, miopenConvolutionForwardImmediate(handle, d.w, wp, d.x, xp, d.conv, d.y, out->data(), ws,
+                                                             solution.workspace_size, solution.solution_id));
   } else {
-    WICK_MIOPEN(miopenConvolutionBackwardDataImmediate(handle, d.y, xp, d.w, wp, d.conv, d.x, out->data(), ws,
-                                                       solution.workspace_size, solution.solution_id));
+    WICK_MIOPEN_FOR(&call, miopenConvolutionBackwardDataImmediate(handle, d.y, xp, d.w, wp, d.conv, d.x, out->data(),
+                                                                  ws, solution.workspace_size, solution.solution_id));
   }
   return out;
 }

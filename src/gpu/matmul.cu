@@ -25,6 +25,11 @@ Layout batch_layout(const Layout& l) {
 
 }  // namespace
 
+std::string describe(const Gemm& g) {
+  return detail::str_cat(g.dtype, ", ", g.batch, " x [", g.m, ", ", g.k, "] . [", g.k, ", ", g.n, "]",
+                         g.trans_a ? ", a transposed" : "", g.trans_b ? ", b transposed" : "");
+}
+
 StoragePtr GpuBackend::matmul(const View& a, const View& b) {
   activate();
   const int r = a.layout.rank();
