@@ -540,6 +540,24 @@ TEST(ErrorsDevice, BackendNotBuiltIn) {
   }
 }
 
+// One past the last GPU of the backend built in (cuda:0 on a machine without a GPU).
+TEST(ErrorsDevice, OrdinalThatDoesNotExist) {
+  for (DeviceType type : {DeviceType::Cuda, DeviceType::Rocm}) {
+    if (!backend_built(type)) continue;
+    const int count = device_count(type);
+    for (const Device d : {Device(type, count), Device(type, -1)}) {
+      const std::string name = d.to_string();
+      SCOPED_TRACE(name);
+      const char* found = type == DeviceType::Cuda ? "CUDA devices found" : "ROCm devices found";
+      WICK_EXPECT_ERROR(Tensor::zeros({2}, DType::F32, d), DeviceError, "zeros: ", name, "does not exist",
+                        std::to_string(count), found);
+      WICK_EXPECT_ERROR(Tensor::ones({2}).to_device(d), DeviceError, "to_device: ", name, "does not exist");
+      WICK_EXPECT_ERROR(manual_seed(1, d), DeviceError, "manual_seed: ", name);
+      WICK_EXPECT_ERROR(describe_device(d), DeviceError, "describe_device: ", name);
+    }
+  }
+}
+
 TEST(ErrorsDevice, OnlyOneCpu) {
   const Device cpu1(DeviceType::Cpu, 1);
   Tensor x = Tensor::ones({2});

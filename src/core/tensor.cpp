@@ -62,18 +62,30 @@ Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Sha
   return ops::wrap(b.from_host(data, static_cast<size_t>(count * dtype_size(dtype))), shape, dtype);
 }
 
-Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype, Device device) {
-  check_shape("full", shape, device);
-  ops::check_scalar_fits("full", value, dtype, detail::str_cat("shape ", shape, " on ", device));
-  Backend& b = backend_for(device, "full");
+namespace {
+
+// full() and its shorthands, each naming itself in errors.
+Tensor filled(const char* op, const Shape& shape, Scalar value, DType dtype, Device device) {
+  check_shape(op, shape, device);
+  ops::check_scalar_fits(op, value, dtype, detail::str_cat("shape ", shape, " on ", device));
+  Backend& b = backend_for(device, op);
   Tensor t = ops::wrap(b.alloc(dtype, shape.numel()), shape, dtype);
   b.const_set(ops::mut_view_of(t), value);
   return t;
 }
 
-Tensor Tensor::scalar(Scalar value, DType dtype, Device device) { return full(Shape{}, value, dtype, device); }
-Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+}  // namespace
+
+Tensor Tensor::full(const Shape& shape, Scalar value, DType dtype, Device device) {
+  return filled("full", shape, value, dtype, device);
+}
+Tensor Tensor::scalar(Scalar value, DType dtype, Device device) {
+  return filled("scalar", Shape{}, value, dtype, device);
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  return filled("zeros", shape, 0, dtype, device);
+}
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return filled("ones", shape, 1, dtype, device); }
 
 Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device device) {
   backend_for(device, "arange");
