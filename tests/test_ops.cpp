@@ -105,6 +105,69 @@ TEST_P(OpsTest, NaNAndFloatRules) {
   EXPECT_EQ(make<float>({2, 3}).affine(2, -1).to_vector<float>(), (std::vector<float>{3, 5}));
 }
 
+// Float vectors compared within `tol`, with NaN equal to NaN and infinities exact.
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, double tol = 2e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]))
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+    else if (std::isinf(want[i]))
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+    else
+      EXPECT_NEAR(got[i], want[i], tol) << "element " << i;
+  }
+}
+
+TEST_P(OpsTest, ComparisonsAndUnaryMath) {
+  Tensor a = make<float>({1, 2, 3, kNaN});
+  Tensor b = make<float>({2, 2, 1, 1});
+  EXPECT_EQ(a.le(b).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(a.gt(b).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 0}));
+  EXPECT_EQ(a.le(2).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(a.gt(2).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 0}));
+  Tensor u = make<uint8_t>({0, 255, 7}, {3, 1}), v = make<uint8_t>({7, 255});
+  EXPECT_EQ(u.le(v).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(u.gt(v).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 0, 1, 0, 0, 0}));
+
+  const double e = 2.718281828459045, pi = 3.141592653589793;
+  const float fe = static_cast<float>(e), fpi = static_cast<float>(pi);
+  expect_near(make<float>({0, 1, -kInf, kInf, kNaN}).exp().to_vector<float>(), {1, e, 0, kInf, kNaN});
+  expect_near(make<float>({1, fe, 0, -1}).log().to_vector<float>(), {0, 1, -kInf, kNaN});
+  expect_near(make<float>({0, fpi / 2, fpi / 6, -fpi / 2}).sin().to_vector<float>(), {0, 1, 0.5, -1});
+  expect_near(make<float>({0, fpi / 3, fpi}).cos().to_vector<float>(), {1, 0.5, -1});
+  expect_near(make<float>({0, 0.5f, -30, kInf}).tanh().to_vector<float>(), {0, 0.46211715726000974, -1, 1});
+  expect_near(make<float>({0, 0.5f, -10, 1}).erf().to_vector<float>(), {0, 0.5204998778130465, -1, 0.8427007929497149});
+  expect_near(make<float>({0, 2, -kInf, kInf, -2}).sigmoid().to_vector<float>(),
+              {0.5, 0.8807970779778823, 0, 1, 0.11920292202211755});
+  // A strided operand (every other element) gives the same values.
+  expect_near(make<float>({0, 9, 2, 9}).slice(0, 0, 4, 2).sigmoid().to_vector<float>(), {0.5, 0.8807970779778823});
+}
+
+TEST_P(OpsTest, PowfEluAndExpand) {
+  expect_near(make<float>({1, 2, 3, 4}).powf(2).to_vector<float>(), {1, 4, 9, 16}, 1e-5);
+  expect_near(make<float>({4, 9, 0}).powf(0.5).to_vector<float>(), {2, 3, 0});
+  expect_near(make<float>({2, 4}).powf(-1).to_vector<float>(), {0.5, 0.25});
+  expect_near(make<float>({4, 0.25f}).powf(1.5).to_vector<float>(), {8, 0.125}, 1e-5);
+  expect_near(make<float>({5, 0}).powf(0).to_vector<float>(), {1, 1});
+  expect_near(make<float>({-1, 0, 2, -kInf}).elu(1.0).to_vector<float>(), {-0.6321205588285577, 0, 2, -1});
+  expect_near(make<float>({-2, 3}).elu(0.5).to_vector<float>(), {-0.43233235838169365, 3});
+  EXPECT_NEAR(make<double>({-1}).elu(2.0).item<double>(), 2.0 * std::expm1(-1.0), 1e-15);
+
+  // expand: new leading dims and size-1 dims repeat with stride 0, no copy.
+  Tensor col = make<int32_t>({1, 2, 3}, {3, 1});
+  Tensor e = col.expand({2, 3, 4});
+  EXPECT_EQ(e.shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(e.strides(), Strides({0, 1, 0}));
+  EXPECT_EQ(e.storage(), col.storage());
+  std::vector<int32_t> want;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int32_t v : {1, 2, 3}) want.insert(want.end(), 4, v);
+  EXPECT_EQ(e.to_vector<int32_t>(), want);
+  EXPECT_EQ((e + 1).sum().item<int32_t>(), 72);
+  EXPECT_EQ(Tensor::scalar(5, DType::F32, dev()).expand({2, 2}).to_vector<float>(), std::vector<float>(4, 5));
+  EXPECT_EQ(col.expand({3, 1}).to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));  // same shape
+}
+
 TEST_P(OpsTest, WhereCond) {
   Tensor cond = make<uint8_t>({1, 0, 7}, {3, 1});
   Tensor t = make<int64_t>({1, 2}, {1, 2}), f = make<int64_t>({-1});
@@ -139,6 +202,49 @@ TEST_P(OpsTest, Reductions) {
   EXPECT_EQ(ties.argmax(1).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 2}));
   EXPECT_EQ(ties.argmin(1, true).shape(), Shape({2, 1}));
   EXPECT_EQ(ties.argmin(0).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 1, 0}));
+}
+
+TEST_P(OpsTest, ReductionsKeepDimsAndSeveralDims) {
+  Tensor x = make<float>({3, 1, 2, 0, 5, -2}, {2, 3});
+  Tensor m = x.min(1, true);
+  EXPECT_EQ(m.shape(), Shape({2, 1}));
+  EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{1, -2}));
+  EXPECT_EQ(x.min(0, true).shape(), Shape({1, 3}));
+  EXPECT_EQ(x.min(0, true).to_vector<float>(), (std::vector<float>{0, 1, -2}));
+  EXPECT_EQ(x.min(-1).to_vector<float>(), (std::vector<float>{1, -2}));
+  Tensor mean = x.mean(0, true);
+  EXPECT_EQ(mean.shape(), Shape({1, 3}));
+  EXPECT_EQ(mean.to_vector<float>(), (std::vector<float>{1.5, 3, 0}));
+  EXPECT_EQ(x.mean(Dims{0, 1}, true).shape(), Shape({1, 1}));
+  EXPECT_FLOAT_EQ(x.mean(Dims{0, 1}, true).item<float>(), 1.5f);
+  // Keepdim results broadcast back against the input.
+  EXPECT_EQ(x.mean(1, true).shape(), Shape({2, 1}));
+  expect_near((x - x.mean(1, true)).to_vector<float>(), {1, -1, 0, -1, 4, -3});
+
+  // var over {0, 2} of 1..8 in [2, 2, 2]: {1, 2, 5, 6} and {3, 4, 7, 8}, each 17 / 3.
+  Tensor y = make<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2});
+  for (const Dims& dims : {Dims{0, 2}, Dims{2, 0}, Dims{-1, 0}}) {
+    std::vector<float> got = y.var(dims).to_vector<float>();
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_FLOAT_EQ(got[0], 17.f / 3);
+    EXPECT_FLOAT_EQ(got[1], 17.f / 3);
+  }
+  EXPECT_EQ(y.var(Dims{0, 2}, true).shape(), Shape({1, 2, 1}));
+  EXPECT_FLOAT_EQ(y.var(Dims{0, 1, 2}).item<float>(), 6.f);  // 42 / 7
+  EXPECT_FLOAT_EQ(y.var(Dims{}).item<float>(), 6.f);         // no dims: every dim
+  EXPECT_DOUBLE_EQ(y.to_dtype(DType::F64).var(Dims{1, 2}).to_vector<double>()[1], 5.0 / 3);
+}
+
+TEST_P(OpsTest, RankZeroReductionsGiveTheValue) {
+  Tensor s = Tensor::scalar(-2.5, DType::F32, dev());
+  for (const Tensor& r : {s.sum(), s.max(), s.min(), s.mean(), s.sum(Dims{}, true)}) {
+    EXPECT_EQ(r.shape(), Shape{});
+    EXPECT_EQ(r.item<float>(), -2.5f);
+  }
+  Tensor r = s.sum();
+  r.fill(1);
+  EXPECT_EQ(s.item<float>(), -2.5f);  // a new tensor, not the input
+  EXPECT_EQ(Tensor::scalar(7, DType::I32, dev()).max().item<int32_t>(), 7);
 }
 
 TEST_P(OpsTest, CumsumAndSort) {

@@ -76,6 +76,54 @@ TEST_P(TensorTest, RandomNumbersAreReproducible) {
   }
 }
 
+TEST_P(TensorTest, LikeConstructorsFollowTheSource) {
+  // A transposed source: the result takes its shape, dtype and device, and is contiguous.
+  Tensor src = Tensor::zeros({3, 4}, DType::BF16, dev()).t();
+  Tensor ones = src.ones_like();
+  EXPECT_EQ(ones.shape(), Shape({4, 3}));
+  EXPECT_EQ(ones.dtype(), DType::BF16);
+  EXPECT_EQ(ones.device(), dev());
+  EXPECT_TRUE(ones.is_contiguous());
+  EXPECT_EQ(ones.to_dtype(DType::F32).to_vector<float>(), std::vector<float>(12, 1));
+  EXPECT_EQ(src.to_dtype(DType::F32).sum().item<float>(), 0.f);  // the source is untouched
+  EXPECT_EQ(i64({-3, 5}, {2}).ones_like().to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+  Tensor one = Tensor::scalar(9, DType::U8, dev()).ones_like();
+  EXPECT_EQ(one.shape(), Shape{});
+  EXPECT_EQ(one.item<uint8_t>(), 1);
+
+  // With a seed, rand_*_like gives the numbers rand_* gives with that seed.
+  for (DType dt : {DType::F32, DType::F16, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = Tensor::zeros({5, 7}, dt, dev()).t();
+    auto values = [](const Tensor& t) { return t.to_dtype(DType::F64).to_vector<double>(); };
+    auto check = [&](const Tensor& got, const Tensor& want) {
+      EXPECT_EQ(got.shape(), Shape({7, 5}));
+      EXPECT_EQ(got.dtype(), dt);
+      EXPECT_EQ(got.device(), dev());
+      EXPECT_EQ(values(got), values(want));
+    };
+    manual_seed(11, dev());
+    Tensor u = x.rand_uniform_like(-1, 2);
+    manual_seed(11, dev());
+    check(u, Tensor::rand_uniform({7, 5}, -1, 2, dt, dev()));
+    for (double v : values(u)) {
+      EXPECT_GE(v, -1);
+      EXPECT_LE(v, 2);  // a value just below 2 may round up to it in f16
+    }
+    manual_seed(12, dev());
+    Tensor n = x.rand_normal_like(3, 0.5);
+    manual_seed(12, dev());
+    check(n, Tensor::rand_normal({7, 5}, 3, 0.5, dt, dev()));
+    // The defaults are rand_*'s: uniform in [0, 1), standard normal.
+    manual_seed(13, dev());
+    Tensor ud = x.rand_uniform_like();
+    Tensor nd = x.rand_normal_like();
+    manual_seed(13, dev());
+    check(ud, Tensor::rand_uniform({7, 5}, 0, 1, dt, dev()));
+    check(nd, Tensor::rand_normal({7, 5}, 0, 1, dt, dev()));
+  }
+}
+
 TEST_P(TensorTest, ViewsShareStorage) {
   Tensor t = Tensor::arange(24, DType::I64, dev()).reshape({2, 3, 4});
   EXPECT_EQ(t.narrow(2, 1, 2).to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22}));
@@ -169,8 +217,7 @@ TEST_P(TensorTest, OutOfMemoryLeavesTheDeviceUsable) {
   // 1 PiB: beyond the address space of any host (an overcommitting kernel would grant less and
   // kill the process on first touch) and the memory of any device. The allocator gives back what
   // it caches, tries once more, and raises; the next allocation works.
-  WICK_EXPECT_ERROR(Tensor::zeros({int64_t(1) << 50}, DType::U8, dev()), OutOfMemoryError, "alloc",
-                    dev().to_string());
+  WICK_EXPECT_ERROR(Tensor::zeros({int64_t(1) << 50}, DType::U8, dev()), OutOfMemoryError, "alloc", dev().to_string());
   EXPECT_EQ(Tensor::ones({3}, DType::F32, dev()).sum().item<float>(), 3.f);
 }
 

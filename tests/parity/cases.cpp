@@ -10,6 +10,7 @@ Form Variant::form(int k, int n) const {
   if (name == "stride2") return Form::Stride2;
   if (name == "broadcast") return k == n - 1 ? Form::Broadcast : Form::Contiguous;
   if (name == "size1") return k == n - 1 ? Form::Transposed : Form::Contiguous;
+  if (name == "permuted") return k % 2 == 0 ? Form::Permuted : Form::Contiguous;
   return Form::Contiguous;
 }
 
@@ -17,7 +18,7 @@ std::vector<Variant> standard_variants(DType dtype) {
   std::vector<Variant> v = {
       {"contiguous", {4, 5, 6}}, {"transposed", {4, 5, 6}}, {"narrow", {4, 5, 6}}, {"stride2", {4, 5, 6}},
       {"broadcast", {4, 5, 6}},  {"size1", {4, 1, 6}},      {"empty", {4, 0, 6}},  {"rank0", {}},
-      {"prime", {1031}},
+      {"prime", {1031}},         {"permuted", {4, 5, 6}},
   };
   if (is_float(dtype)) v.push_back({"special", {4, 5, 6}, Values::Special});
   // Large enough to split across threads, with chunks starting inside rows of a strided operand.

@@ -15,7 +15,8 @@ struct Variant {
   Values values = Values::Normal;
   // contiguous, transposed (first operand), narrow, stride2, broadcast (last operand), size1
   // (last operand transposed), empty, rank0, prime, special (float values with NaN/Inf/-0),
-  // large (first operand transposed, several threads' worth)
+  // large (first operand transposed, several threads' worth), permuted (operands 0, 2, .. a
+  // rank-3 view permuted (2, 0, 1), the others contiguous)
   Form form(int k, int n) const;
 };
 

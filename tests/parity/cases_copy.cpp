@@ -6,7 +6,8 @@ namespace wick::parity {
 
 namespace {
 
-// The destination layout of a copy_strided variant (the source takes the variant's first form).
+// The destination layout of a copy_strided variant (the source takes the variant's first form:
+// a permuted source is copied into a contiguous destination, as `contiguous()` does).
 Form dst_form(const Variant& v) {
   if (v.name == "narrow") return Form::Narrow;
   if (v.name == "stride2") return Form::Stride2;
@@ -77,7 +78,7 @@ void add_const_set(std::vector<Case>& cases, DType dt) {
                      Compare::Exact,
                      false,
                      [=](Ctx& c) {
-                       Arg dst = c.input(dt, v.shape, dst_form(v));
+                       Arg dst = c.input(dt, v.shape, v.name == "permuted" ? v.form(0, 1) : dst_form(v));
                        c.backend().const_set(dst.mut(), value);
                        return out(dst);
                      }});

@@ -6,7 +6,8 @@ namespace wick::parity {
 
 namespace {
 
-// Index variants over a data tensor of rank 3 (rank 0 has no dim to index).
+// Index variants over a data tensor of rank 3. Not rank 0: it has no dim to index (the front end
+// rejects dim 0 of a rank-0 tensor, which PyTorch accepts).
 std::vector<Variant> index_variants(DType dt) {
   std::vector<Variant> out;
   for (const Variant& v : standard_variants(dt))

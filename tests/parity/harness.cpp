@@ -44,6 +44,16 @@ Layout build_layout(const Shape& shape, Form form, int64_t* storage_numel) {
     small[0] = 1;
     small[r - 1] = 1;
     l = Layout(small).broadcast_as(shape);
+  } else if (form == Form::Permuted && r >= 2) {
+    // The view's first dim is the storage's innermost (stride 1): a general permutation, not a swap.
+    Shape stored;
+    std::vector<int64_t> dims = {r - 1};
+    for (int d = 1; d < r; ++d) {
+      stored.push_back(shape[d]);
+      dims.push_back(d - 1);
+    }
+    stored.push_back(shape[0]);
+    l = Layout(stored).permute(dims);
   }
   *storage_numel = std::max<int64_t>(l.extent(), 1);
   return l;

@@ -20,6 +20,7 @@ enum class Form {
   Narrow,      // the last dim is a window starting at 2 of a storage row 3 longer
   Stride2,     // every other element of the last dim, from element 1
   Broadcast,   // the first and last dims are stored once and broadcast (stride 0)
+  Permuted,    // storage holds dims (1, .., r-1, 0); the view permutes them back with (r-1, 0, .., r-2)
 };
 
 // Value distributions of generated inputs.

@@ -1,4 +1,6 @@
 // The `wick` command: info, parity, ops.
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -50,6 +52,14 @@ int cmd_ops() {
   return 0;
 }
 
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw std::runtime_error("--seed takes an unsigned 64-bit integer, got '" + text + "'");
+  return seed;
+}
+
 int cmd_parity(int argc, char** argv) {
   parity::Options options;
   std::string backend_arg = "all", json;
@@ -64,7 +74,7 @@ int cmd_parity(int argc, char** argv) {
     else if (a == "--op")
       options.op_regex = value();
     else if (a == "--seed")
-      options.seed = std::stoull(value());
+      options.seed = parse_seed(value());
     else if (a == "--case")
       options.case_name = value();
     else if (a == "--json")

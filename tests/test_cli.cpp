@@ -1,0 +1,267 @@
+// The `wick` program run as a user runs it: its output, exit status and `--json` file.
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+#include "wick/wick.h"
+
+namespace wick {
+namespace {
+
+struct WickRun {
+  int status = -1;  // the exit status; -1 when killed by a signal
+  std::string out, err;
+};
+
+std::string temp_path(const std::string& name) {
+  static int counter = 0;
+  return (std::filesystem::temp_directory_path() /
+          ("wick_test_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + name))
+      .string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `wick ARGS` through the shell (ARGS is shell syntax: quote regexes).
+WickRun run_wick(const std::string& args) {
+  const std::string err_path = temp_path("stderr");
+  const std::string cmd = std::string("'") + WICK_CLI + "' " + args + " 2>'" + err_path + "'";
+  WickRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    ADD_FAILURE() << "cannot run " << cmd;
+    return r;
+  }
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = read_file(err_path);
+  std::filesystem::remove(err_path);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream is(line);
+  for (std::string w; is >> w;) out.push_back(w);
+  return out;
+}
+
+// A value of the flat records `wick parity --json` writes.
+struct JsonValue {
+  enum Kind { String, Number, Null } kind = Null;
+  std::string text;
+  double number = 0;
+};
+using JsonRecord = std::map<std::string, JsonValue>;
+
+// Reads an array of flat objects (string, number and null values); false on a syntax error.
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& s) : s_(s) {}
+  bool records(std::vector<JsonRecord>* out) {
+    if (!eat('[')) return false;
+    if (eat(']')) return at_end();
+    do {
+      JsonRecord r;
+      if (!object(&r)) return false;
+      out->push_back(std::move(r));
+    } while (eat(','));
+    return eat(']') && at_end();
+  }
+
+ private:
+  void skip_space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool eat(char c) {
+    skip_space();
+    if (i_ >= s_.size() || s_[i_] != c) return false;
+    ++i_;
+    return true;
+  }
+  bool at_end() {
+    skip_space();
+    return i_ == s_.size();
+  }
+  bool string(std::string* out) {
+    if (!eat('"')) return false;
+    for (; i_ < s_.size() && s_[i_] != '"'; ++i_) {
+      if (s_[i_] == '\\' && ++i_ == s_.size()) return false;  // wick escapes only '"' and '\'
+      *out += s_[i_];
+    }
+    return i_++ < s_.size();
+  }
+  bool value(JsonValue* v) {
+    skip_space();
+    if (i_ < s_.size() && s_[i_] == '"') {
+      v->kind = JsonValue::String;
+      return string(&v->text);
+    }
+    if (s_.compare(i_, 4, "null") == 0) {
+      i_ += 4;
+      v->kind = JsonValue::Null;
+      return true;
+    }
+    const char* begin = s_.c_str() + i_;
+    char* end = nullptr;
+    v->number = std::strtod(begin, &end);
+    if (end == begin) return false;
+    v->kind = JsonValue::Number;
+    i_ += static_cast<size_t>(end - begin);
+    return true;
+  }
+  bool object(JsonRecord* r) {
+    if (!eat('{')) return false;
+    if (eat('}')) return true;
+    do {
+      std::string key;
+      JsonValue v;
+      if (!string(&key) || !eat(':') || !value(&v)) return false;
+      (*r)[key] = v;
+    } while (eat(','));
+    return eat('}');
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+const char* kExpArgs = "parity --backend cpu --op '^unary\\.exp$' --dtype f32,bf16 --seed 7";
+
+TEST(Cli, InfoPrintsTheVersionAndBackends) {
+  WickRun r = run_wick("info");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(std::string("wick ") + version() + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("backends built in: cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("devices:"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ParityRunsOnlyTheSelectedOpAndDtypes) {
+  WickRun r = run_wick(kExpArgs);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_GE(lines.size(), 4u) << r.out;
+
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(lines[0], m, std::regex(R"(backend cpu: (\d+) cases, seed 7)"))) << lines[0];
+  const int cases = std::stoi(m[1]);
+  EXPECT_GT(cases, 0);
+  ASSERT_TRUE(std::regex_match(lines.back(), m, std::regex(R"((\d+) passed, 0 failed, 0 unsupported)")))
+      << lines.back();
+  EXPECT_EQ(std::stoi(m[1]), cases);
+
+  // The matrix: a header of dtypes, then one row, unary.exp, with counts under f32 and bf16 only.
+  std::vector<std::string> header = words_of(lines[1]);
+  ASSERT_EQ(header.size(), std::size(kAllDTypes) + 1) << lines[1];
+  int rows = 0, counted = 0;
+  for (size_t i = 2; i + 2 < lines.size(); ++i) {
+    std::vector<std::string> row = words_of(lines[i]);
+    ASSERT_EQ(row.size(), header.size()) << lines[i];
+    EXPECT_EQ(row[0], "unary.exp");
+    ++rows;
+    for (size_t c = 1; c < row.size(); ++c) {
+      if (header[c] == "f32" || header[c] == "bf16") {
+        EXPECT_TRUE(std::regex_match(row[c], std::regex(R"(\d+)"))) << header[c] << ": " << row[c];
+        counted += std::atoi(row[c].c_str());
+      } else {
+        EXPECT_EQ(row[c], ".") << header[c];
+      }
+    }
+  }
+  EXPECT_EQ(rows, 1) << r.out;
+  EXPECT_EQ(counted, cases);
+  EXPECT_EQ(r.out.find("\nFAIL "), std::string::npos) << r.out;  // no failure lines
+}
+
+TEST(Cli, ParityJsonHasOneRecordPerCase) {
+  const std::string path = temp_path("parity.json");
+  WickRun r = run_wick(std::string(kExpArgs) + " --json '" + path + "'");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  std::smatch m;
+  const std::string last = lines_of(r.out).back();
+  ASSERT_TRUE(std::regex_match(last, m, std::regex(R"((\d+) passed, 0 failed, 0 unsupported)"))) << last;
+
+  const std::string text = read_file(path);
+  std::filesystem::remove(path);
+  std::vector<JsonRecord> records;
+  ASSERT_TRUE(JsonReader(text).records(&records)) << text;
+  EXPECT_EQ(records.size(), static_cast<size_t>(std::stoi(m[1])));
+  std::set<std::string> dtypes, names;
+  for (const JsonRecord& rec : records) {
+    for (const char* key : {"op", "dtype", "shape", "layout", "backend", "status"}) {
+      ASSERT_TRUE(rec.count(key)) << "no " << key;
+      EXPECT_EQ(rec.at(key).kind, JsonValue::String) << key;
+      EXPECT_FALSE(rec.at(key).text.empty()) << key;
+    }
+    for (const char* key : {"nmse", "max_abs"}) {
+      ASSERT_TRUE(rec.count(key)) << "no " << key;
+      EXPECT_EQ(rec.at(key).kind, JsonValue::Number) << key;
+      EXPECT_GE(rec.at(key).number, 0) << key;
+    }
+    EXPECT_EQ(rec.at("op").text, "unary.exp");
+    EXPECT_EQ(rec.at("backend").text, "cpu");
+    EXPECT_EQ(rec.at("status").text, "pass");
+    dtypes.insert(rec.at("dtype").text);
+    names.insert(rec.at("dtype").text + "/" + rec.at("layout").text + "/" + rec.at("shape").text);
+  }
+  EXPECT_EQ(dtypes, (std::set<std::string>{"bf16", "f32"}));
+  EXPECT_EQ(names.size(), records.size());  // no case twice
+}
+
+TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
+  struct Bad {
+    std::string args, message;
+  };
+  std::vector<Bad> bad = {
+      {"", "no command"},
+      {"frobnicate", "unknown command 'frobnicate'"},
+      {"parity --frobnicate", "unknown option '--frobnicate'"},
+      {"parity --dtype f32,f33", "unknown dtype 'f33'"},
+      {"parity --dtype f32,", "unknown dtype ''"},
+      {"parity --backend tpu", "unknown backend 'tpu'"},
+      {"parity --seed", "missing value after --seed"},
+      {"parity --seed abc", "--seed takes an unsigned 64-bit integer, got 'abc'"},
+      {"parity --seed 99999999999999999999", "--seed takes an unsigned 64-bit integer"},
+      {std::string(kExpArgs) + " --json '" + temp_path("no_such_dir") + "/parity.json'", "cannot write"},
+  };
+  if (!backend_built(DeviceType::Rocm)) bad.push_back({"parity --backend rocm", "wick was built without ROCm"});
+  for (const Bad& b : bad) {
+    SCOPED_TRACE("wick " + b.args);
+    WickRun r = run_wick(b.args);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.status, -1);  // an exit, not a crash
+    EXPECT_EQ(r.err.rfind("wick: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(b.message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("usage: wick"), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace wick
