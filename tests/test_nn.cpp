@@ -42,6 +42,35 @@ TEST_P(NnTest, MatmulValuesAndShapes) {
             std::vector<float>(6, 0));
 }
 
+// Operands used in place: a transposed view, and a batch broadcast with stride 0 (no copy).
+TEST_P(NnTest, MatmulTransposedAndBroadcastBatch) {
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    Tensor a = f32({1, 2, 3, 4, 5, 6, 1, 0, 0, 0, 1, 0}, {2, 2, 3}).to_dtype(dt);
+    // b = [[1, 4], [2, 5], [3, 6]], stored transposed, the same matrix for both batch entries.
+    Tensor b = f32({1, 2, 3, 4, 5, 6}, {2, 3}).to_dtype(dt).t().unsqueeze(0).expand({2, 3, 2});
+    ASSERT_EQ(b.strides(), Strides({0, 1, 3}));
+    const std::vector<double> want = {14, 32, 32, 77, 1, 4, 2, 5};
+    EXPECT_EQ(a.matmul(b).to_dtype(DType::F64).to_vector<double>(), want) << dtype_name(dt);
+    EXPECT_EQ(a.matmul(b.get(0)).to_dtype(DType::F64).to_vector<double>(), want) << dtype_name(dt);
+    // (a b)^T = b^T a^T: a stride-0 broadcast left operand times a batch of transposed views.
+    Tensor bt = b.transpose(1, 2), at = a.transpose(1, 2);
+    EXPECT_EQ(bt.matmul(at).transpose(1, 2).contiguous().to_dtype(DType::F64).to_vector<double>(), want)
+        << dtype_name(dt);
+  }
+  // Several broadcast batch dims, both operands transposed: (2, 1, 3, 5, 4) x (1, 4, 1, 4, 6).
+  Tensor x = randn({2, 1, 3, 4, 5}).transpose(-2, -1), y = randn({1, 4, 1, 6, 4}).transpose(-2, -1);
+  Tensor got = x.matmul(y);
+  ASSERT_EQ(got.shape(), Shape({2, 4, 3, 5, 6}));
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t l = 0; l < 3; ++l)
+        expect_near(got.get(i).get(j).get(l),
+                    x.get(i).get(0).get(l).contiguous().matmul(y.get(0).get(j).get(0).contiguous()), 1e-12);
+  // An empty batch dim and n = 0 give correctly shaped empty results.
+  EXPECT_EQ(randn({2, 0, 5, 7}).matmul(randn({1, 1, 7, 4})).shape(), Shape({2, 0, 5, 4}));
+  EXPECT_EQ(randn({3, 5, 7}).matmul(randn({7, 0})).shape(), Shape({3, 5, 0}));
+}
+
 TEST_P(NnTest, HalfMatmulAccumulatesInF32) {
   // 4096 ones: an f16 accumulator would stop at 2048; f32 accumulation gives the exact 4096.
   Tensor a = Tensor::ones({1, 4096}, DType::F16, dev()), b = Tensor::ones({4096, 1}, DType::F16, dev());
@@ -127,6 +156,14 @@ TEST_P(NnTest, Upsampling) {
   EXPECT_EQ(scaled.shape(), Shape({1, 1, 1, 5}));
   std::vector<float> s = scaled.to_vector<float>();
   EXPECT_FLOAT_EQ(s[1], 3 * (1.5f / 2.5f - 0.5f));
+  // With align_corners the scale factors only set the output size (as PyTorch): the source index
+  // is dst (in - 1) / (out - 1), corners on corners.
+  Tensor aligned = row.upsample_bilinear2d_scale(1, 2.5, true);
+  EXPECT_EQ(aligned.shape(), Shape({1, 1, 1, 5}));
+  EXPECT_EQ(aligned.to_vector<float>(), (std::vector<float>{0, 0.75, 1.5, 2.25, 3}));
+  Tensor col = f32({0, 2, 4}, {1, 1, 3, 1});
+  EXPECT_EQ(col.upsample_bilinear2d_scale(1.5, 3, true).to_vector<float>(),
+            col.upsample_bilinear2d(4, 3, true).to_vector<float>());
 }
 
 TEST_P(NnTest, BadInputs) {
@@ -168,6 +205,102 @@ TEST_P(NnTest, BadInputs) {
   WICK_EXPECT_ERROR(x.upsample_nearest2d(0, 3), ShapeError, "upsample_nearest2d", "output size");
   WICK_EXPECT_ERROR(x.upsample_nearest1d(3), ShapeError, "upsample_nearest1d", "rank 3");
   WICK_EXPECT_ERROR(x.upsample_bilinear2d_scale(0, 2), ShapeError, "upsample_bilinear2d", "scale");
+}
+
+TEST_P(NnTest, BadVectorProducts) {
+  Tensor m = Tensor::ones({2, 3}, DType::F32, dev()), v3 = Tensor::ones({3}, DType::F32, dev()),
+         v4 = Tensor::ones({4}, DType::F32, dev());
+  WICK_EXPECT_ERROR(m.mv(m), ShapeError, "mv: ", "matrix and a vector", "[2, 3]");
+  WICK_EXPECT_ERROR(v3.mv(v3), ShapeError, "mv: ", "matrix and a vector", "[3]");
+  WICK_EXPECT_ERROR(m.mv(v4), ShapeError, "mv: ", "inner dims", "[2, 3]", "[4]");
+  WICK_EXPECT_ERROR(v3.dot(v4), ShapeError, "dot: ", "inner dims", "[3]", "[4]");
+  WICK_EXPECT_ERROR(v3.dot(v3.to_dtype(DType::F64)), DTypeError, "dot: ", "f32", "f64");
+  WICK_EXPECT_ERROR(m.to_dtype(DType::I32).mv(v3.to_dtype(DType::I32)), DTypeError, "mv: ", "i32");
+}
+
+// Every convolution names itself, the input and the kernel in its errors.
+TEST_P(NnTest, BadConvolutionInputs) {
+  auto ones = [&](const Shape& s) { return Tensor::ones(s, DType::F32, dev()); };
+  Tensor x1 = ones({1, 4, 5}), x2 = ones({1, 4, 5, 5});
+  Tensor k1 = ones({2, 4, 3}), k2 = ones({2, 4, 3, 3}), kt1 = ones({4, 2, 3}), kt2 = ones({4, 2, 3, 3});
+
+  // The input's rank, with a kernel of the right rank.
+  WICK_EXPECT_ERROR(ones({4, 5}).conv1d(k1), ShapeError, "conv1d: ", "input must have rank 3", "[4, 5]", "[2, 4, 3]");
+  WICK_EXPECT_ERROR(x2.conv1d(k1), ShapeError, "conv1d: ", "input must have rank 3", "[1, 4, 5, 5]");
+  WICK_EXPECT_ERROR(x1.conv2d(k2), ShapeError, "conv2d: ", "input must have rank 4", "[1, 4, 5]", "[2, 4, 3, 3]");
+  WICK_EXPECT_ERROR(ones({4, 5}).conv_transpose1d(kt1), ShapeError, "conv_transpose1d: ", "input must have rank 3",
+                    "[4, 5]", "[4, 2, 3]");
+  WICK_EXPECT_ERROR(ones({1, 1, 4, 5, 5}).conv_transpose2d(kt2), ShapeError,
+                    "conv_transpose2d: ", "input must have rank 4", "[1, 1, 4, 5, 5]", "[4, 2, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(ones({4, 2})), ShapeError, "conv_transpose1d: ", "kernel must have rank 3",
+                    "[4, 2]", "[1, 4, 5]");
+
+  // Channels that do not match the kernel, and groups that do not divide them.
+  WICK_EXPECT_ERROR(x1.conv1d(ones({2, 3, 3})), ShapeError, "conv1d: ", "channels per group", "[1, 4, 5]", "[2, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(ones({3, 2, 3})), ShapeError, "conv_transpose1d: ", "input channels",
+                    "[1, 4, 5]", "[3, 2, 3]");
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(ones({2, 2, 3, 3})), ShapeError, "conv_transpose2d: ", "input channels",
+                    "[1, 4, 5, 5]", "[2, 2, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv1d(ones({3, 4, 3}), {.groups = 3}), ShapeError, "conv1d: ", "groups 3 do not divide",
+                    "[1, 4, 5]", "[3, 4, 3]");
+  WICK_EXPECT_ERROR(x1.conv1d(ones({3, 2, 3}), {.groups = 2}), ShapeError, "conv1d: ", "output channels", "[3, 2, 3]");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(kt1, {.groups = 3}), ShapeError, "conv_transpose1d: ", "groups 3 do not divide",
+                    "[1, 4, 5]", "[4, 2, 3]");
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(kt2, {.groups = 3}), ShapeError, "conv_transpose2d: ", "groups 3 do not divide",
+                    "[1, 4, 5, 5]", "[4, 2, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.groups = 0}), ShapeError, "conv1d: ", "groups must be at least 1", "[1, 4, 5]",
+                    "[2, 4, 3]");
+
+  // Stride and dilation of zero, negative padding, on either axis.
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.stride = 0}), ShapeError, "conv1d: ", "stride must be at least 1, got 0",
+                    "[1, 4, 5]", "[2, 4, 3]");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(kt1, {.stride = 0}), ShapeError, "conv_transpose1d: ", "stride", "got 0",
+                    "[1, 4, 5]", "[4, 2, 3]");
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(kt2, {.stride = {1, 0}}), ShapeError, "conv_transpose2d: ", "stride", "got 0",
+                    "[1, 4, 5, 5]", "[4, 2, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.dilation = 0}), ShapeError, "conv1d: ", "dilation must be at least 1, got 0",
+                    "[1, 4, 5]", "[2, 4, 3]");
+  WICK_EXPECT_ERROR(x2.conv2d(k2, {.dilation = {1, 0}}), ShapeError, "conv2d: ", "dilation", "got 0", "[1, 4, 5, 5]",
+                    "[2, 4, 3, 3]");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(kt1, {.dilation = 0}), ShapeError, "conv_transpose1d: ", "dilation", "got 0");
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(kt2, {.dilation = {0, 1}}), ShapeError, "conv_transpose2d: ", "dilation",
+                    "got 0");
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.padding = -1}), ShapeError, "conv1d: ", "padding must be at least 0, got -1",
+                    "[1, 4, 5]", "[2, 4, 3]");
+  WICK_EXPECT_ERROR(x2.conv2d(k2, {.padding = {0, -2}}), ShapeError, "conv2d: ", "padding", "got -2");
+  WICK_EXPECT_ERROR(x1.conv_transpose1d(kt1, {.padding = -1}), ShapeError, "conv_transpose1d: ", "padding", "got -1",
+                    "[1, 4, 5]", "[4, 2, 3]");
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(kt2, {.padding = {-1, 0}}), ShapeError, "conv_transpose2d: ", "padding",
+                    "got -1");
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.output_padding = 1}), ShapeError, "conv1d: ", "output_padding", "[1, 4, 5]",
+                    "[2, 4, 3]");
+
+  // A kernel (dilated) larger than the padded input; a transposed padding that leaves no output.
+  WICK_EXPECT_ERROR(x1.conv1d(ones({2, 4, 6})), ShapeError, "conv1d: ", "larger than the padded input", "[1, 4, 5]",
+                    "[2, 4, 6]");
+  WICK_EXPECT_ERROR(x1.conv1d(k1, {.dilation = 3}), ShapeError, "conv1d: ", "dilation 3", "larger than");
+  EXPECT_EQ(x1.conv1d(ones({2, 4, 6}), {.padding = 1}).shape(), Shape({1, 2, 2}));
+  WICK_EXPECT_ERROR(ones({1, 1, 2}).conv_transpose1d(ones({1, 1, 1}), {.padding = 1}), ShapeError,
+                    "conv_transpose1d: ", "padding 1 leaves no output", "[1, 1, 2]", "[1, 1, 1]");
+  WICK_EXPECT_ERROR(ones({1, 1, 3, 2}).conv_transpose2d(ones({1, 1, 1, 1}), {.padding = {0, 1}}), ShapeError,
+                    "conv_transpose2d: ", "padding 1 leaves no output", "[1, 1, 3, 2]", "[1, 1, 1, 1]");
+  EXPECT_EQ(ones({1, 1, 3}).conv_transpose1d(ones({1, 1, 1}), {.padding = 1}).shape(), Shape({1, 1, 1}));
+  WICK_EXPECT_ERROR(x2.conv_transpose2d(kt2, {.stride = {2, 1}, .output_padding = {1, 1}}), ShapeError,
+                    "conv_transpose2d: ", "output_padding 1 must be smaller than the stride 1", "[1, 4, 5, 5]",
+                    "[4, 2, 3, 3]");
+}
+
+TEST_P(NnTest, BadPoolingInputs) {
+  Tensor x = Tensor::ones({1, 4, 5, 6}, DType::F32, dev());
+  WICK_EXPECT_ERROR(x.max_pool2d(2, 0), ShapeError, "max_pool2d: ", "stride must be at least 1, got 0", "[1, 4, 5, 6]");
+  WICK_EXPECT_ERROR(x.avg_pool2d({2, 2}, {1, 0}), ShapeError, "avg_pool2d: ", "stride", "got 0", "[1, 4, 5, 6]");
+  WICK_EXPECT_ERROR(x.avg_pool2d(0), ShapeError, "avg_pool2d: ", "kernel size must be at least 1", "[1, 4, 5, 6]");
+  WICK_EXPECT_ERROR(x.avg_pool2d(6), ShapeError, "avg_pool2d: ", "kernel 6x6 is larger than the input", "[1, 4, 5, 6]");
+  WICK_EXPECT_ERROR(x.max_pool2d({1, 7}), ShapeError, "max_pool2d: ", "kernel 1x7 is larger than the input",
+                    "[1, 4, 5, 6]");
+  EXPECT_EQ(x.max_pool2d({5, 6}).shape(), Shape({1, 4, 1, 1}));
+  WICK_EXPECT_ERROR(Tensor::ones({4, 5, 6}, DType::F32, dev()).avg_pool2d(2), ShapeError, "avg_pool2d: ", "rank 4",
+                    "[4, 5, 6]");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, NnTest, ::testing::ValuesIn(test::devices()), test::device_name);

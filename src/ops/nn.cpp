@@ -19,8 +19,10 @@ Shape leading(const Shape& s, int drop) {
   return out;
 }
 
-void check_pair(const char* op, const char* what, int64_t v, int64_t min, const Tensor& x) {
-  WICK_CHECK(v >= min, ShapeError, op, what, " must be at least ", min, ", got ", v, " (", describe(x), ")");
+// `what` >= min for input x (and kernel k of a convolution); the message names both shapes.
+void check_pair(const char* op, const char* what, int64_t v, int64_t min, const Tensor& x, const Tensor* k = nullptr) {
+  WICK_CHECK(v >= min, ShapeError, op, what, " must be at least ", min, ", got ", v, " (input ", describe(x),
+             k ? " and kernel " + describe(*k) : std::string(), ")");
 }
 
 Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvParams p, int spatial, bool transposed) {
@@ -29,12 +31,13 @@ Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvP
   ops::check_supported(op, x, code, {x.dtype()});
   const int rank = 2 + spatial;
   WICK_CHECK(x.rank() == rank, ShapeError, op, "input must have rank ", rank, " (N, C", spatial == 1 ? ", L" : ", H, W",
-             "), got ", describe(x));
-  WICK_CHECK(k.rank() == rank, ShapeError, op, "kernel must have rank ", rank, ", got ", describe(k));
-  check_pair(op, "groups", p.groups, 1, x);
+             "), got ", describe(x), " (kernel ", describe(k), ")");
+  WICK_CHECK(k.rank() == rank, ShapeError, op, "kernel must have rank ", rank, ", got ", describe(k), " (input ",
+             describe(x), ")");
+  check_pair(op, "groups", p.groups, 1, x, &k);
   const int64_t cin = x.shape()[1];
   WICK_CHECK(cin % p.groups == 0, ShapeError, op, "groups ", p.groups, " do not divide the ", cin,
-             " input channels of ", describe(x));
+             " input channels of ", describe(x), " (kernel ", describe(k), ")");
   if (transposed) {
     WICK_CHECK(k.shape()[0] == cin, ShapeError, op, "kernel ", describe(k), " must have ", cin,
                " input channels (dim 0) for input ", describe(x));
@@ -45,20 +48,21 @@ Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvP
                " output channels of kernel ", describe(k));
   }
   for (int a = 0; a < spatial; ++a) {
-    check_pair(op, "stride", p.stride[a], 1, x);
-    check_pair(op, "dilation", p.dilation[a], 1, x);
-    check_pair(op, "padding", p.padding[a], 0, x);
-    check_pair(op, "output_padding", p.output_padding[a], 0, x);
-    check_pair(op, "kernel size", k.shape()[2 + a], 1, k);
+    check_pair(op, "stride", p.stride[a], 1, x, &k);
+    check_pair(op, "dilation", p.dilation[a], 1, x, &k);
+    check_pair(op, "padding", p.padding[a], 0, x, &k);
+    check_pair(op, "output_padding", p.output_padding[a], 0, x, &k);
+    check_pair(op, "kernel size", k.shape()[2 + a], 1, x, &k);
     const int64_t in = x.shape()[2 + a], ks = k.shape()[2 + a];
     if (transposed) {
       WICK_CHECK(p.output_padding[a] < p.stride[a] || p.output_padding[a] < p.dilation[a], ShapeError, op,
                  "output_padding ", p.output_padding[a], " must be smaller than the stride ", p.stride[a],
-                 " or the dilation ", p.dilation[a]);
+                 " or the dilation ", p.dilation[a], " (input ", describe(x), " and kernel ", describe(k), ")");
       WICK_CHECK(conv_transpose_out_size(in, ks, p, a) >= 1, ShapeError, op, "padding ", p.padding[a],
                  " leaves no output for input ", describe(x), " and kernel ", describe(k));
     } else {
-      WICK_CHECK(p.output_padding[a] == 0, ShapeError, op, "output_padding is for transposed convolutions only");
+      WICK_CHECK(p.output_padding[a] == 0, ShapeError, op, "output_padding is for transposed convolutions only (input ",
+                 describe(x), " and kernel ", describe(k), ")");
       WICK_CHECK(in + 2 * p.padding[a] >= p.dilation[a] * (ks - 1) + 1, ShapeError, op, "kernel ", describe(k),
                  " (dilation ", p.dilation[a], ") is larger than the padded input ", describe(x), " (padding ",
                  p.padding[a], ")");
@@ -119,49 +123,51 @@ void check_upsample(const char* op, const Tensor& x, int spatial, std::initializ
   }
 }
 
-}  // namespace
-
-Tensor Tensor::matmul(const Tensor& rhs) const {
-  const char* op = "matmul";
-  ops::check_same_device(op, {this, &rhs});
-  ops::check_same_dtype(op, *this, rhs);
-  ops::check_supported(op, *this, OpCode::Matmul, {dtype_});
-  WICK_CHECK(rank() >= 1 && rhs.rank() >= 1, ShapeError, op, "operands must have rank 1 or more: ", describe(*this),
+// matmul of lhs and rhs, its errors named after `op` (matmul, dot or mv).
+Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
+  ops::check_same_device(op, {&lhs, &rhs});
+  ops::check_same_dtype(op, lhs, rhs);
+  ops::check_supported(op, lhs, OpCode::Matmul, {lhs.dtype()});
+  WICK_CHECK(lhs.rank() >= 1 && rhs.rank() >= 1, ShapeError, op, "operands must have rank 1 or more: ", describe(lhs),
              " and ", describe(rhs));
-  const Tensor a = rank() == 1 ? unsqueeze(0) : *this;
+  const Tensor a = lhs.rank() == 1 ? lhs.unsqueeze(0) : lhs;
   const Tensor b = rhs.rank() == 1 ? rhs.unsqueeze(-1) : rhs;
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
-  WICK_CHECK(b.dim(-2) == k, ShapeError, op, "inner dims differ: ", describe(*this), " has ", k, ", ", describe(rhs),
+  WICK_CHECK(b.dim(-2) == k, ShapeError, op, "inner dims differ: ", describe(lhs), " has ", k, ", ", describe(rhs),
              " has ", b.dim(-2));
   Shape batch;
   try {
     batch = broadcast_shapes(leading(a.shape(), 2), leading(b.shape(), 2), op);
   } catch (const ShapeError& e) {
-    throw ShapeError(detail::str_cat(e.what(), " (batch dims of ", describe(*this), " and ", describe(rhs), ")"));
+    throw ShapeError(detail::str_cat(e.what(), " (batch dims of ", describe(lhs), " and ", describe(rhs), ")"));
   }
   Shape sa = batch, sb = batch, so = batch;
   sa.push_back(m), sa.push_back(k);
   sb.push_back(k), sb.push_back(n);
   so.push_back(m), so.push_back(n);
   const Layout la = a.layout().broadcast_as(sa), lb = b.layout().broadcast_as(sb);
-  Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, dtype_);
-  if (rank() == 1) out = out.squeeze(-2);
+  Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, lhs.dtype());
+  if (lhs.rank() == 1) out = out.squeeze(-2);
   if (rhs.rank() == 1) out = out.squeeze(-1);
   return out;
 }
+
+}  // namespace
+
+Tensor Tensor::matmul(const Tensor& rhs) const { return matmul_as("matmul", *this, rhs); }
 
 Tensor Tensor::dot(const Tensor& rhs) const {
   ops::check_same_device("dot", {this, &rhs});
   WICK_CHECK(rank() == 1 && rhs.rank() == 1, ShapeError, "dot", "needs two tensors of rank 1, got ", describe(*this),
              " and ", describe(rhs));
-  return matmul(rhs);
+  return matmul_as("dot", *this, rhs);
 }
 
 Tensor Tensor::mv(const Tensor& vec) const {
   ops::check_same_device("mv", {this, &vec});
   WICK_CHECK(rank() == 2 && vec.rank() == 1, ShapeError, "mv", "needs a matrix and a vector, got ", describe(*this),
              " and ", describe(vec));
-  return matmul(vec);
+  return matmul_as("mv", *this, vec);
 }
 
 Tensor Tensor::conv1d(const Tensor& kernel, const Conv1dOptions& o) const {

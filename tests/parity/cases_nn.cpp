@@ -31,10 +31,23 @@ void add_matmul(std::vector<Case>& cases, DType dt) {
       {"stride2", {5, 7}, {7, 3}, {}, {}, Form::Stride2, Form::Stride2},
       {"batched", {2, 3, 5, 7}, {2, 3, 7, 4}, {}, {}},
       {"broadcast_batch", {2, 3, 5, 7}, {2, 3, 7, 4}, {2, 1, 5, 7}, {1, 3, 7, 4}},
+      {"batched_rank5", {2, 3, 2, 5, 7}, {2, 3, 2, 7, 4}, {}, {}},
+      {"batched_rank5_transposed", {2, 3, 2, 5, 7}, {2, 3, 2, 7, 4}, {}, {}, Form::Transposed, Form::Transposed},
+      {"broadcast_batches", {2, 4, 3, 5, 7}, {2, 4, 3, 7, 6}, {2, 1, 3, 5, 7}, {1, 4, 1, 7, 6}},
+      {"broadcast_batches_transposed",
+       {2, 4, 3, 5, 7},
+       {2, 4, 3, 7, 6},
+       {2, 1, 3, 5, 7},
+       {1, 4, 1, 7, 6},
+       Form::Transposed,
+       Form::Transposed},
       {"broadcast_rows", {5, 7}, {7, 4}, {}, {1, 4}},
       {"vector", {1, 7}, {7, 1}, {}, {}},
       {"empty_m", {0, 7}, {7, 3}, {}, {}},
       {"empty_k", {5, 0}, {0, 3}, {}, {}},
+      {"empty_n", {5, 7}, {7, 0}, {}, {}},
+      {"empty_batch", {2, 0, 5, 7}, {2, 0, 7, 4}, {}, {}},
+      {"broadcast_empty_batch", {2, 0, 5, 7}, {2, 0, 7, 4}, {2, 1, 5, 7}, {1, 0, 7, 4}},
       {"prime", {37, 41}, {41, 29}, {}, {}},
       {"large", {64, 128}, {128, 96}, {}, {}},
       {"many_small", {64, 8, 8}, {64, 8, 8}, {}, {}, Form::Transposed},
@@ -44,8 +57,8 @@ void add_matmul(std::vector<Case>& cases, DType dt) {
     label << m.a << " x " << m.b;
     cases.push_back(
         {"matmul", parity::label(dt), label.str(), m.name, OpCode::Matmul, {dt}, Compare::Float, false, [=](Ctx& c) {
-           Arg a = m.a_stored.empty() ? c.input(dt, m.a, m.fa) : broadcast_input(c, dt, m.a_stored, m.a);
-           Arg b = m.b_stored.empty() ? c.input(dt, m.b, m.fb) : broadcast_input(c, dt, m.b_stored, m.b);
+           Arg a = m.a_stored.empty() ? c.input(dt, m.a, m.fa) : broadcast_input(c, dt, m.a_stored, m.a, m.fa);
+           Arg b = m.b_stored.empty() ? c.input(dt, m.b, m.fb) : broadcast_input(c, dt, m.b_stored, m.b, m.fb);
            return out(c.backend().matmul(a.view(), b.view()), dt);
          }});
   }
@@ -242,12 +255,17 @@ void add_upsample(std::vector<Case>& cases, DType dt) {
       }
     }
     if (!is_float(dt)) continue;
-    // Scale factors given (their own step, not in/out), and an output of one pixel.
+    // Scale factors given (their own step, not in/out; with align_corners they only set the
+    // output size), and an output of one pixel.
     BilinearParams scaled;
     scaled.out_h = 8, scaled.out_w = 9, scaled.scale_h = 1.7, scaled.scale_w = 2.3;
+    BilinearParams scaled_aligned = scaled;
+    scaled_aligned.align_corners = true;
     BilinearParams one;
     one.out_h = 1, one.out_w = 1, one.align_corners = true;
-    for (auto [name, p] : {std::pair<const char*, BilinearParams>{"scaled 1.7x2.3", scaled}, {"to 1x1 aligned", one}}) {
+    for (auto [name, p] : {std::pair<const char*, BilinearParams>{"scaled 1.7x2.3", scaled},
+                           {"scaled 1.7x2.3 aligned", scaled_aligned},
+                           {"to 1x1 aligned", one}}) {
       Shape shape{v.n, 3, 5, 4};
       cases.push_back({"upsample_bilinear2d",
                        label(dt),
