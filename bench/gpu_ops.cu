@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
   const int64_t n = int64_t(256) << 20;  // 256M elements, 1 GiB of f32
   {
     Tensor x = Tensor::rand_uniform({n}, -1, 1, DType::F32, dev), y = Tensor::rand_uniform({n}, -1, 1, DType::F32, dev);
+    StoragePtr dst = b.alloc(DType::F32, n);
+    report("memcpy f32 256M (read+write)",
+           median_ms(b, 20,
+                     [&] { WICK_GPU_CHECK(gpu::copy_d2d_async(dst->data(), x.storage()->data(), n * 4, b.stream())); }),
+           2.0 * n * 4, "GB/s");
     report("copy f32 256M (read+write)", median_ms(b, 20, [&] { x.copy(); }), 2.0 * n * 4, "GB/s");
     report("add f32 256M", median_ms(b, 20, [&] { x + y; }), 3.0 * n * 4, "GB/s");
     report("cast f32->bf16 256M", median_ms(b, 20, [&] { x.to_dtype(DType::BF16); }), n * 6.0, "GB/s");
@@ -103,6 +108,19 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "conv2d %s 64x256x56x56 3x3 (own gemm)", std::string(dtype_name(dt)).c_str());
       report(name, median_ms(b, 5, [&] { x.conv2d(w, {.padding = 1}); }), flops, "TFLOP/s");
       b.set_option("conv", "library");
+    }
+  }
+  b.empty_cache();
+  {
+    // Pooling, 2x2 windows every 2: bytes are the input read once and the output written once.
+    const double bytes_per = 64.0 * 256 * 56 * 56 * (1 + 0.25);
+    for (DType dt : {DType::F32, DType::BF16}) {
+      Tensor x = Tensor::rand_normal({64, 256, 56, 56}, 0, 1, dt, dev);
+      const std::string t(dtype_name(dt));
+      report(("max_pool2d " + t + " 64x256x56x56 2x2/2").c_str(), median_ms(b, 20, [&] { x.max_pool2d({2, 2}); }),
+             bytes_per * dtype_size(dt), "GB/s");
+      report(("avg_pool2d " + t + " 64x256x56x56 2x2/2").c_str(), median_ms(b, 20, [&] { x.avg_pool2d({2, 2}); }),
+             bytes_per * dtype_size(dt), "GB/s");
     }
   }
 }

@@ -32,6 +32,8 @@ def main():
     n = 256 << 20
     x = torch.rand(n, device=dev) * 2 - 1
     y = torch.rand(n, device=dev) * 2 - 1
+    dst = torch.empty_like(x)
+    report("memcpy f32 256M (read+write)", median_ms(20, lambda: dst.copy_(x)), 2.0 * n * 4, "GB/s")
     report("copy f32 256M (read+write)", median_ms(20, lambda: x.clone()), 2.0 * n * 4, "GB/s")
     report("add f32 256M", median_ms(20, lambda: x + y), 3.0 * n * 4, "GB/s")
     report("cast f32->bf16 256M", median_ms(20, lambda: x.to(torch.bfloat16)), n * 6.0, "GB/s")
@@ -41,7 +43,7 @@ def main():
     report("argmax f32 8192x16384 over last dim", median_ms(20, lambda: m.argmax(1)), 8192.0 * 16384 * 4, "GB/s")
     report("transpose f32 8192x16384 to contiguous", median_ms(20, lambda: m.t().contiguous()),
            2.0 * 8192 * 16384 * 4, "GB/s")
-    del x, y, m
+    del x, y, m, dst
     torch.cuda.empty_cache()
     s = 8192
     for dt, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16"), (torch.float32, "f32")):
@@ -69,6 +71,16 @@ def main():
             report("conv2d f32 (tf32) 64x256x56x56 3x3", median_ms(10, conv), flops, "TFLOP/s")
         else:
             report(f"conv2d {name} 64x256x56x56 3x3", median_ms(10, conv), flops, "TFLOP/s")
+    del xx, w
+    torch.cuda.empty_cache()
+    pool_bytes = 64.0 * 256 * 56 * 56 * 1.25
+    for dt, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        xx = torch.randn(64, 256, 56, 56, device=dev, dtype=dt)
+        size = xx.element_size()
+        report(f"max_pool2d {name} 64x256x56x56 2x2/2",
+               median_ms(20, lambda: torch.nn.functional.max_pool2d(xx, 2)), pool_bytes * size, "GB/s")
+        report(f"avg_pool2d {name} 64x256x56x56 2x2/2",
+               median_ms(20, lambda: torch.nn.functional.avg_pool2d(xx, 2)), pool_bytes * size, "GB/s")
 
 
 if __name__ == "__main__":
