@@ -49,29 +49,57 @@ __device__ inline typename R::Acc group_reduce(typename R::Acc acc) {
   return acc;
 }
 
+// The reduction's chunks start at multiples of this many elements, so that a chunk of a dense,
+// aligned run starts aligned for 16-byte loads.
+inline constexpr int64_t kChunkAlign = 16;
+
+// Elements of T in a 16-byte load.
+template <typename T>
+constexpr int pack_of() {
+  return sizeof(T) >= 16 ? 1 : static_cast<int>(16 / sizeof(T));
+}
+
+template <typename T>
+__device__ inline bool aligned16(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// G threads per output (one group), each output's reduction split into `splits` chunks.
 template <typename R, typename T, int G, typename I>
 __global__ __launch_bounds__(kBlock) void reduce_kernel(const T* x, typename R::Out* out, typename R::Acc* partial,
                                                         StridedArgs<2, I> kept, StridedArgs<1, I> red, I nout, I nred,
-                                                        I splits) {
+                                                        I splits, I chunk) {
+  constexpr int V = pack_of<T>();
   const I lane = threadIdx.x % G;
   const I groups = static_cast<I>(gridDim.x) * (blockDim.x / G);
-  const I chunk = (nred + splits - 1) / splits;
   for (I g = (static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x) / G; g < nout * splits; g += groups) {
-    const I o = g / splits, s = g % splits;
+    const I o = g % nout, s = g / nout;  // neighbouring groups take neighbouring outputs
     I koff[2];
     offsets_at(kept, o, koff);
-    const I begin = s * chunk, end = begin + chunk < nred ? begin + chunk : nred;
+    const I begin = s * chunk < nred ? s * chunk : nred, end = begin + chunk < nred ? begin + chunk : nred;
     typename R::Acc acc = R::init();
     const T* base = x + koff[1];
     if (red.rank == 1) {  // the common case: one reduced dim, no division per element
       const I stride = red.strides[0][0];
-      for (I e = begin + lane; e < end; e += G)
-        acc = R::combine(acc, R::element(base[e * stride], static_cast<int64_t>(e)));
+      I e = begin + lane;
+      if (V > 1 && stride == 1 && aligned16(base + begin)) {  // a dense run: 16-byte loads
+        using P = Pack<T, V>;
+        const P* run = reinterpret_cast<const P*>(base + begin);
+        const I packs = (end - begin) / V;
+#pragma unroll 2
+        for (I v = lane; v < packs; v += G) {
+          const P p = run[v];
+#pragma unroll
+          for (int j = 0; j < V; ++j) acc = R::accumulate(acc, p.v[j], static_cast<int64_t>(begin + v * V + j));
+        }
+        e = begin + packs * V + lane;
+      }
+      for (; e < end; e += G) acc = R::accumulate(acc, base[e * stride], static_cast<int64_t>(e));
     } else {
       for (I e = begin + lane; e < end; e += G) {
         I roff[1];
         offsets_at(red, e, roff);
-        acc = R::combine(acc, R::element(base[roff[0]], static_cast<int64_t>(e)));
+        acc = R::accumulate(acc, base[roff[0]], static_cast<int64_t>(e));
       }
     }
     if constexpr (G > 1) acc = group_reduce<R, G>(acc);
@@ -79,7 +107,41 @@ __global__ __launch_bounds__(kBlock) void reduce_kernel(const T* x, typename R::
       if (splits == 1)
         out[koff[0]] = R::finish(acc);
       else
-        partial[g] = acc;
+        partial[o * splits + s] = acc;
+    }
+  }
+}
+
+// Outputs that are neighbours in memory with a strided reduced dim (a sum over dim 0): each thread
+// keeps V neighbouring outputs and reads V inputs per step in one 16-byte load. `kept` counts
+// packs of V outputs; output o * V + j is output j of pack o.
+template <typename R, typename T, int V, typename I>
+__global__ __launch_bounds__(kBlock) void reduce_columns_kernel(const T* x, typename R::Out* out,
+                                                                typename R::Acc* partial, StridedArgs<2, I> kept,
+                                                                I stride, I npacks, I nred, I splits, I chunk) {
+  using P = Pack<T, V>;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < npacks * splits; g += step) {
+    const I o = g % npacks, s = g / npacks;  // neighbouring threads read neighbouring 16 bytes
+    I koff[2];
+    offsets_at(kept, o, koff);
+    const I begin = s * chunk < nred ? s * chunk : nred, end = begin + chunk < nred ? begin + chunk : nred;
+    typename R::Acc acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = R::init();
+    const T* base = x + koff[1];
+#pragma unroll 4
+    for (I e = begin; e < end; ++e) {
+      const P p = *reinterpret_cast<const P*>(base + e * stride);
+#pragma unroll
+      for (int j = 0; j < V; ++j) acc[j] = R::accumulate(acc[j], p.v[j], static_cast<int64_t>(e));
+    }
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (splits == 1)
+        out[koff[0] + j] = R::finish(acc[j]);
+      else
+        partial[(o * V + j) * splits + s] = acc[j];
     }
   }
 }
@@ -98,22 +160,39 @@ __global__ __launch_bounds__(kBlock) void reduce_partials_kernel(const typename 
   }
 }
 
+// Splits of each output's reduction so that `workers` threads per output fill the device, each
+// chunk (a multiple of kChunkAlign elements) long enough to be worth a thread.
+int64_t split_count(int64_t nout_workers, int64_t nred, int64_t per_thread, int multiprocessors) {
+  const int64_t fill = int64_t(multiprocessors) * 2048;
+  if (nout_workers >= fill) return 1;
+  const int64_t want = (fill + nout_workers - 1) / nout_workers;
+  return std::clamp<int64_t>(std::min(want, nred / per_thread), 1, 4096);
+}
+
+int64_t chunk_of(int64_t nred, int64_t splits) {
+  const int64_t c = (nred + splits - 1) / splits;
+  return splits == 1 ? c : (c + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+}
+
+template <typename R, typename I>
+void fold_partials(GpuBackend& b, typename R::Acc* part, typename R::Out* out, const ReducePlan& plan, int64_t splits) {
+  const int64_t nout = plan.kept_numel();
+  reduce_partials_kernel<R, I><<<grid_for(nout), kBlock, 0, b.stream()>>>(part, out, strided_args<2, I>(plan.kept),
+                                                                          static_cast<I>(nout), static_cast<I>(splits));
+  WICK_GPU_CHECK_LAUNCH();
+}
+
 template <typename R, typename T, int G, typename I>
 void launch_reduce(GpuBackend& b, const T* x, typename R::Out* out, const ReducePlan& plan, int64_t splits) {
   const int64_t nout = plan.kept_numel(), nred = plan.reduced_numel();
-  const auto kept = strided_args<2, I>(plan.kept);
-  const auto red = strided_args<1, I>(plan.reduced);
   StoragePtr partial;
   if (splits > 1) partial = b.alloc(static_cast<size_t>(nout * splits) * sizeof(typename R::Acc));
   auto* part = splits > 1 ? partial->as<typename R::Acc>() : nullptr;
   reduce_kernel<R, T, G, I><<<grid_for(nout * splits * G), kBlock, 0, b.stream()>>>(
-      x, out, part, kept, red, static_cast<I>(nout), static_cast<I>(nred), static_cast<I>(splits));
+      x, out, part, strided_args<2, I>(plan.kept), strided_args<1, I>(plan.reduced), static_cast<I>(nout),
+      static_cast<I>(nred), static_cast<I>(splits), static_cast<I>(chunk_of(nred, splits)));
   WICK_GPU_CHECK_LAUNCH();
-  if (splits > 1) {
-    reduce_partials_kernel<R, I>
-        <<<grid_for(nout), kBlock, 0, b.stream()>>>(part, out, kept, static_cast<I>(nout), static_cast<I>(splits));
-    WICK_GPU_CHECK_LAUNCH();
-  }
+  if (splits > 1) fold_partials<R, I>(b, part, out, plan, splits);
 }
 
 template <typename R, typename T, int G>
@@ -124,6 +203,46 @@ void launch_reduce(GpuBackend& b, const T* x, typename R::Out* out, const Reduce
     launch_reduce<R, T, G, uint32_t>(b, x, out, plan, splits);
   else
     launch_reduce<R, T, G, uint64_t>(b, x, out, plan, splits);
+}
+
+// Whether the column kernel applies, with V = pack_of<T>() neighbouring outputs per thread: the kept
+// space's last dim contiguous in input and output, one dim reduced, and every input stride and
+// the start aligned for loads of V elements.
+template <typename T>
+bool columns_apply(const ReducePlan& plan, const void* data) {
+  constexpr int V = pack_of<T>();
+  const StridedSpace<2>& k = plan.kept;
+  if (V < 2 || plan.reduced.rank != 1 || k.rank == 0) return false;
+  const int last = k.rank - 1;
+  bool ok = k.strides[0][last] == 1 && k.strides[1][last] == 1 && k.shape[last] % V == 0 && k.offsets[1] % V == 0 &&
+            plan.reduced.strides[0][0] % V == 0 && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+  for (int d = 0; d < last && ok; ++d) ok = k.strides[1][d] % V == 0 && k.strides[0][d] % V == 0;
+  return ok;
+}
+
+template <typename R, typename T, int V>
+void launch_columns(GpuBackend& b, const T* x, typename R::Out* out, const ReducePlan& plan) {
+  const int64_t nout = plan.kept_numel(), nred = plan.reduced_numel(), npacks = nout / V;
+  StridedSpace<2> packs = plan.kept;
+  const int last = packs.rank - 1;
+  packs.shape[last] /= V;
+  for (int k = 0; k < 2; ++k) packs.strides[k][last] *= V;
+  const int64_t splits = split_count(npacks, nred, 64, b.props().multiprocessors);
+  const int64_t chunk = chunk_of(nred, splits);
+  StoragePtr partial;
+  if (splits > 1) partial = b.alloc(static_cast<size_t>(nout * splits) * sizeof(typename R::Acc));
+  auto* part = splits > 1 ? partial->as<typename R::Acc>() : nullptr;
+  const auto launch = [&]<typename I>() {
+    reduce_columns_kernel<R, T, V, I><<<grid_for(npacks * splits), kBlock, 0, b.stream()>>>(
+        x, out, part, strided_args<2, I>(packs), static_cast<I>(plan.reduced.strides[0][0]), static_cast<I>(npacks),
+        static_cast<I>(nred), static_cast<I>(splits), static_cast<I>(chunk));
+    WICK_GPU_CHECK_LAUNCH();
+    if (splits > 1) fold_partials<R, I>(b, part, out, plan, splits);
+  };
+  if (plan.kept.fits_int32() && plan.reduced.fits_int32() && nout * splits < (int64_t(1) << 31))
+    launch.template operator()<uint32_t>();
+  else
+    launch.template operator()<uint64_t>();
 }
 
 }  // namespace
@@ -138,18 +257,14 @@ StoragePtr GpuBackend::reduce(ReduceOp op, const View& x, std::span<const int> d
   // Group size: wide groups for dense runs, one thread per output where outputs are neighbours.
   const bool dense_runs = plan.reduced.dense(0);
   const int group = dense_runs ? (nred >= 4096 ? 256 : nred >= 64 ? 32 : 1) : 1;
-  // Split long reductions when the outputs alone would not fill the device.
-  const int64_t fill = int64_t(props_.multiprocessors) * 2048;
-  int64_t splits = 1;
-  if (nout * group < fill) {
-    splits = std::min<int64_t>((fill + nout * group - 1) / (nout * group), std::max<int64_t>(1, nred / (group * 16)));
-    splits = std::clamp<int64_t>(splits, 1, 4096);
-  }
+  const int64_t splits = split_count(nout * group, nred, group * 16, props_.multiprocessors);
   dispatch(x.dtype, [&]<typename T>() {
     kernels::dispatch_reduce<T>(op, [&]<typename R>() {
       const T* in = static_cast<const T*>(x.storage.data());
       auto* o = static_cast<typename R::Out*>(out->data());
-      if (group == 256)
+      if (group == 1 && columns_apply<T>(plan, in))
+        launch_columns<R, T, pack_of<T>()>(*this, in, o, plan);
+      else if (group == 256)
         launch_reduce<R, T, 256>(*this, in, o, plan, splits);
       else if (group == 32)
         launch_reduce<R, T, 32>(*this, in, o, plan, splits);

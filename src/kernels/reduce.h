@@ -28,6 +28,8 @@ struct SumReduce {
   WICK_HD static Acc init() { return Acc(0); }
   WICK_HD static Acc element(T v, int64_t) { return to_acc<Acc>(v); }
   WICK_HD static Acc combine(Acc a, Acc b) { return a + b; }
+  // One more element, at an index above every index already in `a`.
+  WICK_HD static Acc accumulate(Acc a, T v, int64_t i) { return combine(a, element(v, i)); }
   WICK_HD static Out finish(Acc a) {
     if constexpr (is_float_v<T>)
       return from_opmath<T>(a);
@@ -65,6 +67,7 @@ struct MinMaxReduce {
     else
       return Binary<BinaryOp::Minimum>{}(a, b);
   }
+  WICK_HD static Acc accumulate(Acc a, T v, int64_t i) { return combine(a, element(v, i)); }
   WICK_HD static Out finish(Acc a) { return from_opmath<T>(a); }
 };
 
@@ -93,6 +96,13 @@ struct ArgReduce {
     }
     if (a.v == b.v) return a.i < b.i ? a : b;
     return (kMax ? b.v > a.v : b.v < a.v) ? b : a;
+  }
+  // combine(a, element(v, i)) when i is above every index in a: v wins only by being strictly
+  // better, or NaN over a number.
+  WICK_HD static Acc accumulate(Acc a, T v, int64_t i) {
+    const M m = to_opmath(v);
+    if (a.i < 0 || (!is_nan(a.v) && (is_nan(m) || (kMax ? m > a.v : m < a.v)))) return {m, i};
+    return a;
   }
   WICK_HD static Out finish(Acc a) { return static_cast<Out>(a.i); }
 };
