@@ -45,6 +45,12 @@ void GpuBackend::copy2d(const Storage& src, Storage& dst, DType dtype, const Cop
     return;
   }
   const size_t size = static_cast<size_t>(dtype_size(dtype));
+  if ((p.src_stride == p.cols && p.dst_stride == p.cols) || p.rows == 1) {  // one run: a plain copy, faster
+    WICK_GPU_CHECK(copy_d2d_async(static_cast<char*>(dst.data()) + p.dst_offset * size,
+                                  static_cast<const char*>(src.data()) + p.src_offset * size, p.rows * p.cols * size,
+                                  stream_));
+    return;
+  }
   WICK_GPU_CHECK(copy2d_d2d_async(static_cast<char*>(dst.data()) + p.dst_offset * size, p.dst_stride * size,
                                   static_cast<const char*>(src.data()) + p.src_offset * size, p.src_stride * size,
                                   p.cols * size, p.rows, stream_));

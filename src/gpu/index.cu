@@ -114,24 +114,65 @@ void dispatch_indexed(DType data, DType index, const F& f) {
   });
 }
 
+// Sixteen bytes moved as one element: whole rows of any dtype.
+using Bytes16 = Pack<uint32_t, 4>;
+
+// s in units of 16 bytes when out and x run contiguously along the last dim under one index
+// (rows gathered whole, as an embedding lookup does) and every offset and stride of out and x
+// is a whole number of such units; false otherwise.
+template <typename T>
+bool as_16_bytes(const StridedSpace<3>& s, int64_t* x_stride, const void* out, const void* x, StridedSpace<3>* w) {
+  constexpr int64_t V = 16 / sizeof(T);
+  const int last = s.rank - 1;
+  if (sizeof(T) > 16 || last < 0 || s.strides[0][last] != 1 || s.strides[2][last] != 1 || s.strides[1][last] != 0 ||
+      s.shape[last] % V != 0 || *x_stride % V != 0 || !aligned(out, 16) || !aligned(x, 16))
+    return false;
+  for (int k : {0, 2}) {
+    if (s.offsets[k] % V != 0) return false;
+    for (int d = 0; d < last; ++d)
+      if (s.strides[k][d] % V != 0) return false;
+  }
+  *w = s;
+  w->shape[last] /= V;
+  for (int k : {0, 2}) {
+    w->offsets[k] /= V;
+    for (int d = 0; d <= last; ++d) w->strides[k][d] = d == last ? 1 : s.strides[k][d] / V;
+  }
+  *x_stride /= V;
+  return true;
+}
+
+template <typename T, typename Ix>
+void launch_gather(GpuBackend& b, T* out, const Ix* ids, const T* x, const StridedSpace<3>& s, int64_t x_stride,
+                   int64_t x_extent, int64_t size, int dim, OpCode op) {
+  const int64_t n = s.numel();
+  if (small_space(s, x_extent)) {
+    gather_kernel<T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        out, ids, x, strided_args<3, uint32_t>(s), static_cast<uint32_t>(n), x_stride, size, dim, b.device_error(), op);
+  } else {
+    gather_kernel<T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        out, ids, x, strided_args<3, uint64_t>(s), static_cast<uint64_t>(n), x_stride, size, dim, b.device_error(), op);
+  }
+  WICK_GPU_CHECK_LAUNCH();
+}
+
 template <typename T, typename Ix>
 void gather_into(GpuBackend& b, T* out, const Shape& shape, const View& ids, const Layout& ids_l, const View& x,
                  const Layout& x_l, int dim, OpCode op) {
   const Layout out_l(shape);
   const StridedSpace<3> s = collapse<3>({&out_l, &ids_l, &x_l});
-  const int64_t n = s.numel();
-  if (n == 0) return;
+  if (s.numel() == 0) return;
   const Ix* pi = static_cast<const Ix*>(ids.storage.data());
   const T* px = static_cast<const T*>(x.storage.data());
-  const int64_t stride = x.layout.stride(dim), size = x.layout.dim(dim);
-  if (small_space(s, x.layout.extent())) {
-    gather_kernel<T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        out, pi, px, strided_args<3, uint32_t>(s), static_cast<uint32_t>(n), stride, size, dim, b.device_error(), op);
+  int64_t stride = x.layout.stride(dim);
+  const int64_t size = x.layout.dim(dim);
+  StridedSpace<3> wide;
+  if (as_16_bytes<T>(s, &stride, out, px, &wide)) {
+    launch_gather(b, reinterpret_cast<Bytes16*>(out), pi, reinterpret_cast<const Bytes16*>(px), wide, stride,
+                  x.layout.extent(), size, dim, op);
   } else {
-    gather_kernel<T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        out, pi, px, strided_args<3, uint64_t>(s), static_cast<uint64_t>(n), stride, size, dim, b.device_error(), op);
+    launch_gather(b, out, pi, px, s, x.layout.stride(dim), x.layout.extent(), size, dim, op);
   }
-  WICK_GPU_CHECK_LAUNCH();
 }
 
 template <typename Ix>
