@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -50,6 +51,17 @@ struct AllocCheck {
   size_t guard_bytes = 0;
 };
 
+// Times the work a backend runs between start() and stop(): events on the device's stream for a
+// GPU (so the host's queueing is not counted), a steady clock for backends that run ops
+// synchronously. elapsed_ms() waits for that work; a timer may be started again.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual double elapsed_ms() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -85,6 +97,8 @@ class Backend {
     return false;
   }
   virtual int64_t guard_violations() const { return 0; }
+  // A timer of this backend's work (wick bench).
+  virtual std::unique_ptr<Timer> make_timer() = 0;
 
   // ---- copies -----------------------------------------------------------------------------
   // Writes src into dst (same shape and dtype; dst any layout without self-overlap).
@@ -162,5 +176,9 @@ class Backend {
 // Raised by a backend method called with dtypes it does not implement (the front end asks
 // supports() first, so users see this only when calling a backend directly).
 [[noreturn]] void throw_not_supported(const Backend& backend, OpKey op, DType dtype);
+
+// The timer of a backend whose ops run synchronously on the host: a steady clock, with
+// backend.synchronize() at start and stop.
+std::unique_ptr<Timer> make_host_timer(Backend& backend);
 
 }  // namespace wick

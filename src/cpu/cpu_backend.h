@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   void empty_cache() override;
   bool set_alloc_check(AllocCheck check) override;
   int64_t guard_violations() const override { return guard_violations_.load(); }
+  std::unique_ptr<Timer> make_timer() override;
 
   void copy_strided(const View& src, const MutView& dst) override;
   void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override;

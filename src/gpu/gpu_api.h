@@ -21,5 +21,9 @@ int gpu_device_count();
 Backend& gpu_backend(int index);
 // "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"
 std::string gpu_describe(int index);
+// The device's name ("NVIDIA H100 80GB HBM3").
+std::string gpu_name(int index);
+// The versions of the driver and of the runtime wick links ("CUDA driver 13.0, runtime 13.0").
+std::string gpu_driver_version();
 
 }  // namespace wick::gpu

@@ -174,6 +174,52 @@ void GpuBackend::set_seed(uint64_t seed) {
   random_stream_ = 0;
 }
 
+// ---- timing -----------------------------------------------------------------------------------
+
+namespace {
+
+class EventTimer final : public Timer {
+ public:
+  explicit EventTimer(GpuBackend& backend) : backend_(backend) {
+    backend_.activate();
+    WICK_GPU_CHECK(event_create(&start_));
+    Status e = event_create(&stop_);
+    if (e != kSuccess) {
+      (void)event_destroy(start_);
+      throw_error(e, "event_create(&stop_)", __FILE__, __LINE__);
+    }
+  }
+  ~EventTimer() override {
+    (void)event_destroy(start_);
+    (void)event_destroy(stop_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void start() override {
+    backend_.activate();
+    WICK_GPU_CHECK(event_record(start_, backend_.stream()));
+  }
+  void stop() override {
+    backend_.activate();
+    WICK_GPU_CHECK(event_record(stop_, backend_.stream()));
+  }
+  double elapsed_ms() override {
+    WICK_GPU_CHECK(event_synchronize(stop_));
+    float ms = 0;
+    WICK_GPU_CHECK(event_elapsed_ms(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  GpuBackend& backend_;
+  Event start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Timer> GpuBackend::make_timer() { return std::make_unique<EventTimer>(*this); }
+
 // ---- devices ----------------------------------------------------------------------------------
 
 int gpu_device_count() {
@@ -206,6 +252,18 @@ std::string gpu_describe(int index) {
   return detail::str_cat(Device(kDeviceType, index), ": ", p.name, ", ", p.total_memory >> 20, " MiB, ", p.arch,
                          ", warp ", p.warp_size, ", ", p.multiprocessors, " multiprocessors, L2 ", p.l2_bytes >> 20,
                          " MiB");
+}
+
+std::string gpu_name(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).props().name; }
+
+std::string gpu_driver_version() {
+  std::string out;
+  const Status e = driver_version(&out);
+  if (e != kSuccess) {
+    (void)last_error();
+    return detail::str_cat(kVendor, " driver unknown (", error_string(e), ")");
+  }
+  return out;
 }
 
 }  // namespace wick::gpu

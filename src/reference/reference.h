@@ -23,6 +23,7 @@ class ReferenceBackend final : public Backend {
   void to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) override;
   void synchronize() override {}
   void release(void* data, size_t nbytes) noexcept override;
+  std::unique_ptr<Timer> make_timer() override { return make_host_timer(*this); }
 
   void copy_strided(const View& src, const MutView& dst) override;
   void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override;

@@ -27,6 +27,16 @@ inline Status device_count(int* n) { return cudaGetDeviceCount(n); }
 inline Status set_device(int d) { return cudaSetDevice(d); }
 inline Status get_device(int* d) { return cudaGetDevice(d); }
 inline Status device_synchronize() { return cudaDeviceSynchronize(); }
+// "CUDA driver 13.0, runtime 13.0": the CUDA version the driver supports and the one linked.
+inline Status driver_version(std::string* out) {
+  int driver = 0, runtime = 0;
+  Status e = cudaDriverGetVersion(&driver);
+  if (e == kSuccess) e = cudaRuntimeGetVersion(&runtime);
+  if (e != kSuccess) return e;
+  auto text = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  *out = "CUDA driver " + text(driver) + ", runtime " + text(runtime);
+  return kSuccess;
+}
 
 struct DeviceProps {
   std::string name;

@@ -26,6 +26,18 @@ inline Status device_count(int* n) { return hipGetDeviceCount(n); }
 inline Status set_device(int d) { return hipSetDevice(d); }
 inline Status get_device(int* d) { return hipGetDevice(d); }
 inline Status device_synchronize() { return hipDeviceSynchronize(); }
+// "HIP driver 6.4.43482, runtime 6.4.43482": versions encoded as major * 10^7 + minor * 10^5 + patch.
+inline Status driver_version(std::string* out) {
+  int driver = 0, runtime = 0;
+  Status e = hipDriverGetVersion(&driver);
+  if (e == kSuccess) e = hipRuntimeGetVersion(&runtime);
+  if (e != kSuccess) return e;
+  auto text = [](int v) {
+    return std::to_string(v / 10000000) + "." + std::to_string(v / 100000 % 100) + "." + std::to_string(v % 100000);
+  };
+  *out = "HIP driver " + text(driver) + ", runtime " + text(runtime);
+  return kSuccess;
+}
 
 struct DeviceProps {
   std::string name;
