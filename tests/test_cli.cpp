@@ -1,4 +1,4 @@
-// The `wick` program run as a user runs it: its output, exit status and `--json` file.
+// The `wick` program run as a user runs it: its output, exit status, `--json` and `--csv` files.
 #include <unistd.h>
 
 #include <cctype>
@@ -235,6 +235,81 @@ TEST(Cli, ParityJsonHasOneRecordPerCase) {
   EXPECT_EQ(names.size(), records.size());  // no case twice
 }
 
+// Splits one CSV line (RFC 4180 quoting, as `wick bench --csv` writes it).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (ch == '"') {
+      quoted = !quoted;
+    } else if (ch == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += ch;
+    }
+  }
+  return out;
+}
+
+const std::vector<std::string> kBenchColumns = {"device", "driver", "revision",  "backend", "op",      "dtype",
+                                                "shape",  "layout", "median_ms", "min_ms",  "max_ms",  "reps",
+                                                "bytes",  "flops",  "rate",      "unit",    "ceiling", "fraction"};
+
+TEST(Cli, BenchPrintsATableAndWritesEveryColumnOfTheCsv) {
+  const std::string path = temp_path("bench.csv");
+  WickRun r = run_wick("bench --backend cpu --op '^(binary\\.add|conv2d)$' --reps 2 --quick --csv '" + path + "'");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("wick bench on cpu: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("median_ms"), std::string::npos) << r.out;
+  EXPECT_TRUE(
+      std::regex_search(r.out, std::regex(R"(\nbinary\.add +f32 +256x256 +contiguous +[0-9.]+ +[0-9.]+ +[0-9.]+ +2 )")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\nceilings: +copy [0-9.e+-]+ GB/s +gemm f32 )"))) << r.out;
+
+  WickRun info = run_wick("info");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(info.out, m, std::regex(R"(\nrevision (\S+)\n)"))) << info.out;
+  const std::string revision = m[1];
+
+  std::vector<std::string> lines = lines_of(read_file(path));
+  std::filesystem::remove(path);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(csv_fields(lines[0]), kBenchColumns);
+  std::map<std::string, int> ops;
+  std::set<std::string> units;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    SCOPED_TRACE(lines[i]);
+    std::vector<std::string> f = csv_fields(lines[i]);
+    ASSERT_EQ(f.size(), kBenchColumns.size());
+    std::map<std::string, std::string> row;
+    for (size_t c = 0; c < f.size(); ++c) {
+      EXPECT_FALSE(f[c].empty()) << kBenchColumns[c];
+      row[kBenchColumns[c]] = f[c];
+    }
+    EXPECT_EQ(row["revision"], revision);
+    EXPECT_EQ(row["backend"], "cpu");
+    EXPECT_EQ(row["reps"], "2");
+    for (const char* key : {"median_ms", "min_ms", "max_ms", "rate", "ceiling", "fraction"})
+      EXPECT_GT(std::stod(row[key]), 0) << key;
+    EXPECT_LE(std::stod(row["min_ms"]), std::stod(row["median_ms"]));
+    EXPECT_LE(std::stod(row["median_ms"]), std::stod(row["max_ms"]));
+    const bool flops = row["unit"] == "TFLOP/s";
+    EXPECT_TRUE(flops || row["unit"] == "GB/s") << row["unit"];
+    EXPECT_GT(std::stod(row[flops ? "flops" : "bytes"]), 0);
+    ++ops[row["op"]];
+    units.insert(row["unit"]);
+  }
+  // binary.add f32 and bf16 contiguous, and f32 over a permuted and a broadcast operand; conv2d
+  // f32; the ceilings they need: the two copies and the f32 GEMM.
+  EXPECT_EQ(ops, (std::map<std::string, int>{
+                     {"binary.add", 3}, {"conv2d", 1}, {"copy2d", 1}, {"copy_strided", 1}, {"matmul", 1}}));
+  EXPECT_EQ(units, (std::set<std::string>{"GB/s", "TFLOP/s"}));
+}
+
 TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
   struct Bad {
     std::string args, message;
@@ -250,8 +325,20 @@ TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
       {"parity --seed abc", "--seed takes an unsigned 64-bit integer, got 'abc'"},
       {"parity --seed 99999999999999999999", "--seed takes an unsigned 64-bit integer"},
       {std::string(kExpArgs) + " --json '" + temp_path("no_such_dir") + "/parity.json'", "cannot write"},
+      {"bench --frobnicate", "unknown option '--frobnicate'"},
+      {"bench --backend tpu", "unknown backend 'tpu'"},
+      {"bench --reps 0", "--reps takes a positive integer, got '0'"},
+      {"bench --reps 3x", "--reps takes a positive integer, got '3x'"},
+      {"bench --dtype f33", "unknown dtype 'f33'"},
+      {"bench --backend cpu --op '('", "--op: bad regular expression '('"},
+      {"bench --backend cpu --op '^no_such_op$'", "no case matches --op and --dtype"},
+      {"bench --backend cpu --quick --op '^binary\\.add$' --csv '" + temp_path("no_such_dir") + "/b.csv'",
+       "cannot write"},
   };
-  if (!backend_built(DeviceType::Rocm)) bad.push_back({"parity --backend rocm", "wick was built without ROCm"});
+  if (!backend_built(DeviceType::Rocm)) {
+    bad.push_back({"parity --backend rocm", "wick was built without ROCm"});
+    bad.push_back({"bench --backend rocm", "wick was built without ROCm"});
+  }
   for (const Bad& b : bad) {
     SCOPED_TRACE("wick " + b.args);
     WickRun r = run_wick(b.args);

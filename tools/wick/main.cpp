@@ -1,4 +1,4 @@
-// The `wick` command: info, parity, ops.
+// The `wick` command: info, parity, bench, ops.
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +10,7 @@
 
 #include "backend/op.h"
 #include "backend/registry.h"
+#include "bench.h"
 #include "parity/harness.h"
 #include "reference/reference.h"
 #include "wick/wick.h"
@@ -30,6 +31,17 @@ commands:
       --seed N            input seed (printed by every run)
       --case NAME         only the case of this name (as printed for a failure)
       --json FILE         write one record per case
+  bench [options]         time ops at benchmark sizes (inputs larger than a GPU's L2 cache), after
+                          measuring the device's ceilings: a large copy and a GEMM per float dtype;
+                          prints median, min and max ms, GB/s or TFLOP/s and the fraction of the
+                          ceiling (copy bandwidth, or the GEMM peak of the dtype) per case
+      --backend B         cpu, cuda or rocm (default: the first GPU, else cpu)
+      --op REGEX          only ops whose name matches, as for parity (e.g. '^binary\.add$')
+      --dtype LIST        only these dtypes, comma separated
+      --reps N            timed runs per case (default 20; fewer for slow cases, at least 3)
+      --csv FILE          write one row per case: device, driver, revision, op, dtype, shape,
+                          layout, times, bytes, flops, rate, ceiling and fraction
+      --quick             tiny sizes (for tests)
   ops                     the table of ops and the dtypes each is defined for (markdown)
 )";
 
@@ -40,6 +52,7 @@ int fail(const std::string& message) {
 
 int cmd_info() {
   std::cout << "wick " << version() << "\n";
+  std::cout << "revision " << bench::git_revision() << "\n";
   std::cout << "backends built in: cpu" << (backend_built(DeviceType::Cuda) ? ", cuda" : "")
             << (backend_built(DeviceType::Rocm) ? ", rocm" : "") << "\n";
   std::cout << "devices:\n";
@@ -79,21 +92,10 @@ int cmd_parity(int argc, char** argv) {
       options.case_name = value();
     else if (a == "--json")
       json = value();
-    else if (a == "--dtype") {
-      std::string list = value();
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t end = list.find(',', start);
-        std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        DType dt;
-        if (!parse_dtype(name, &dt)) throw std::runtime_error("unknown dtype '" + name + "'");
-        options.dtypes.push_back(dt);
-        if (end == std::string::npos) break;
-        start = end + 1;
-      }
-    } else {
+    else if (a == "--dtype")
+      options.dtypes = bench::parse_dtype_list(value());
+    else
       throw std::runtime_error("unknown option '" + a + "'");
-    }
   }
   std::vector<Device> devices;
   if (backend_arg == "all") {
@@ -130,6 +132,7 @@ int main(int argc, char** argv) {
     if (cmd == "info") return cmd_info();
     if (cmd == "ops") return cmd_ops();
     if (cmd == "parity") return cmd_parity(argc - 2, argv + 2);
+    if (cmd == "bench") return bench::cmd_bench(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << kUsage;
       return 0;
