@@ -8,10 +8,11 @@
 #include <utility>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/gemm.h"
+#include "cpu/parallel.h"
 #if WICK_HAS_GPU
 #include "gpu/gpu_api.h"
 #endif
-#include "cpu/parallel.h"
 #include "wick/error.h"
 
 namespace wick {
@@ -95,7 +96,8 @@ std::vector<Device> available_devices() {
 }
 
 std::string describe_device(Device device) {
-  if (device.is_cpu()) return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP)");
+  if (device.is_cpu())
+    return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP), ", cpu::blas_description());
   backend_for(device, "describe_device");
 #if WICK_HAS_GPU
   return gpu::gpu_describe(device.index());

@@ -46,4 +46,16 @@ void gemm(int64_t m, int64_t n, int64_t k, const double* a, BlasMatrix am, const
               static_cast<int>(am.ld), b, static_cast<int>(bm.ld), 0.0, c, static_cast<int>(ldc));
 }
 
+std::string blas_description() {
+  // The config reads "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64".
+  std::string config = openblas_get_config();
+  const size_t version_end = config.find(' ', config.find(' ') + 1);
+  const int parallel = openblas_get_parallel();  // 0 sequential, 1 pthreads, 2 OpenMP
+  return detail::str_cat(config.substr(0, version_end),
+                         parallel == 2   ? " (OpenMP)"
+                         : parallel == 1 ? " (pthreads)"
+                                         : "",
+                         ", ", openblas_get_corename(), " kernels");
+}
+
 }  // namespace wick::cpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "backend/blas_layout.h"
 
@@ -14,6 +15,9 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, BlasMatrix am, const 
           int64_t ldc);
 void gemm(int64_t m, int64_t n, int64_t k, const double* a, BlasMatrix am, const double* b, BlasMatrix bm, double* c,
           int64_t ldc);
+
+// The BLAS the products run on, for `wick info`: "OpenBLAS 0.3.21 (OpenMP), Haswell kernels".
+std::string blas_description();
 
 // OpenBLAS runs one thread for products up to this many multiply-adds, so callers may run such
 // products in parallel themselves without oversubscribing the cores.

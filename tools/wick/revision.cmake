@@ -1,9 +1,12 @@
-# Writes OUT, a C++ source defining wick::bench::git_revision(): `git rev-parse --short HEAD` of
-# SOURCE_DIR with "-dirty" when tracked files differ from HEAD; $WICK_REVISION, else "unknown",
-# outside a git checkout. Run on every build; the file is rewritten only when the text changes.
+# Writes OUT, a C++ source defining wick::bench::git_revision(): $WICK_REVISION when set (a copy of
+# the tree elsewhere, whose git state may not be the tree's), else `git rev-parse --short HEAD` of
+# SOURCE_DIR with "-dirty" when tracked files differ from HEAD, else "unknown". Run on every
+# build; the file is rewritten only when the text changes.
 #   cmake -DSOURCE_DIR=... -DOUT=... [-DGIT=path/to/git] -P revision.cmake
 set(revision "")
-if(GIT)
+if(DEFINED ENV{WICK_REVISION} AND NOT "$ENV{WICK_REVISION}" STREQUAL "")
+  set(revision "$ENV{WICK_REVISION}")
+elseif(GIT)
   # --no-optional-locks: reading the revision never writes to the repository's index.
   execute_process(COMMAND ${GIT} --no-optional-locks -C ${SOURCE_DIR} rev-parse --short HEAD
                   RESULT_VARIABLE rc OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
@@ -17,11 +20,7 @@ if(GIT)
   endif()
 endif()
 if(NOT revision)
-  if(DEFINED ENV{WICK_REVISION} AND NOT "$ENV{WICK_REVISION}" STREQUAL "")
-    set(revision "$ENV{WICK_REVISION}")
-  else()
-    set(revision unknown)
-  endif()
+  set(revision unknown)
 endif()
 string(REPLACE "\\" "\\\\" revision "${revision}")
 string(REPLACE "\"" "\\\"" revision "${revision}")
