@@ -205,21 +205,18 @@ bool build_graph(Conv& c, cudnnHandle_t handle, DType dt, const Layout& x_l, con
   const cudnnBackendAttributeType_t scalar = f64 ? CUDNN_TYPE_DOUBLE : CUDNN_TYPE_FLOAT;
   const void* one = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* zero = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  if (!transposed) {
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, scalar, one)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, scalar, zero)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
-  } else {
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, scalar, one)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, scalar, zero)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, x)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, y);
-  }
+  // The operation's attributes: alpha, beta, convolution, w, x (dx), y (dy).
+  using A = cudnnBackendAttributeName_t;
+  constexpr A kForward[] = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y};
+  constexpr A kBackwardData[] = {
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY};
+  const A* at = transposed ? kBackwardData : kForward;
+  op.set(at[0], scalar, one).set(at[1], scalar, zero).set(at[2], conv).set(at[3], w).set(at[4], x).set(at[5], y);
   if (!ready(op, "operation")) return false;
   Desc& graph = c.parts.emplace_back(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, op).set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
@@ -304,11 +301,9 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
   for (Desc& d : engine_configs(c.parts.back(), CUDNN_HEUR_MODE_FALLBACK)) configs.push_back(std::move(d));
   if (log_choices()) std::fprintf(stderr, "wick conv: %zu engine configurations proposed\n", configs.size());
 
-  Event start, stop;
-  WICK_GPU_CHECK(event_create(&start));
-  WICK_GPU_CHECK(event_create(&stop));
+  const std::unique_ptr<Timer> timer = b.make_timer();
   std::vector<int64_t> tried;
-  float best_ms = 0;
+  double best_ms = 0;
   for (Desc& config : configs) {
     if (tried.size() == kMaxCandidates) break;
     const int64_t engine = admissible_engine(config, dt);
@@ -333,15 +328,14 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
     }
     void* wsp = ws ? ws->data() : nullptr;
     // One timed run; a failure there drops the candidate, a failure later is an error.
-    auto timed_run = [&](float* ms) {
-      WICK_GPU_CHECK(event_record(start, b.stream()));
+    auto timed_run = [&](double* ms) {
+      timer->start();
       const cudnnStatus_t s = execute(handle, *plan, x, w, y, wsp);
-      WICK_GPU_CHECK(event_record(stop, b.stream()));
-      WICK_GPU_CHECK(event_synchronize(stop));
-      WICK_GPU_CHECK(event_elapsed_ms(ms, start, stop));
+      timer->stop();
+      *ms = timer->elapsed_ms();
       return s;
     };
-    float first_ms = 0;
+    double first_ms = 0;
     if (const cudnnStatus_t s = timed_run(&first_ms); s != kOk) {
       log_status(detail::str_cat("engine ", engine, ": run failed").c_str(), s);
       continue;
@@ -353,10 +347,10 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
                      first_ms);
       continue;
     }
-    std::vector<float> times(kRuns);
-    for (float& t : times) WICK_CUDNN_FOR(&call, timed_run(&t));
+    std::vector<double> times(kRuns);
+    for (double& t : times) WICK_CUDNN_FOR(&call, timed_run(&t));
     std::sort(times.begin(), times.end());
-    const float ms = times[kRuns / 2];
+    const double ms = times[kRuns / 2];
     if (log_choices())
       std::fprintf(stderr, "wick conv: engine %lld, workspace %lld B: %.4f ms\n", static_cast<long long>(engine),
                    static_cast<long long>(workspace), ms);
@@ -367,8 +361,6 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
       c.workspace = workspace;
     }
   }
-  event_destroy(start);
-  event_destroy(stop);
 }
 
 // The cache key: everything the plan depends on.
