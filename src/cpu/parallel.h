@@ -1,10 +1,12 @@
 // OpenMP parallel loops for the CPU backend. Work below a size threshold runs on the calling
-// thread. Bodies must not throw (an exception cannot leave an OpenMP region): record errors and
-// raise them after the loop.
+// thread. An exception cannot leave an OpenMP region (the process would end): parallel_for
+// catches the first one a body throws and rethrows it on the calling thread after the loop.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <exception>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,8 +36,20 @@ void parallel_for(int64_t n, int64_t grain, const F& f) {
     f(int64_t(0), n);
     return;
   }
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
 #pragma omp parallel for schedule(static) num_threads(static_cast <int>(chunks))
-  for (int64_t c = 0; c < chunks; ++c) f(c * n / chunks, (c + 1) * n / chunks);
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (failed.load(std::memory_order_relaxed)) continue;  // the others stop early
+    try {
+      // c * n / chunks in 128 bits: c * n can pass 2^63 for n near the int64 limit.
+      f(static_cast<int64_t>(static_cast<__int128>(c) * n / chunks),
+        static_cast<int64_t>(static_cast<__int128>(c + 1) * n / chunks));
+    } catch (...) {
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace wick::cpu
