@@ -11,6 +11,9 @@ namespace wick {
 
 enum class DeviceType : uint8_t { Cpu, Cuda, Rocm };
 
+// The largest device ordinal wick parses ("cuda:1023"); no host has more GPUs.
+inline constexpr int kMaxDeviceIndex = 1023;
+
 class Device {
  public:
   constexpr Device() = default;
@@ -27,7 +30,8 @@ class Device {
 
   // "cpu", "cuda:0", "rocm:1"
   std::string to_string() const;
-  // Parses what to_string prints ("cuda" alone means "cuda:0"); returns false if malformed.
+  // Parses what to_string prints ("cuda" alone means "cuda:0"; the ordinal is decimal digits, at
+  // most kMaxDeviceIndex); returns false, leaving *out alone, if malformed.
   static bool parse(const std::string& text, Device* out);
 
   friend constexpr bool operator==(Device a, Device b) { return a.type_ == b.type_ && a.index_ == b.index_; }

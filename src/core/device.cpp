@@ -1,6 +1,7 @@
 #include "wick/device.h"
 
-#include <cstdlib>
+#include <charconv>
+#include <string_view>
 #include <ostream>
 
 namespace wick {
@@ -29,9 +30,12 @@ bool Device::parse(const std::string& text, Device* out) {
     return false;
   int index = 0;
   if (kind.size() < text.size()) {
-    std::string digits = text.substr(kind.size() + 1);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
-    index = std::atoi(digits.c_str());
+    // Decimal digits only (no sign, no spaces), at most kMaxDeviceIndex: "cuda:huge" and
+    // "cuda:99999999999" are malformed, never wrapped into some other ordinal.
+    const std::string_view digits = std::string_view(text).substr(kind.size() + 1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec != std::errc() || end != digits.data() + digits.size() || index > kMaxDeviceIndex) return false;
   }
   *out = Device(type, index);
   return true;
