@@ -16,7 +16,8 @@ class Layout {
   Layout() = default;  // rank 0, one element at offset 0
   // Dense row-major layout of `shape` starting at `offset`.
   explicit Layout(const Shape& shape, int64_t offset = 0);
-  // Any strided layout; throws ShapeError if ranks differ or a stride is negative.
+  // Any strided layout. ShapeError if the ranks differ, a size, stride or the offset is
+  // negative, or the element count or the largest element offset does not fit in int64.
   Layout(const Shape& shape, const Strides& strides, int64_t offset);
 
   const Shape& shape() const { return shape_; }
@@ -32,6 +33,10 @@ class Layout {
   // One past the largest element offset the layout touches (offset for an empty layout): the
   // storage must hold at least this many elements.
   int64_t extent() const;
+  // No two indices reach one element. Conservative: true when, with the dims of size > 1 ordered
+  // by stride, each stride exceeds the span of the dims before it. Every view wick makes of a
+  // dense tensor passes, except broadcasts; writes into a layout that fails are refused.
+  bool is_non_overlapping() const;
 
   // Views. Dims may be negative (counted from the end). Each throws ShapeError or IndexError
   // naming the view and the shapes when its arguments are invalid.

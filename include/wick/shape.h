@@ -31,7 +31,8 @@ class Dims {
   const int64_t* data() const { return d_.data(); }
   int64_t back() const { return d_[static_cast<size_t>(rank_ - 1)]; }
 
-  // Product of the extents (1 for rank 0).
+  // Product of the extents (1 for rank 0). ShapeError when the product of the nonzero extents
+  // does not fit in int64 (wick refuses such shapes even when a zero extent makes them empty).
   int64_t numel() const;
   void push_back(int64_t v);
   void insert(int pos, int64_t v);
@@ -51,7 +52,7 @@ using Strides = Dims;
 
 std::ostream& operator<<(std::ostream& os, const Dims& d);
 
-// Row-major strides (in elements) of a dense tensor of `shape`.
+// Row-major strides (in elements) of a dense tensor of `shape`; an empty dim counts as 1.
 Strides contiguous_strides(const Shape& shape);
 
 // Numpy broadcasting of two shapes; throws ShapeError naming `op` when they are incompatible.

@@ -62,6 +62,10 @@ class Timer {
   virtual double elapsed_ms() = 0;
 };
 
+// No allocation is larger: it keeps size arithmetic inside backends (rounding, guards, size
+// classes) far from overflow, and is far above any device's memory.
+inline constexpr size_t kMaxAllocBytes = size_t(1) << 56;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -73,8 +77,11 @@ class Backend {
   virtual bool supports(OpKey op, std::span<const DType> dtypes) const = 0;
 
   // ---- memory -----------------------------------------------------------------------------
-  virtual StoragePtr alloc(size_t nbytes) = 0;  // contents undefined
-  StoragePtr alloc(DType dtype, int64_t numel) { return alloc(static_cast<size_t>(numel * dtype_size(dtype))); }
+  // Contents undefined. OutOfMemoryError, at once, when the memory cannot be had (sizes past
+  // kMaxAllocBytes are refused before asking the system).
+  virtual StoragePtr alloc(size_t nbytes) = 0;
+  // numel elements of dtype; OutOfMemoryError when their byte count does not fit.
+  StoragePtr alloc(DType dtype, int64_t numel);
   virtual StoragePtr from_host(const void* src, size_t nbytes) = 0;
   // Copies nbytes starting at byte_offset of `src` to host memory; waits for queued work.
   virtual void to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) = 0;

@@ -11,6 +11,14 @@ Storage::~Storage() {
 
 Device Storage::device() const { return backend_->device(); }
 
+StoragePtr Backend::alloc(DType dtype, int64_t numel) {
+  int64_t bytes = 0;
+  WICK_CHECK(numel >= 0 && !__builtin_mul_overflow(numel, dtype_size(dtype), &bytes) &&
+                 static_cast<uint64_t>(bytes) <= kMaxAllocBytes,
+             OutOfMemoryError, "alloc", "cannot allocate ", numel, " elements of ", dtype, " on ", name());
+  return alloc(static_cast<size_t>(bytes));
+}
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }

@@ -1,24 +1,47 @@
 #include "wick/layout.h"
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 
+#include "core/checked.h"
 #include "wick/error.h"
 
 namespace wick {
 
-Layout::Layout(const Shape& shape, int64_t offset)
-    : shape_(shape), strides_(contiguous_strides(shape)), offset_(offset) {}
+namespace {
 
+// The largest element offset a layout touches, or nullopt when it does not fit in int64.
+std::optional<int64_t> last_offset(const Shape& shape, const Strides& strides, int64_t offset) {
+  int64_t last = offset;
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] <= 1) continue;
+    int64_t span;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &span) || __builtin_add_overflow(last, span, &last))
+      return std::nullopt;
+  }
+  return last;
+}
+
+}  // namespace
+
+Layout::Layout(const Shape& shape, int64_t offset) : Layout(shape, contiguous_strides(shape), offset) {}
+
+// Every Layout passes here: sizes, strides and offset non-negative, and the element count and
+// the largest offset (so extent()) within int64, whatever numbers a caller or a file gave.
 Layout::Layout(const Shape& shape, const Strides& strides, int64_t offset)
     : shape_(shape), strides_(strides), offset_(offset) {
   WICK_CHECK(shape.rank() == strides.rank(), ShapeError, "layout", "shape ", shape, " and strides ", strides,
              " differ in rank");
-  WICK_CHECK(offset >= 0, ShapeError, "layout", "negative offset ", offset);
+  WICK_CHECK(offset >= 0, ShapeError, "layout", "negative offset ", offset, " (shape ", shape, ")");
   for (int i = 0; i < shape.rank(); ++i) {
     WICK_CHECK(shape[i] >= 0 && strides[i] >= 0, ShapeError, "layout", "negative size or stride in shape ", shape,
                " strides ", strides);
   }
+  WICK_CHECK(checked::numel_fits(shape), ShapeError, "layout", "shape ", shape, " has more than 2^63 - 1 elements");
+  WICK_CHECK(numel() == 0 || last_offset(shape, strides, offset).value_or(checked::kMax) < checked::kMax, ShapeError,
+             "layout", "shape ", shape, " strides ", strides, " offset ", offset,
+             " reaches past element 2^63 - 1");
 }
 
 bool Layout::is_contiguous() const {
@@ -34,33 +57,55 @@ bool Layout::is_contiguous() const {
 
 int64_t Layout::extent() const {
   if (numel() == 0) return offset_;
-  int64_t last = offset_;
-  for (int i = 0; i < rank(); ++i) last += (shape_[i] - 1) * strides_[i];
-  return last + 1;
+  return *last_offset(shape_, strides_, offset_) + 1;  // fits: checked by the constructor
+}
+
+bool Layout::is_non_overlapping() const {
+  if (numel() <= 1) return true;
+  // Dims of size > 1 by increasing stride; each stride must pass the span of those before it.
+  std::array<int, kMaxRank> order{};
+  int n = 0;
+  for (int i = 0; i < rank(); ++i) {  // insertion by stride: at most kMaxRank dims
+    if (shape_[i] <= 1) continue;
+    int j = n++;
+    for (; j > 0 && strides_[order[static_cast<size_t>(j - 1)]] > strides_[i]; --j)
+      order[static_cast<size_t>(j)] = order[static_cast<size_t>(j - 1)];
+    order[static_cast<size_t>(j)] = i;
+  }
+  int64_t span = 0;  // the largest offset the dims so far reach from 0
+  for (int j = 0; j < n; ++j) {
+    const int i = order[static_cast<size_t>(j)];
+    if (strides_[i] <= span) return false;
+    span += (shape_[i] - 1) * strides_[i];  // within extent(): no overflow
+  }
+  return true;
 }
 
 Layout Layout::narrow(int64_t dim, int64_t start, int64_t len) const {
   int d = normalize_dim(dim, rank(), "narrow");
-  WICK_CHECK(start >= 0 && len >= 0 && start + len <= shape_[d], IndexError, "narrow", "elements [", start, ", ",
-             start + len, ") are outside dim ", dim, " of size ", shape_[d], " (shape ", shape_, ")");
+  WICK_CHECK(start >= 0 && len >= 0 && start <= shape_[d] - len, IndexError, "narrow", "elements ",
+             checked::range_text(start, len), " are outside dim ", dim, " of size ", shape_[d], " (shape ", shape_, ")");
   Layout out = *this;
   out.shape_[d] = len;
-  out.offset_ += start * strides_[d];
+  if (len > 0) out.offset_ += start * strides_[d];  // an element of this layout: within extent()
   return out;
 }
 
 Layout Layout::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
   int d = normalize_dim(dim, rank(), "slice");
   WICK_CHECK(step >= 1, ShapeError, "slice", "step must be positive, got ", step);
-  int64_t size = shape_[d];
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::clamp<int64_t>(start, 0, size);
-  end = std::clamp<int64_t>(end, start, size);
+  const int64_t size = shape_[d];
+  // Negative bounds count from the end; both are then clamped to [0, size] (no overflow: a
+  // negative bound plus a size is within int64).
+  start = std::clamp<int64_t>(start < 0 ? start + size : start, 0, size);
+  end = std::clamp<int64_t>(end < 0 ? end + size : end, start, size);
+  const int64_t len = (end - start) / step + ((end - start) % step != 0);
   Layout out = *this;
-  out.shape_[d] = (end - start + step - 1) / step;
-  out.offset_ += start * strides_[d];
-  out.strides_[d] = strides_[d] * step;
+  out.shape_[d] = len;
+  if (len > 0) out.offset_ += start * strides_[d];
+  // With two or more elements the new stride spans part of the old dim, so it fits; with fewer
+  // it is never used to address anything.
+  if (len > 1) out.strides_[d] = strides_[d] * step;
   return out;
 }
 
@@ -90,6 +135,8 @@ Layout Layout::permute(std::span<const int64_t> dims) const {
 Layout Layout::broadcast_as(const Shape& shape) const {
   WICK_CHECK(shape.rank() >= rank(), ShapeError, "broadcast_as", "cannot broadcast shape ", shape_,
              " to lower-rank shape ", shape);
+  WICK_CHECK(checked::numel_fits(shape), ShapeError, "broadcast_as", "shape ", shape,
+             " has more than 2^63 - 1 elements");
   int lead = shape.rank() - rank();
   Strides strides = shape;
   for (int i = 0; i < shape.rank(); ++i) {
@@ -117,7 +164,9 @@ Layout Layout::squeeze(int64_t dim) const {
 Layout Layout::unsqueeze(int64_t dim) const {
   int d = normalize_dim(dim, rank() + 1, "unsqueeze");
   Layout out = *this;
-  int64_t stride = d < rank() ? strides_[d] * shape_[d] : 1;
+  // The stride of a size-1 dim addresses nothing; take the dense one when it fits.
+  int64_t stride = 1;
+  if (d < rank() && __builtin_mul_overflow(strides_[d], shape_[d], &stride)) stride = 0;
   out.shape_.insert(d, 1);
   out.strides_.insert(d, stride);
   return out;

@@ -25,8 +25,14 @@ Dims::Dims(std::span<const int64_t> dims) {
 
 int64_t Dims::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= d_[static_cast<size_t>(i)];
-  return n;
+  bool empty = false;
+  for (int i = 0; i < rank_; ++i) {
+    const int64_t d = d_[static_cast<size_t>(i)];
+    if (d == 0) empty = true;
+    else if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError(detail::str_cat("numel: shape ", *this, " has more than 2^63 - 1 elements"));
+  }
+  return empty ? 0 : n;
 }
 
 void Dims::push_back(int64_t v) {
@@ -63,11 +69,12 @@ std::ostream& operator<<(std::ostream& os, const Dims& d) {
 }
 
 Strides contiguous_strides(const Shape& shape) {
+  (void)shape.numel();  // throws when the sizes' product overflows, so the strides below cannot
   Strides s = shape;
   int64_t acc = 1;
   for (int i = shape.rank() - 1; i >= 0; --i) {
     s[i] = acc;
-    acc *= shape[i];
+    acc *= std::max<int64_t>(shape[i], 1);  // as PyTorch: an empty dim does not zero the strides above it
   }
   return s;
 }

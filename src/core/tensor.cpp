@@ -4,10 +4,12 @@
 #include <cmath>
 #include <ostream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "backend/registry.h"
 #include "backend/scalar_cast.h"
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "ops/checks.h"
 
@@ -18,27 +20,29 @@ using ops::describe;
 
 namespace {
 
-// Runs a view transform, adding the tensor's dtype and device to a layout error's message.
+// `message` led by "op: " (layout checks name themselves "layout", "numel" or "tensor").
+std::string named(const char* op, const char* message) {
+  const std::string_view m(message), o(op);
+  const bool has = m.size() > o.size() && m.substr(0, o.size()) == o && m[o.size()] == ':';
+  return has ? std::string(m) : detail::str_cat(op, ": ", m);
+}
+
+// Runs a view transform, adding the op's name and the tensor's dtype and device to a layout error.
 template <typename F>
 Tensor view_in_context(const Tensor& t, const char* op, F&& f) {
   ops::check_defined(op, t);
   try {
     return f();
   } catch (const ShapeError& e) {
-    throw ShapeError(detail::str_cat(e.what(), " (tensor ", describe(t), ")"));
+    throw ShapeError(detail::str_cat(named(op, e.what()), " (tensor ", describe(t), ")"));
   } catch (const IndexError& e) {
-    throw IndexError(detail::str_cat(e.what(), " (tensor ", describe(t), ")"));
+    throw IndexError(detail::str_cat(named(op, e.what()), " (tensor ", describe(t), ")"));
   }
 }
 
-// Sizes are non-negative and the element count fits in 63 bits.
-void check_shape(const char* op, const Shape& shape, Device device) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    WICK_CHECK(d >= 0, ShapeError, op, "negative size in shape ", shape, " (on ", device, ")");
-    WICK_CHECK(!__builtin_mul_overflow(n, d, &n), ShapeError, op, "shape ", shape, " has more than 2^63 elements (on ",
-               device, ")");
-  }
+// Sizes are non-negative and the element count and byte size fit in int64.
+int64_t check_shape(const char* op, const Shape& shape, DType dtype, Device device) {
+  return checked::numel(shape, dtype, op, " (", dtype, " on ", device, ")");
 }
 
 }  // namespace
@@ -46,18 +50,24 @@ void check_shape(const char* op, const Shape& shape, Device device) {
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype)
     : storage_(std::move(storage)), layout_(std::move(layout)), dtype_(dtype) {
   if (storage_) {
-    WICK_CHECK(layout_.extent() * dtype_size(dtype_) <= static_cast<int64_t>(storage_->nbytes()), ShapeError, "tensor",
-               "layout ", layout_.to_string(), " reaches past a storage of ", storage_->nbytes(), " bytes (", dtype_,
-               ")");
+    // The layout is valid (Layout's constructor), so extent() fits; its bytes and those of a
+    // dense copy must too, and the elements must lie inside the storage.
+    int64_t end_bytes = 0, dense_bytes = 0;
+    WICK_CHECK(!__builtin_mul_overflow(layout_.numel(), dtype_size(dtype_), &dense_bytes), ShapeError, "tensor",
+               "shape ", layout_.shape(), " of ", dtype_, " has more than 2^63 - 1 bytes (on ", storage_->device(), ")");
+    const bool inside = !__builtin_mul_overflow(layout_.extent(), dtype_size(dtype_), &end_bytes) &&
+                        static_cast<uint64_t>(end_bytes) <= storage_->nbytes();
+    WICK_CHECK(inside, ShapeError, "tensor", "layout ", layout_.to_string(), " of ", dtype_,
+               " reaches past a storage of ", storage_->nbytes(), " bytes on ", storage_->device());
   }
 }
 
 // ---- creation ---------------------------------------------------------------------------------
 
 Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Shape& shape, Device device) {
-  check_shape("from_vector", shape, device);
-  WICK_CHECK(count == shape.numel(), ShapeError, "from_vector", count, " values for shape ", shape, " (", shape.numel(),
-             " elements)");
+  const int64_t n = check_shape("from_vector", shape, dtype, device);
+  WICK_CHECK(count == n, ShapeError, "from_vector", count, " values for shape ", shape, " (", n, " elements of ", dtype,
+             " on ", device, ")");
   Backend& b = backend_for(device, "from_vector");
   return ops::wrap(b.from_host(data, static_cast<size_t>(count * dtype_size(dtype))), shape, dtype);
 }
@@ -66,10 +76,10 @@ namespace {
 
 // full() and its shorthands, each naming itself in errors.
 Tensor filled(const char* op, const Shape& shape, Scalar value, DType dtype, Device device) {
-  check_shape(op, shape, device);
+  const int64_t n = check_shape(op, shape, dtype, device);
   ops::check_scalar_fits(op, value, dtype, detail::str_cat("shape ", shape, " on ", device));
   Backend& b = backend_for(device, op);
-  Tensor t = ops::wrap(b.alloc(dtype, shape.numel()), shape, dtype);
+  Tensor t = ops::wrap(b.alloc(dtype, n), shape, dtype);
   b.const_set(ops::mut_view_of(t), value);
   return t;
 }
@@ -97,16 +107,29 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device
   WICK_CHECK(d != 0 && std::isfinite(s) && std::isfinite(e) && std::isfinite(d), ShapeError, "arange",
              "needs finite bounds and a nonzero step (got ", start.to_string(), ", ", end.to_string(), ", ",
              step.to_string(), ")");
-  int64_t n;
+  // The count in 128 bits: the span of two int64 bounds does not fit in int64.
+  __int128 count;
   if (ints) {
-    const int64_t a = start.int_value(), b = end.int_value(), st = step.int_value();
-    n = st > 0 ? (b > a ? (b - a + st - 1) / st : 0) : (a > b ? (a - b - st - 1) / -st : 0);
+    const __int128 a = start.int_value(), b = end.int_value(), st = step.int_value();
+    count = st > 0 ? (b > a ? (b - a + st - 1) / st : 0) : (a > b ? (a - b - st - 1) / -st : 0);
   } else {
-    n = static_cast<int64_t>(std::max(0.0, std::ceil((e - s) / d)));
+    const double c = std::max(0.0, std::ceil((e - s) / d));
+    count = c < 0x1p63 ? static_cast<__int128>(c) : static_cast<__int128>(checked::kMax) + 1;
   }
-  std::vector<unsigned char> host(static_cast<size_t>(n * dtype_size(dtype)));
+  WICK_CHECK(count <= checked::kMax, ShapeError, "arange", "from ", start.to_string(), " to ", end.to_string(),
+             " by ", step.to_string(), " has more than 2^63 - 1 elements (", dtype, " on ", device, ")");
+  const int64_t n = static_cast<int64_t>(count);
+  check_shape("arange", Shape{n}, dtype, device);
+  std::vector<unsigned char> host;
+  try {
+    host.resize(static_cast<size_t>(n * dtype_size(dtype)));
+  } catch (const std::bad_alloc&) {
+    WICK_THROW(OutOfMemoryError, "arange", "cannot stage ", n, " elements of ", dtype, " in host memory (for ", device,
+               ")");
+  }
   dispatch(dtype, [&]<typename T>() {
     T* p = reinterpret_cast<T*>(host.data());
+    // i * step stays within [start, end] for i < n, so it cannot overflow.
     for (int64_t i = 0; i < n; ++i) {
       p[i] = ints ? kernels::cast<T>(start.int_value() + i * step.int_value())
                   : kernels::cast<T>(s + static_cast<double>(i) * d);
@@ -119,29 +142,32 @@ Tensor Tensor::arange(int64_t end, DType dtype, Device device) { return arange(0
 
 Tensor Tensor::eye(int64_t n, DType dtype, Device device) {
   WICK_CHECK(n >= 0, ShapeError, "eye", "size must be non-negative, got ", n, " (", dtype, " on ", device, ")");
+  check_shape("eye", Shape{n, n}, dtype, device);
   backend_for(device, "eye");
   Tensor t = zeros({n, n}, dtype, device);
-  Layout diagonal(Shape{n}, Strides{n + 1}, 0);
+  Layout diagonal(Shape{n}, Strides{n + 1}, 0);  // n + 1 fits: n * n does
   backend_of(t).const_set(MutView{*t.storage(), diagonal, dtype}, 1);
   return t;
 }
 
 Tensor Tensor::rand_uniform(const Shape& shape, double lo, double up, DType dtype, Device device) {
-  check_shape("rand_uniform", shape, device);
   WICK_CHECK(is_float(dtype), DTypeError, "rand_uniform", "needs a float dtype, got ", dtype, " (shape ", shape, " on ",
              device, ")");
-  WICK_CHECK(lo <= up, ShapeError, "rand_uniform", "lower bound ", lo, " is above upper bound ", up, " (shape ", shape,
-             " ", dtype, " on ", device, ")");
+  check_shape("rand_uniform", shape, dtype, device);
+  WICK_CHECK(std::isfinite(lo) && std::isfinite(up) && lo < up, ShapeError, "rand_uniform",
+             "needs finite bounds with lo < up, got [", lo, ", ", up, ") (shape ", shape, " ", dtype, " on ", device,
+             ")");
   Backend& b = backend_for(device, "rand_uniform");
   return ops::wrap(b.rand_uniform(shape, dtype, lo, up), shape, dtype);
 }
 
 Tensor Tensor::rand_normal(const Shape& shape, double mean, double std, DType dtype, Device device) {
-  check_shape("rand_normal", shape, device);
   WICK_CHECK(is_float(dtype), DTypeError, "rand_normal", "needs a float dtype, got ", dtype, " (shape ", shape, " on ",
              device, ")");
-  WICK_CHECK(std >= 0, ShapeError, "rand_normal", "standard deviation must be non-negative, got ", std, " (shape ",
-             shape, " ", dtype, " on ", device, ")");
+  check_shape("rand_normal", shape, dtype, device);
+  WICK_CHECK(std::isfinite(mean) && std::isfinite(std) && std >= 0, ShapeError, "rand_normal",
+             "needs a finite mean and a finite, non-negative standard deviation, got mean ", mean, " std ", std,
+             " (shape ", shape, " ", dtype, " on ", device, ")");
   Backend& b = backend_for(device, "rand_normal");
   return ops::wrap(b.rand_normal(shape, dtype, mean, std), shape, dtype);
 }
@@ -195,6 +221,7 @@ Tensor Tensor::to_dtype(DType dtype) const {
   ops::check_defined("to_dtype", *this);
   if (dtype == dtype_) return *this;
   ops::check_supported("to_dtype", *this, OpCode::Cast, {dtype_, dtype});
+  ops::check_output("to_dtype", shape(), dtype, {this});
   return ops::wrap(backend_of(*this).cast(ops::view_of(*this), dtype), shape(), dtype);
 }
 
@@ -288,14 +315,14 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return view_in_context(*this, "reshape", [&] {
     Shape target = shape;
     int infer = -1;
-    int64_t known = 1;
+    int64_t known = 1;  // the product of the given sizes, 0 once one of them is 0
     for (int d = 0; d < target.rank(); ++d) {
       if (target[d] == -1) {
         WICK_CHECK(infer < 0, ShapeError, "reshape", "more than one -1 in shape ", shape);
         infer = d;
       } else {
         WICK_CHECK(target[d] >= 0, ShapeError, "reshape", "negative size in shape ", shape);
-        known *= target[d];
+        known = checked::mul(known, target[d], "reshape", " (shape ", shape, ")");
       }
     }
     if (infer >= 0) {
@@ -303,6 +330,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
                  numel(), " elements) to ", shape);
       target[infer] = numel() / known;
     }
+    WICK_CHECK(checked::numel_fits(target), ShapeError, "reshape", "shape ", shape, " has more than 2^63 - 1 elements");
     if (auto view = layout_.reshape(target)) return with_layout(*view);
     return Tensor(copy().storage_, Layout(target), dtype_);
   });
@@ -328,8 +356,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
   ops::check_defined("chunk", *this);
   WICK_CHECK(chunks > 0, ShapeError, "chunk", "number of chunks must be positive, got ", chunks, " (", describe(*this),
              ")");
-  int64_t size = this->dim(dim);
-  return split(std::max<int64_t>(1, (size + chunks - 1) / chunks), dim);
+  const int64_t size = this->dim(dim);
+  return split(std::max<int64_t>(1, size / chunks + (size % chunks != 0)), dim);
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
@@ -338,7 +366,8 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
              describe(*this), ")");
   int64_t size = this->dim(dim);
   std::vector<int64_t> sizes;
-  for (int64_t start = 0; start < size; start += split_size) sizes.push_back(std::min(split_size, size - start));
+  for (int64_t start = 0; start < size; start += std::min(split_size, size - start))
+    sizes.push_back(std::min(split_size, size - start));
   if (sizes.empty()) sizes.push_back(0);
   return split(sizes, dim);
 }
@@ -349,7 +378,7 @@ std::vector<Tensor> Tensor::split(std::span<const int64_t> sizes, int64_t dim) c
   int64_t total = 0;
   for (int64_t s : sizes) {
     WICK_CHECK(s >= 0, ShapeError, "split", "negative piece size ", s, " (", describe(*this), ")");
-    total += s;
+    total = checked::add(total, s, "split", " (piece sizes of ", describe(*this), ")");
   }
   WICK_CHECK(total == layout_.dim(d), ShapeError, "split", "piece sizes add up to ", total, " but dim ", dim,
              " has size ", layout_.dim(d), " (", describe(*this), ")");

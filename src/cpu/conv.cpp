@@ -2,8 +2,10 @@
 // (groups are native: each is its own product, no split and concatenation). f16, bf16 and
 // f8e4m3 compute in f32. The 1d ops are the 2d ones over a height of 1.
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
@@ -99,17 +101,18 @@ template <typename C>
 struct Scratch {
   StoragePtr block;
   C* data = nullptr;
-  void reserve(Backend& b, int64_t n) {
-    if (!block || block->nbytes() < static_cast<size_t>(n) * sizeof(C)) {
-      block = b.alloc(static_cast<size_t>(n) * sizeof(C));
+  void reserve(Backend& b, int64_t n, const char* op) {
+    const int64_t bytes = checked::mul(n, int64_t(sizeof(C)), op, " (convolution scratch)");
+    if (!block || block->nbytes() < static_cast<size_t>(bytes)) {
+      block = b.alloc(static_cast<size_t>(bytes));
       data = block->as<C>();
     }
   }
 };
 
 template <typename T>
-void conv_impl(Backend& b, const View& x, const View& k, const ConvParams& p, bool transposed, T* out_t,
-               const Shape& out_shape) {
+void conv_impl(Backend& b, const char* op, const View& x, const View& k, const ConvParams& p, bool transposed,
+               T* out_t, const Shape& out_shape) {
   using C = conv_t<T>;
   const Shape& xs = x.layout.shape();
   const Shape& ks = k.layout.shape();
@@ -127,18 +130,23 @@ void conv_impl(Backend& b, const View& x, const View& k, const ConvParams& p, bo
   if constexpr (std::is_same_v<T, C>) {
     out = out_t;
   } else {
-    out_c.reserve(b, out_shape.numel());
+    out_c.reserve(b, out_shape.numel(), op);
     out = out_c.data;
   }
   if (transposed) std::fill(out, out + out_shape.numel(), C(0));
 
   // Many small products: one image and group per thread. Large ones: one after another, with
   // OpenBLAS's threads inside each product.
-  const int64_t work = (transposed ? g.kdim * in_hw * g.cin_g : g.cout_g * out_hw * g.kdim);
-  const bool per_thread = work <= kSingleThreadedGemm && g.n * g.groups > 1;
+  // The products' sizes multiply dims of different tensors: count in double (a heuristic) and
+  // size the scratch with checked arithmetic.
+  const double work = static_cast<double>(transposed ? g.kdim * g.cin_g : g.cout_g * g.kdim) *
+                      static_cast<double>(transposed ? in_hw : out_hw);
+  const bool per_thread = work <= static_cast<double>(kSingleThreadedGemm) && g.n * g.groups > 1;
   const bool direct = !transposed && g.kh == 1 && g.kw == 1 && p.stride[0] == 1 && p.stride[1] == 1 &&
                       p.padding[0] == 0 && p.padding[1] == 0;
-  const int64_t col_size = transposed ? g.kdim * in_hw : (direct ? 0 : g.kdim * out_hw);
+  const int64_t col_size =
+      transposed ? checked::mul(g.kdim, in_hw, op, " (im2col rows x columns)")
+                 : (direct ? 0 : checked::mul(g.kdim, out_hw, op, " (im2col rows x columns)"));
 
   // Each task is one image and group, in three steps: im2col (forward), the product, col2im
   // (transposed). `col` is the task's scratch block of col_size elements.
@@ -163,7 +171,7 @@ void conv_impl(Backend& b, const View& x, const View& k, const ConvParams& p, bo
   if (per_thread) {
     parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
       Scratch<C> col;
-      col.reserve(b, col_size);
+      col.reserve(b, col_size, op);
       for (int64_t t = begin; t < end; ++t) {
         prepare(t, col.data, 0, prep_rows);
         product(t, col.data);
@@ -172,7 +180,7 @@ void conv_impl(Backend& b, const View& x, const View& k, const ConvParams& p, bo
     });
   } else {
     Scratch<C> col;
-    col.reserve(b, col_size);
+    col.reserve(b, col_size, op);
     for (int64_t t = 0; t < tasks; ++t) {
       parallel_for(prep_rows, 1, [&](int64_t begin, int64_t end) { prepare(t, col.data, begin, end); });
       product(t, col.data);
@@ -198,7 +206,7 @@ StoragePtr conv(Backend& b, const View& x, const View& k, const ConvParams& p, i
   const Shape out4 = spatial == 1 ? Layout(out_shape).unsqueeze(2).shape() : out_shape;
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
-      conv_impl<T>(b, View{x.storage, x4, x.dtype}, View{k.storage, k4, k.dtype}, p4, transposed, out->as<T>(), out4);
+      conv_impl<T>(b, std::string(op_name(code)).c_str(), View{x.storage, x4, x.dtype}, View{k.storage, k4, k.dtype}, p4, transposed, out->as<T>(), out4);
     } else {
       throw_not_supported(b, code, x.dtype);
     }

@@ -72,6 +72,7 @@ bool CpuBackend::supports(OpKey op, std::span<const DType> dtypes) const { retur
 
 // Block: [guard][header: guard size, padded to kAlign][data, rounded up][guard]
 StoragePtr CpuBackend::alloc(size_t nbytes) {
+  WICK_CHECK(nbytes <= kMaxAllocBytes, OutOfMemoryError, "alloc", "cannot allocate ", nbytes, " bytes on cpu");
   size_t guard = round_up(check_guard_.load());
   size_t total = block_size(nbytes, guard);
   auto* base = static_cast<unsigned char*>(guard ? nullptr : cache_.take(total));
@@ -111,6 +112,8 @@ void CpuBackend::release(void* data, size_t nbytes) noexcept {
 void CpuBackend::empty_cache() { cache_.clear(); }
 
 bool CpuBackend::set_alloc_check(AllocCheck check) {
+  WICK_CHECK(check.guard_bytes <= kMaxAllocBytes, Error, "set_alloc_check", "guard of ", check.guard_bytes,
+             " bytes is too large (cpu)");
   check_poison_ = check.poison;
   check_guard_ = check.guard_bytes;
   return true;

@@ -2,6 +2,7 @@
 // groups native (one strided-batched product per group over a chunk of images). Used where the
 // vendor's convolution library cannot serve (gpu/conv.cu decides). col2im gathers the taps of each
 // output element on one thread, so no atomics and the same result every run.
+#include "core/checked.h"
 #include "core/dispatch.h"
 #include "gpu/blas.h"
 #include "gpu/conv.h"
@@ -105,9 +106,12 @@ StoragePtr conv_gemm(GpuBackend& b, const View& x, const View& k, const ConvPara
   const size_t size = static_cast<size_t>(dtype_size(dt));
   const int64_t in_hw = g.h * g.w, out_hw = g.oh * g.ow;
   const int64_t kdim = (transposed ? g.cout_g : g.cin_g) * g.kh * g.kw;
-  const int64_t col_per_image = g.groups * kdim * (transposed ? in_hw : out_hw);
-  const int64_t chunk =
-      std::clamp<int64_t>(kColBytes / std::max<int64_t>(col_per_image * static_cast<int64_t>(size), 1), 1, g.n);
+  // The im2col buffer multiplies dims of the kernel and of the output: checked (1d ops run as 2d).
+  const char* name = transposed ? "conv_transpose2d" : "conv2d";
+  const int64_t col_per_image = checked::mul(checked::mul(g.groups, kdim, name, " (im2col rows)"),
+                                             transposed ? in_hw : out_hw, name, " (im2col buffer)");
+  const int64_t col_bytes = checked::mul(col_per_image, static_cast<int64_t>(size), name, " (im2col buffer)");
+  const int64_t chunk = std::clamp<int64_t>(kColBytes / std::max<int64_t>(col_bytes, 1), 1, g.n);
   StoragePtr col = b.alloc(dt, chunk * col_per_image);
   const char* kp = static_cast<const char*>(ks.data());
   const char* xp = static_cast<const char*>(xs.data());

@@ -41,6 +41,7 @@ void GpuBackend::activate() const { WICK_GPU_CHECK(set_device(index_)); }
 // ---- memory -----------------------------------------------------------------------------------
 
 StoragePtr GpuBackend::alloc(size_t nbytes) {
+  WICK_CHECK(nbytes <= kMaxAllocBytes, OutOfMemoryError, "alloc", "cannot allocate ", nbytes, " bytes on ", name());
   activate();
   size_t guard;
   bool poison;
@@ -111,6 +112,8 @@ void GpuBackend::empty_cache() {
 }
 
 bool GpuBackend::set_alloc_check(AllocCheck check) {
+  WICK_CHECK(check.guard_bytes <= kMaxAllocBytes, Error, "set_alloc_check", "guard of ", check.guard_bytes,
+             " bytes is too large (", name(), ")");
   std::lock_guard<std::mutex> lock(check_mutex_);
   check_ = check;
   return true;

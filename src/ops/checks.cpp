@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/checked.h"
+
 namespace wick::ops {
 
 std::string describe(const Tensor& t) {
@@ -68,10 +70,27 @@ Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void check_writable(const char* op, const Tensor& t) {
+  check_defined(op, t);
   for (int d = 0; d < t.rank(); ++d) {
     WICK_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, ShapeError, op, "cannot write into a broadcast view (dim ", d,
                " has stride 0; ", describe(t), "); make it contiguous first");
   }
+  WICK_CHECK(t.layout().is_non_overlapping(), ShapeError, op, "cannot write into a view whose elements overlap (",
+             t.layout().to_string(), "; ", describe(t), "); make it contiguous first");
+}
+
+void check_output(const char* op, const Shape& shape, DType dtype, std::initializer_list<const Tensor*> operands) {
+  auto names = [&] {
+    std::string s;
+    for (const Tensor* t : operands) s += (s.empty() ? "" : " and ") + describe(*t);
+    return s;
+  };
+  for (int64_t d : shape)
+    WICK_CHECK(d >= 0, ShapeError, op, "the result would have a negative size in shape ", shape, " (", names(), ")");
+  int64_t bytes;
+  WICK_CHECK(checked::numel_fits(shape) && !__builtin_mul_overflow(shape.numel(), dtype_size(dtype), &bytes),
+             ShapeError, op, "the result of shape ", shape, " (", dtype, ") would have more than 2^63 - 1 bytes (",
+             names(), ")");
 }
 
 Tensor unaliased(const Tensor& src, const Tensor& dst) { return src.storage() == dst.storage() ? src.copy() : src; }

@@ -31,8 +31,12 @@ void check_index_dtype(const char* op, const Tensor& ids);
 void check_scalar_fits(const char* op, const Scalar& v, DType dtype, const std::string& context);
 // Numpy broadcasting of the tensors' shapes; ShapeError naming both tensors when incompatible.
 Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b);
-// A tensor written in place may not be a broadcast view (one element under several indices).
+// A tensor written in place may not reach one element under two indices: a broadcast view, or
+// any layout that fails Layout::is_non_overlapping.
 void check_writable(const char* op, const Tensor& t);
+// An op's result of `shape` and `dtype` can exist: sizes non-negative, its element count and
+// byte size within int64. ShapeError naming op and the operands otherwise.
+void check_output(const char* op, const Shape& shape, DType dtype, std::initializer_list<const Tensor*> operands);
 
 inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 inline View view_of(const Tensor& t) { return {*t.storage(), t.layout(), t.dtype()}; }

@@ -28,6 +28,7 @@ Tensor broadcast_pair(const char* name, const Tensor& a, const Tensor& b, OpKey 
   ops::check_same_dtype(name, a, b);
   ops::check_supported(name, a, key, {a.dtype()});
   Shape shape = ops::broadcast_shape(name, a, b);
+  ops::check_output(name, shape, out_dtype, {&a, &b});
   Layout la = a.layout().broadcast_as(shape), lb = b.layout().broadcast_as(shape);
   return wrap(f(view_of(a, la), view_of(b, lb)), shape, out_dtype);
 }
@@ -141,7 +142,9 @@ Tensor where_cond(const Tensor& cond, const Tensor& on_true, const Tensor& on_fa
              ops::describe(cond));
   ops::check_supported(name, on_true, OpCode::Where, {cond.dtype(), on_true.dtype()});
   Shape shape = ops::broadcast_shape(name, on_true, on_false);
+  ops::check_output(name, shape, on_true.dtype(), {&cond, &on_true, &on_false});
   shape = ops::broadcast_shape(name, cond, on_true.broadcast_as(shape));
+  ops::check_output(name, shape, on_true.dtype(), {&cond, &on_true, &on_false});
   Layout lc = cond.layout().broadcast_as(shape), lt = on_true.layout().broadcast_as(shape),
          lf = on_false.layout().broadcast_as(shape);
   return wrap(backend_of(cond).where(view_of(cond, lc), view_of(on_true, lt), view_of(on_false, lf)), shape,

@@ -1,6 +1,7 @@
 // Front end of the index ops (gather, scatter, index_select, index_add, embedding) and the
 // in-place writes (slice_set, const_set, copy_from).
 #include "backend/op.h"
+#include "core/checked.h"
 #include "ops/checks.h"
 #include "wick/ops.h"
 
@@ -66,12 +67,14 @@ Tensor Tensor::index_select(const Tensor& ids, int64_t dim) const {
   WICK_CHECK(ids.rank() == 1, ShapeError, "index_select", "ids must have rank 1, got ", describe(ids));
   Shape shape = this->shape();
   shape[d] = ids.numel();
+  ops::check_output("index_select", shape, dtype_, {this, &ids});
   return wrap(backend_of(*this).index_select(view_of(*this), view_of(ids), d), shape, dtype_);
 }
 
 Tensor Tensor::gather(const Tensor& ids, int64_t dim) const {
   int d = index_checks("gather", *this, ids, dim, OpCode::Gather);
   Tensor x = fit_except_dim("gather", *this, ids, d, "ids");
+  ops::check_output("gather", ids.shape(), dtype_, {this, &ids});
   return wrap(backend_of(*this).gather(view_of(x), view_of(ids), d), ids.shape(), dtype_);
 }
 
@@ -119,6 +122,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
              ids.rank() + 1, ", above wick's maximum rank ", kMaxRank);
   Shape shape = ids.shape();
   shape.push_back(weight.shape()[1]);
+  ops::check_output(op, shape, weight.dtype(), {&weight, &ids});
   try {
     return weight.index_select(ids.flatten_all(), 0).reshape(shape);
   } catch (const IndexError& e) {
@@ -136,8 +140,9 @@ void Tensor::slice_set(const Tensor& src, int64_t dim, int64_t start) {
     WICK_CHECK(i == d || src.shape()[i] == shape()[i], ShapeError, op, "src ", describe(src), " and ", describe(*this),
                " differ in dim ", i);
   }
-  WICK_CHECK(start >= 0 && start + src.shape()[d] <= shape()[d], IndexError, op, "elements [", start, ", ",
-             start + src.shape()[d], ") are outside dim ", d, " of ", describe(*this));
+  WICK_CHECK(start >= 0 && start <= shape()[d] - src.shape()[d], IndexError, op, "elements ",
+             checked::range_text(start, src.shape()[d]), " are outside dim ", d, " of ", describe(*this));
+  ops::check_writable(op, *this);
   narrow(d, start, src.shape()[d]).copy_from(src);
 }
 

@@ -1,4 +1,5 @@
 // cat, stack and pad_with_zeros.
+#include "core/checked.h"
 #include "ops/checks.h"
 #include "wick/ops.h"
 
@@ -24,8 +25,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       WICK_CHECK(i == d || t.shape()[i] == first.shape()[i], ShapeError, op, "shapes ", describe(first), " and ",
                  describe(t), " differ in dim ", i, " (joining along dim ", d, ")");
     }
-    shape[d] += t.shape()[d];
+    shape[d] = checked::add(shape[d], t.shape()[d], op, " (joined size along dim ", d, " of ", describe(first), ")");
   }
+  ops::check_output(op, shape, first.dtype(), {&first});
   Backend& b = backend_of(first);
   Tensor out = ops::wrap(b.alloc(first.dtype(), shape.numel()), shape, first.dtype());
   // Contiguous pieces are blocks of rows (dims before d) x (the rest): copy2d; others copy_strided.
@@ -71,7 +73,9 @@ Tensor Tensor::pad_with_zeros(int64_t dim, int64_t left, int64_t right) const {
   WICK_CHECK(left >= 0 && right >= 0, ShapeError, "pad_with_zeros", "padding must be non-negative, got ", left, " and ",
              right, " (", describe(*this), ")");
   Shape s = shape();
-  s[d] += left + right;
+  s[d] = checked::add(checked::add(s[d], left, "pad_with_zeros", " (", describe(*this), ")"), right, "pad_with_zeros",
+                      " (", describe(*this), ")");
+  ops::check_output("pad_with_zeros", s, dtype_, {this});
   Tensor out = zeros(s, dtype_, device());
   out.slice_set(*this, d, left);
   return out;

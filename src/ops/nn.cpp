@@ -1,7 +1,10 @@
 // Front end of matmul, the convolutions, pooling and upsampling.
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "backend/nn_params.h"
+#include "core/checked.h"
 #include "ops/checks.h"
 
 namespace wick {
@@ -23,6 +26,25 @@ Shape leading(const Shape& s, int drop) {
 void check_pair(const char* op, const char* what, int64_t v, int64_t min, const Tensor& x, const Tensor* k = nullptr) {
   WICK_CHECK(v >= min, ShapeError, op, what, " must be at least ", min, ", got ", v, " (input ", describe(x),
              k ? " and kernel " + describe(*k) : std::string(), ")");
+}
+
+// Computes the terms of conv_out_size / conv_transpose_out_size along `axis` in their order with
+// checked arithmetic, so that once this passes, the backends' unchecked formulas cannot overflow.
+void check_conv_sizes(const char* op, const Tensor& x, const Tensor& k, const ConvParams& p, int axis,
+                      bool transposed) {
+  const int64_t in = x.shape()[2 + axis], ks = k.shape()[2 + axis];
+  const std::string ctx = detail::str_cat(" (input ", describe(x), ", kernel ", describe(k), ", stride ",
+                                          p.stride[axis], ", padding ", p.padding[axis], ", dilation ",
+                                          p.dilation[axis], ")");
+  const int64_t span = checked::mul(p.dilation[axis], ks - 1, op, ctx);
+  const int64_t pad2 = checked::mul(2, p.padding[axis], op, ctx);
+  if (!transposed) {
+    checked::add(in, pad2, op, ctx);
+    checked::add(span, 1, op, ctx);
+    return;
+  }
+  const int64_t out = checked::mul(std::max<int64_t>(in - 1, 0), p.stride[axis], op, ctx) - pad2;
+  checked::add(checked::add(checked::add(out, span, op, ctx), p.output_padding[axis], op, ctx), 1, op, ctx);
 }
 
 Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvParams p, int spatial, bool transposed) {
@@ -54,6 +76,7 @@ Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvP
     check_pair(op, "output_padding", p.output_padding[a], 0, x, &k);
     check_pair(op, "kernel size", k.shape()[2 + a], 1, x, &k);
     const int64_t in = x.shape()[2 + a], ks = k.shape()[2 + a];
+    check_conv_sizes(op, x, k, p, a, transposed);
     if (transposed) {
       WICK_CHECK(p.output_padding[a] < p.stride[a] || p.output_padding[a] < p.dilation[a], ShapeError, op,
                  "output_padding ", p.output_padding[a], " must be smaller than the stride ", p.stride[a],
@@ -68,11 +91,13 @@ Tensor conv(const char* op, OpCode code, const Tensor& x, const Tensor& k, ConvP
                  p.padding[a], ")");
     }
   }
+  const Shape out_shape = conv_output_shape(x.shape(), k.shape(), p, spatial, transposed);
+  ops::check_output(op, out_shape, x.dtype(), {&x, &k});
   Backend& b = backend_of(x);
   StoragePtr s =
       spatial == 1 ? (transposed ? b.conv_transpose1d(view_of(x), view_of(k), p) : b.conv1d(view_of(x), view_of(k), p))
                    : (transposed ? b.conv_transpose2d(view_of(x), view_of(k), p) : b.conv2d(view_of(x), view_of(k), p));
-  return wrap(std::move(s), conv_output_shape(x.shape(), k.shape(), p, spatial, transposed), x.dtype());
+  return wrap(std::move(s), out_shape, x.dtype());
 }
 
 ConvParams params_1d(const Conv1dOptions& o) {
@@ -108,8 +133,9 @@ Tensor pool(const char* op, OpCode code, const Tensor& x, Pair kernel, Pair stri
                " is larger than the input ", describe(x));
   }
   Backend& b = backend_of(x);
+  const Shape out_shape = pool_output_shape(x.shape(), p);
   StoragePtr s = code == OpCode::AvgPool2d ? b.avg_pool2d(view_of(x), p) : b.max_pool2d(view_of(x), p);
-  return wrap(std::move(s), pool_output_shape(x.shape(), p), x.dtype());
+  return wrap(std::move(s), out_shape, x.dtype());
 }
 
 void check_upsample(const char* op, const Tensor& x, int spatial, std::initializer_list<int64_t> sizes) {
@@ -145,6 +171,7 @@ Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
   sa.push_back(m), sa.push_back(k);
   sb.push_back(k), sb.push_back(n);
   so.push_back(m), so.push_back(n);
+  ops::check_output(op, so, lhs.dtype(), {&lhs, &rhs});
   const Layout la = a.layout().broadcast_as(sa), lb = b.layout().broadcast_as(sb);
   Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, lhs.dtype());
   if (lhs.rank() == 1) out = out.squeeze(-2);
@@ -194,6 +221,7 @@ Tensor Tensor::upsample_nearest1d(int64_t size) const {
   check_upsample("upsample_nearest1d", *this, 1, {size});
   Shape s = shape();
   s[2] = size;
+  ops::check_output("upsample_nearest1d", s, dtype_, {this});
   return wrap(backend_of(*this).upsample_nearest1d(view_of(*this), size), s, dtype_);
 }
 
@@ -201,6 +229,7 @@ Tensor Tensor::upsample_nearest2d(int64_t height, int64_t width) const {
   check_upsample("upsample_nearest2d", *this, 2, {height, width});
   Shape s = shape();
   s[2] = height, s[3] = width;
+  ops::check_output("upsample_nearest2d", s, dtype_, {this});
   return wrap(backend_of(*this).upsample_nearest2d(view_of(*this), height, width), s, dtype_);
 }
 
@@ -212,6 +241,7 @@ Tensor bilinear(const Tensor& x, BilinearParams p) {
   ops::check_supported(op, x, OpCode::UpsampleBilinear2d, {x.dtype()});
   Shape s = x.shape();
   s[2] = p.out_h, s[3] = p.out_w;
+  ops::check_output(op, s, x.dtype(), {&x});
   return wrap(backend_of(x).upsample_bilinear2d(view_of(x), p), s, x.dtype());
 }
 
@@ -229,9 +259,13 @@ Tensor Tensor::upsample_bilinear2d_scale(double scale_h, double scale_w, bool al
   WICK_CHECK(rank() == 4, ShapeError, op, "input must have rank 4, got ", describe(*this));
   WICK_CHECK(scale_h > 0 && scale_w > 0 && std::isfinite(scale_h) && std::isfinite(scale_w), ShapeError, op,
              "scale factors must be positive, got ", scale_h, " and ", scale_w, " (", describe(*this), ")");
+  const double out_h = std::floor(static_cast<double>(dim(2)) * scale_h);
+  const double out_w = std::floor(static_cast<double>(dim(3)) * scale_w);
+  WICK_CHECK(out_h < 0x1p62 && out_w < 0x1p62, ShapeError, op, "scale factors ", scale_h, " and ", scale_w,
+             " give an output size beyond 2^62 (", describe(*this), ")");
   BilinearParams p;
-  p.out_h = static_cast<int64_t>(std::floor(static_cast<double>(dim(2)) * scale_h));
-  p.out_w = static_cast<int64_t>(std::floor(static_cast<double>(dim(3)) * scale_w));
+  p.out_h = static_cast<int64_t>(out_h);
+  p.out_w = static_cast<int64_t>(out_w);
   p.align_corners = align_corners, p.scale_h = scale_h, p.scale_w = scale_w;
   return bilinear(*this, p);
 }

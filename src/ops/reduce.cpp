@@ -1,5 +1,6 @@
 // Front end of the reductions, cumsum and sorting. An empty dim list means every dim.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,13 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
   return out;
 }
 
+// argmin, argmax and argsort give u32 indices; the largest, 2^32 - 1, is the index ops' skip
+// sentinel. A longer dim is refused rather than truncated (wick has no i64 index results yet).
+void check_u32_indices(const char* op, const Tensor& x, int dim) {
+  WICK_CHECK(x.rank() == 0 || x.shape()[dim] <= int64_t(UINT32_MAX), ShapeError, op, "dim ", dim, " has ",
+             x.shape()[dim], " elements; u32 indices address at most 2^32 - 1 elements (", ops::describe(x), ")");
+}
+
 Tensor reduce_op(ReduceOp op, const Tensor& x, const Dims& dims, bool keepdim) {
   const std::string name(op_name(op));
   ops::check_defined(name.c_str(), x);
@@ -53,6 +61,7 @@ Tensor reduce_op(ReduceOp op, const Tensor& x, const Dims& dims, bool keepdim) {
                  arg ? name.substr(3) : name, " (", ops::describe(x), ")");
     }
   }
+  if (arg && !rd.empty()) check_u32_indices(name.c_str(), x, rd[0]);
   if (rd.empty()) return arg ? Tensor::zeros(x.shape(), DType::U32, x.device()) : x.copy();
   StoragePtr s = backend_of(x).reduce(op, view_of(x), rd);
   return wrap(std::move(s), reduced_shape(x.shape(), rd, keepdim), arg ? DType::U32 : x.dtype());
@@ -67,7 +76,7 @@ DType stats_dtype(const char* op, const Tensor& x) {
 
 int64_t count_of(const Tensor& x, const std::vector<int>& dims) {
   int64_t n = 1;
-  for (int d : dims) n *= x.shape()[d];
+  for (int d : dims) n *= x.shape()[d];  // at most x.numel(): no overflow
   return n;
 }
 
@@ -124,6 +133,7 @@ Tensor Tensor::cumsum(int64_t dim) const {
 Tensor Tensor::argsort(bool ascending) const {
   ops::check_defined("argsort", *this);
   ops::check_supported("argsort", *this, OpCode::Argsort, {dtype_});
+  check_u32_indices("argsort", *this, rank() - 1);
   return wrap(backend_of(*this).argsort(view_of(*this), ascending), shape(), DType::U32);
 }
 
