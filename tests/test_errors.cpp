@@ -2,6 +2,7 @@
 // name and gives the shapes, dtypes and device involved; none crashes. Runs on every device present;
 // a second host-memory backend standing in for cuda:0 reaches the cross-device checks in CPU-only
 // builds.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "cpu/parallel.h"
 #include "reference/reference.h"
 #include "test_util.h"
 
@@ -639,5 +641,22 @@ TEST(ErrorsNoCrash, EveryBadInputThrows) {
   }
 }
 
+// An error raised inside a parallel loop reaches the caller (an exception leaving an OpenMP
+// region would end the process), whichever thread raised it.
+TEST(ParallelFor, ForwardsAnExceptionToTheCaller) {
+  for (int64_t bad : {int64_t(0), int64_t(1) << 19, (int64_t(1) << 20) - 1}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(cpu::parallel_for(int64_t(1) << 20, 1,
+                                   [&](int64_t begin, int64_t end) {
+                                     if (begin <= bad && bad < end) WICK_THROW(IndexError, "test", "element ", bad);
+                                   }),
+                 IndexError);
+  }
+  std::atomic<int64_t> seen{0};
+  cpu::parallel_for(int64_t(1) << 20, 1, [&](int64_t begin, int64_t end) { seen += end - begin; });
+  EXPECT_EQ(seen.load(), int64_t(1) << 20);
+}
+
 }  // namespace
 }  // namespace wick
+

@@ -1,4 +1,6 @@
 // Shape, Layout views and the host-side layout helpers shared by the backends.
+#include <limits>
+
 #include "backend/strided.h"
 #include "test_util.h"
 
@@ -76,6 +78,67 @@ TEST(Layout, RejectsBadStrides) {
   EXPECT_THROW(Layout(Shape{3}).narrow(0, 2, 2), IndexError);
   EXPECT_THROW(Layout(Shape{3}).slice(0, 0, 3, 0), ShapeError);
   EXPECT_THROW(Layout(Shape{3}).permute(std::vector<int64_t>{0, 0}), ShapeError);
+}
+
+constexpr int64_t kBig = std::numeric_limits<int64_t>::max();
+
+TEST(Shape, NumelRefusesOverflowEvenWhenEmpty) {
+  EXPECT_THROW(Shape({int64_t(1) << 32, int64_t(1) << 32}).numel(), ShapeError);
+  EXPECT_THROW(Shape({0, int64_t(1) << 40, int64_t(1) << 40}).numel(), ShapeError);
+  EXPECT_EQ(Shape({0, int64_t(1) << 40}).numel(), 0);
+  // An empty dim counts as 1 for the strides above it, so they do not collapse to 0.
+  EXPECT_EQ(contiguous_strides({2, 0, 3}), Strides({3, 3, 1}));
+}
+
+TEST(Layout, RefusesLayoutsThatWrap) {
+  // The largest offset, (2 - 1) * 2^62 * 2, passes 2^63 - 1.
+  EXPECT_THROW(Layout({3}, {int64_t(1) << 62}, 0), ShapeError);
+  EXPECT_THROW(Layout({2}, {1}, kBig), ShapeError);
+  EXPECT_THROW(Layout(Shape{int64_t(1) << 40, int64_t(1) << 40}), ShapeError);
+  EXPECT_NO_THROW(Layout({2}, {1}, kBig - 2));
+  EXPECT_EQ(Layout({2}, {1}, kBig - 2).extent(), kBig);
+  EXPECT_THROW(Layout(Shape{4}).broadcast_as({int64_t(1) << 40, int64_t(1) << 40, 4}), ShapeError);
+}
+
+TEST(Layout, ViewsWithExtremeArgumentsNeverWrap) {
+  const Layout l({3, 5}, {5, 1}, 0);
+  EXPECT_THROW(l.narrow(1, kBig, 2), IndexError);
+  EXPECT_THROW(l.narrow(1, 2, kBig), IndexError);
+  EXPECT_THROW(l.narrow(1, -1, 1), IndexError);
+  const Layout s = l.slice(1, 0, kBig, kBig);  // one element: the stride is left alone
+  EXPECT_EQ(s.shape(), Shape({3, 1}));
+  EXPECT_EQ(l.slice(1, std::numeric_limits<int64_t>::min(), kBig, 2).shape(), Shape({3, 3}));
+  EXPECT_EQ(l.slice(1, 4, 2, 1).shape(), Shape({3, 0}));
+  // A size-1 dim's stride addresses nothing: unsqueeze does not overflow making one.
+  const Layout wide({1, 2}, {kBig - 1, 1}, 0);
+  EXPECT_EQ(wide.unsqueeze(0).shape(), Shape({1, 1, 2}));
+}
+
+TEST(Layout, NonOverlapping) {
+  EXPECT_TRUE(Layout(Shape{4, 6}).is_non_overlapping());
+  EXPECT_TRUE(Layout(Shape{4, 6}).transpose(0, 1).slice(0, 1, 6, 2).is_non_overlapping());
+  EXPECT_TRUE(Layout({3, 1, 2}, {0, 0, 1}, 0).slice(0, 0, 1, 1).is_non_overlapping());  // size-1 dims are free
+  EXPECT_TRUE(Layout({2, 0}, {0, 0}, 0).is_non_overlapping());                          // empty
+  EXPECT_FALSE(Layout({4}, {0}, 0).is_non_overlapping());
+  EXPECT_FALSE(Layout({3, 3}, {1, 1}, 0).is_non_overlapping());
+  EXPECT_FALSE(Layout({2, 3}, {2, 1}, 0).is_non_overlapping());  // (0, 2) and (1, 0) meet
+  EXPECT_TRUE(Layout({2, 3}, {3, 1}, 0).is_non_overlapping());
+}
+
+TEST(Device, ParsesOnlyWellFormedNames) {
+  Device d;
+  EXPECT_TRUE(Device::parse("cuda:7", &d));
+  EXPECT_EQ(d, Device::cuda(7));
+  EXPECT_TRUE(Device::parse("rocm", &d));
+  EXPECT_EQ(d, Device::rocm(0));
+  EXPECT_TRUE(Device::parse("cuda:1023", &d));
+  for (const char* bad : {"cuda:huge", "cuda:99999999999", "cuda:4294967297", "cuda:1024", "cuda:-1", "cuda:",
+                          "cuda:1x", "cuda: 1", "cuda:+1", "CPU", "", "cpu:0:0", "gpu:0"}) {
+    Device before = Device::cpu();
+    Device out = before;
+    EXPECT_FALSE(Device::parse(bad, &out)) << bad;
+    EXPECT_EQ(out, before) << bad;
+  }
 }
 
 TEST(Strided, CollapsesContiguousOperands) {
