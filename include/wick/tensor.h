@@ -77,7 +77,8 @@ class Tensor {
   // All elements in row-major order; T must be the tensor's element type.
   template <typename T>
   std::vector<T> to_vector() const {
-    std::vector<T> out(static_cast<size_t>(numel()));
+    std::vector<T> out;
+    host_buffer(out, dtype_of<T>, "to_vector");
     copy_to_host(out.data(), dtype_of<T>);
     return out;
   }
@@ -249,6 +250,19 @@ class Tensor {
 
  private:
   void copy_to_host(void* dst, DType expected, const char* op = "to_vector") const;
+  // Sizes `out` to hold every element, after checking the dtype; a buffer the host cannot give
+  // is an OutOfMemoryError naming op, never std::bad_alloc or std::length_error.
+  template <typename V>
+  void host_buffer(V& out, DType expected, const char* op) const {
+    check_host_copy(expected, op);
+    try {
+      out.resize(static_cast<size_t>(numel()));
+    } catch (const std::exception&) {
+      throw_host_out_of_memory(op);
+    }
+  }
+  void check_host_copy(DType expected, const char* op) const;
+  [[noreturn]] void throw_host_out_of_memory(const char* op) const;
   void copy_item_to_host(void* dst, DType expected) const;
   Tensor with_layout(Layout layout) const { return Tensor(storage_, std::move(layout), dtype_); }
 

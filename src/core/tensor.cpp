@@ -45,6 +45,17 @@ int64_t check_shape(const char* op, const Shape& shape, DType dtype, Device devi
   return checked::numel(shape, dtype, op, " (", dtype, " on ", device, ")");
 }
 
+// Room for `count` pieces of a split; OutOfMemoryError, at once, when the host has none (a dim of
+// 2^40 split in ones), rather than a loop that runs until memory is gone.
+template <typename V>
+void reserve_pieces(V& v, int64_t count, const char* op, const Tensor& t) {
+  try {
+    v.reserve(static_cast<size_t>(count));
+  } catch (const std::exception&) {
+    WICK_THROW(OutOfMemoryError, op, "cannot hold ", count, " pieces in host memory (", describe(t), ")");
+  }
+}
+
 }  // namespace
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype)
@@ -123,7 +134,7 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device
   std::vector<unsigned char> host;
   try {
     host.resize(static_cast<size_t>(n * dtype_size(dtype)));
-  } catch (const std::bad_alloc&) {
+  } catch (const std::exception&) {
     WICK_THROW(OutOfMemoryError, "arange", "cannot stage ", n, " elements of ", dtype, " in host memory (for ", device,
                ")");
   }
@@ -202,10 +213,18 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_
 
 // ---- data out ---------------------------------------------------------------------------------
 
-void Tensor::copy_to_host(void* dst, DType expected, const char* op) const {
+void Tensor::check_host_copy(DType expected, const char* op) const {
   ops::check_defined(op, *this);
   WICK_CHECK(expected == dtype_, DTypeError, op, "the tensor holds ", dtype_, ", not ", expected, " (", describe(*this),
              ")");
+}
+
+void Tensor::throw_host_out_of_memory(const char* op) const {
+  WICK_THROW(OutOfMemoryError, op, "cannot allocate host memory for ", numel(), " elements (", describe(*this), ")");
+}
+
+void Tensor::copy_to_host(void* dst, DType expected, const char* op) const {
+  check_host_copy(expected, op);
   Tensor c = contiguous();
   backend_of(c).to_host(*c.storage_, static_cast<size_t>(c.offset() * dtype_size(dtype_)),
                         static_cast<size_t>(c.numel() * dtype_size(dtype_)), dst);
@@ -230,7 +249,12 @@ Tensor Tensor::to_device(Device device) const {
   if (device == this->device()) return *this;
   Backend& target = backend_for(device, "to_device");
   Tensor c = contiguous();
-  std::vector<unsigned char> host(static_cast<size_t>(numel() * dtype_size(dtype_)));
+  std::vector<unsigned char> host;
+  try {
+    host.resize(static_cast<size_t>(numel() * dtype_size(dtype_)));  // fits: checked by the constructor
+  } catch (const std::exception&) {
+    throw_host_out_of_memory("to_device");
+  }
   backend_of(c).to_host(*c.storage_, static_cast<size_t>(c.offset() * dtype_size(dtype_)), host.size(), host.data());
   return ops::wrap(target.from_host(host.data(), host.size()), shape(), dtype_);
 }
@@ -366,6 +390,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
              describe(*this), ")");
   int64_t size = this->dim(dim);
   std::vector<int64_t> sizes;
+  reserve_pieces(sizes, std::max<int64_t>(1, size / split_size + (size % split_size != 0)), "split", *this);
   for (int64_t start = 0; start < size; start += std::min(split_size, size - start))
     sizes.push_back(std::min(split_size, size - start));
   if (sizes.empty()) sizes.push_back(0);
@@ -383,6 +408,7 @@ std::vector<Tensor> Tensor::split(std::span<const int64_t> sizes, int64_t dim) c
   WICK_CHECK(total == layout_.dim(d), ShapeError, "split", "piece sizes add up to ", total, " but dim ", dim,
              " has size ", layout_.dim(d), " (", describe(*this), ")");
   std::vector<Tensor> out;
+  reserve_pieces(out, static_cast<int64_t>(sizes.size()), "split", *this);
   int64_t start = 0;
   for (int64_t s : sizes) {
     out.push_back(narrow(d, start, s));

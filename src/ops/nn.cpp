@@ -144,7 +144,10 @@ void check_upsample(const char* op, const Tensor& x, int spatial, std::initializ
   int a = 0;
   for (int64_t size : sizes) {
     check_pair(op, "output size", size, 1, x);
-    WICK_CHECK(x.shape()[2 + a] >= 1, ShapeError, op, "cannot upsample the empty dim ", 2 + a, " of ", describe(x));
+    const int64_t in = x.shape()[2 + a];
+    WICK_CHECK(in >= 1, ShapeError, op, "cannot upsample the empty dim ", 2 + a, " of ", describe(x));
+    // The nearest source index is dst * in / out in exact integer arithmetic (nearest_source).
+    checked::mul(size, in, op, " (output size ", size, " for dim ", 2 + a, " of ", describe(x), ")");
     ++a;
   }
 }
