@@ -12,10 +12,10 @@ namespace wick::cpu {
 
 namespace {
 
-void check_dims(int64_t m, int64_t n, int64_t k) {
+void check_dims(int64_t m, int64_t n, int64_t k, const char* dtype) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   WICK_CHECK(m <= kMax && n <= kMax && k <= kMax, NotSupportedError, "matmul", "dims m=", m, " n=", n, " k=", k,
-             " exceed the 32-bit BLAS interface (cpu)");
+             " exceed the 32-bit BLAS interface (", dtype, " on cpu)");
 }
 
 CBLAS_TRANSPOSE op(const BlasMatrix& x) { return x.trans ? CblasTrans : CblasNoTrans; }
@@ -33,7 +33,7 @@ bool zero_product(int64_t m, int64_t n, int64_t k, T* c, int64_t ldc) {
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, BlasMatrix am, const float* b, BlasMatrix bm, float* c,
           int64_t ldc) {
   if (zero_product(m, n, k, c, ldc)) return;
-  check_dims(m, n, k);
+  check_dims(m, n, k, "f32");
   cblas_sgemm(CblasRowMajor, op(am), op(bm), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
               static_cast<int>(am.ld), b, static_cast<int>(bm.ld), 0.0f, c, static_cast<int>(ldc));
 }
@@ -41,7 +41,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, BlasMatrix am, const 
 void gemm(int64_t m, int64_t n, int64_t k, const double* a, BlasMatrix am, const double* b, BlasMatrix bm, double* c,
           int64_t ldc) {
   if (zero_product(m, n, k, c, ldc)) return;
-  check_dims(m, n, k);
+  check_dims(m, n, k, "f64");
   cblas_dgemm(CblasRowMajor, op(am), op(bm), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
               static_cast<int>(am.ld), b, static_cast<int>(bm.ld), 0.0, c, static_cast<int>(ldc));
 }

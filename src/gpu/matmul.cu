@@ -52,7 +52,7 @@ StoragePtr GpuBackend::matmul(const View& a, const View& b) {
   }
   constexpr int64_t kInt = std::numeric_limits<int>::max();
   WICK_CHECK(m <= kInt && n <= kInt && k <= kInt, NotSupportedError, "matmul", "dims m=", m, " n=", n, " k=", k,
-             " exceed the 32-bit BLAS interface (", name(), ")");
+             " exceed the 32-bit BLAS interface (", a.dtype, " on ", name(), ")");
 
   // Operands BLAS cannot read in place are copied to contiguous storage first.
   StoragePtr held[2];
@@ -79,7 +79,8 @@ StoragePtr GpuBackend::matmul(const View& a, const View& b) {
   const StridedSpace<3> s = collapse<3>({&bo, &ba, &bb});
   const int last = s.rank - 1;
   const int64_t inner = s.shape[last], outer = s.numel() / inner;
-  WICK_CHECK(inner <= kInt, NotSupportedError, "matmul", "a batch of ", inner, " exceeds the 32-bit BLAS interface");
+  WICK_CHECK(inner <= kInt, NotSupportedError, "matmul", "a batch of ", inner, " exceeds the 32-bit BLAS interface (",
+             a.layout.shape(), " x ", b.layout.shape(), " ", a.dtype, " on ", name(), ")");
   Gemm g{a.dtype,
          m,
          n,

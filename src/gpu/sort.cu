@@ -64,7 +64,7 @@ StoragePtr GpuBackend::argsort(const View& x, bool ascending) {
   if (n == 0) return out;
   const int64_t len = xl.rank() > 0 ? xl.dim(xl.rank() - 1) : 1, rows = n / len;
   WICK_CHECK(len <= (int64_t(1) << 32), NotSupportedError, "argsort", "rows of more than 2^32 elements (", len,
-             ") do not fit u32 indices");
+             ") do not fit u32 indices (", xl.shape(), " ", x.dtype, " on ", name(), ")");
   constexpr int64_t kMaxItems = std::numeric_limits<int>::max();
   const bool long_rows = len > kMaxItems;
   const int64_t block_rows = long_rows ? 1 : std::min(rows, kMaxItems / len);
