@@ -27,7 +27,7 @@ TEST(Readme, ShowsTheExampleVerbatim) {
 TEST(Docs, NumericsHoldsTheSupportTable) {
   std::string doc = read(std::string(WICK_SOURCE_DIR) + "/docs/numerics.md");
   EXPECT_NE(doc.find(wick::support_table_markdown()), std::string::npos)
-      << "docs/numerics.md must end with the output of `wick ops`";
+      << "docs/numerics.md must hold the output of `wick ops`";
 }
 
 }  // namespace

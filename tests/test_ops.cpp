@@ -2,6 +2,7 @@
 // device: broadcasting, integer wrap-around and division, NaN rules, rounding, reductions,
 // sorting, index ops with the skip sentinel, and determinism.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "test_util.h"
@@ -306,6 +307,29 @@ TEST_P(OpsTest, ReductionsAreDeterministic) {
   omp_set_num_threads(threads);
 #endif
   EXPECT_EQ(x.sum().item<float>(), s1);
+}
+
+// Ops made of IEEE basic operations give the CPU's bits on every device: no backend fuses a
+// multiply and an add into one rounding (docs/numerics.md, the section on contraction).
+TEST_P(OpsTest, IeeeOpsGiveTheCpuBits) {
+  manual_seed(5, Device::cpu());
+  for (DType dt : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor x = Tensor::rand_normal({2, 3, 17, 19}, 0, 1, dt, Device::cpu());
+    const Tensor on = x.to_device(dev());
+    auto expect_bits = [&](const Tensor& got, const Tensor& want, const char* op) {
+      const std::vector<double> g = got.to_dtype(DType::F64).to_vector<double>();
+      const std::vector<double> w = want.to_dtype(DType::F64).to_vector<double>();
+      ASSERT_EQ(g.size(), w.size()) << op;
+      size_t differ = 0;
+      for (size_t i = 0; i < g.size(); ++i) differ += std::memcmp(&g[i], &w[i], sizeof(double)) != 0;
+      EXPECT_EQ(differ, 0u) << op << ": " << differ << " of " << g.size() << " elements differ from the CPU's";
+    };
+    expect_bits(on.affine(0.7, -0.3), x.affine(0.7, -0.3), "affine");
+    expect_bits(on.upsample_bilinear2d(29, 41), x.upsample_bilinear2d(29, 41), "upsample_bilinear2d");
+    expect_bits(on.avg_pool2d(3, 2), x.avg_pool2d(3, 2), "avg_pool2d");
+    expect_bits(on.abs().sqrt() / (on + 3), x.abs().sqrt() / (x + 3), "sqrt, div");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OpsTest, ::testing::ValuesIn(test::devices()), test::device_name);

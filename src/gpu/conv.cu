@@ -1,6 +1,8 @@
 // Convolution entry points: 1d as 2d over a height of 1, f8e4m3 through f32, then the vendor
 // library or wick's own path (the "conv" option, or WICK_CONV=gemm in the environment, forces
 // wick's own; set_option("conv", "library") restores the default).
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +19,29 @@ bool own_path_from_env() {
 }
 
 }  // namespace
+
+bool conv_log_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("WICK_CONV_LOG");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+void conv_log(const char* format, ...) {
+  if (!conv_log_enabled()) return;
+  // One write per line, so that lines of several threads do not interleave.
+  char line[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  std::fprintf(stderr, "wick conv: %s\n", line);
+}
+
+void conv_log_declined(const ConvCall& c, const char* why) {
+  if (conv_log_enabled()) conv_log("%s: %s; wick's own im2col + GEMM path serves it", describe(c).c_str(), why);
+}
 
 std::string describe(const ConvCall& c) {
   const ConvParams& p = c.p;

@@ -26,8 +26,16 @@ struct ConvCall {
 std::string describe(const ConvCall& c);
 
 // Whether the library takes this convolution (dtype, layouts and parameters), and runs it; the
-// run gives nullptr when the library finds no algorithm for it.
+// run gives nullptr when the library declines it (no algorithm, or one that failed), and the
+// caller takes wick's own path.
 bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bool transposed);
 StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, const Shape& out_shape);
+
+// WICK_CONV_LOG=1 (any value but "0"): the library's candidates, their times and why one was
+// declined, one "wick conv: ..." line each on stderr. Both libraries log through these.
+bool conv_log_enabled();
+[[gnu::format(printf, 1, 2)]] void conv_log(const char* format, ...);
+// Logs that wick's own path serves a convolution the library declined, and why.
+void conv_log_declined(const ConvCall& c, const char* why);
 
 }  // namespace wick::gpu

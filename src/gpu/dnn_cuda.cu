@@ -9,8 +9,6 @@
 #include <cudnn.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -43,17 +41,7 @@ namespace {
 
 constexpr cudnnStatus_t kOk = CUDNN_STATUS_SUCCESS;
 
-// WICK_CONV_LOG=1: why cuDNN served a convolution or not, on stderr.
-bool log_choices() {
-  static const bool on = [] {
-    const char* v = std::getenv("WICK_CONV_LOG");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
-  return on;
-}
-void log_status(const char* what, cudnnStatus_t s) {
-  if (log_choices()) std::fprintf(stderr, "wick conv: %s: %s\n", what, cudnnGetErrorString(s));
-}
+void log_status(const char* what, cudnnStatus_t s) { conv_log("%s: %s", what, cudnnGetErrorString(s)); }
 
 cudnnHandle_t handle_for(GpuBackend& b) {
   static std::mutex mutex;
@@ -168,9 +156,8 @@ struct Conv {
 // Finalises a descriptor before anything refers to it; false (and a log line) when cuDNN refuses it.
 bool ready(Desc& d, const char* what) {
   const cudnnStatus_t s = d.finalize();
-  if (s != kOk && log_choices())
-    std::fprintf(stderr, "wick conv: the %s descriptor was refused (attribute %d): %s\n", what, d.failed_attribute(),
-                 cudnnGetErrorString(s));
+  if (s != kOk)
+    conv_log("the %s descriptor was refused (attribute %d): %s", what, d.failed_attribute(), cudnnGetErrorString(s));
   return s == kOk;
 }
 
@@ -271,9 +258,7 @@ int64_t admissible_engine(const Desc& config, DType dt) {
     if (tf32 || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
         notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
         notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) {
-      if (log_choices())
-        std::fprintf(stderr, "wick conv: engine %lld left out (numerical note %d)\n", static_cast<long long>(index),
-                     static_cast<int>(notes[i]));
+      conv_log("engine %lld left out (numerical note %d)", static_cast<long long>(index), static_cast<int>(notes[i]));
       return -1;
     }
   }
@@ -299,7 +284,7 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
   constexpr int kRuns = 3;
   std::vector<Desc> configs = engine_configs(c.parts.back(), CUDNN_HEUR_MODE_A);
   for (Desc& d : engine_configs(c.parts.back(), CUDNN_HEUR_MODE_FALLBACK)) configs.push_back(std::move(d));
-  if (log_choices()) std::fprintf(stderr, "wick conv: %zu engine configurations proposed\n", configs.size());
+  conv_log("%zu engine configurations proposed", configs.size());
 
   const std::unique_ptr<Timer> timer = b.make_timer();
   std::vector<int64_t> tried;
@@ -342,18 +327,15 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
     }
     // The first run also loads the engine's kernels: only a much slower one rules it out.
     if (c.plan && first_ms > 4 * best_ms) {
-      if (log_choices())
-        std::fprintf(stderr, "wick conv: engine %lld: %.4f ms on its first run\n", static_cast<long long>(engine),
-                     first_ms);
+      conv_log("engine %lld: %.4f ms on its first run", static_cast<long long>(engine), first_ms);
       continue;
     }
     std::vector<double> times(kRuns);
     for (double& t : times) WICK_CUDNN_FOR(&call, timed_run(&t));
     std::sort(times.begin(), times.end());
     const double ms = times[kRuns / 2];
-    if (log_choices())
-      std::fprintf(stderr, "wick conv: engine %lld, workspace %lld B: %.4f ms\n", static_cast<long long>(engine),
-                   static_cast<long long>(workspace), ms);
+    conv_log("engine %lld, workspace %lld B: %.4f ms", static_cast<long long>(engine),
+             static_cast<long long>(workspace), ms);
     if (!c.plan || ms < best_ms) {
       best_ms = ms;
       c.parts.push_back(std::move(config));  // the plan refers to it
@@ -431,6 +413,7 @@ StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, co
     conv = std::make_shared<Conv>();
     if (build_graph(*conv, handle, dt, in_l, w_l, res_l, align, p, transposed))
       choose_plan(*conv, call, b, handle, in_p, wp, res_p);
+    if (!conv->plan) conv_log_declined(call, "cuDNN has no admissible plan");
     std::lock_guard<std::mutex> lock(mutex);
     cache.emplace(key, conv);
   }
