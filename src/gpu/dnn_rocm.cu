@@ -10,6 +10,7 @@
 // WICK_CONV_LOG=1 prints each key's candidates and timings to stderr.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <miopen/miopen.h>
@@ -251,11 +252,16 @@ using Key = std::tuple<int, int, bool, std::vector<int64_t>>;
 }  // namespace
 
 bool conv_library_supports(const View& x, const View& k, const ConvParams& p, bool transposed) {
-  (void)transposed;
-  (void)p;
   const DType dt = x.dtype;
   if (dt != DType::F16 && dt != DType::BF16 && dt != DType::F32) return false;
-  return x.layout.numel() < (int64_t(1) << 31) && k.layout.numel() < (int64_t(1) << 31);
+  // MIOpen's descriptors take int: every size, element count and parameter must fit.
+  constexpr int64_t kInt = std::numeric_limits<int>::max();
+  const Shape out = conv_output_shape(x.layout.shape(), k.layout.shape(), p, 2, transposed);
+  if (x.layout.numel() > kInt || k.layout.numel() > kInt || out.numel() > kInt || p.groups > kInt) return false;
+  for (int a = 0; a < 2; ++a) {
+    if (p.padding[a] > kInt || p.stride[a] > kInt || p.dilation[a] > kInt || p.output_padding[a] > kInt) return false;
+  }
+  return true;
 }
 
 StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, const Shape& out_shape) {
