@@ -1,0 +1,101 @@
+// The number of OpenMP threads does not change results: reductions, cumsum, argsort and the index
+// ops give the same bits with 1, 2 and 3 threads, on sizes above the CPU backend's parallel grain
+// (32768 elements). matmul and convolution are left out: OpenBLAS may change their last bits.
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+
+#include "test_util.h"
+
+namespace wick {
+namespace {
+
+// The bytes of t, read out as its own element type.
+std::vector<unsigned char> bytes_of(const Tensor& t) {
+  std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_size(t.dtype())));
+  auto copy = [&](const auto& v) { std::memcpy(out.data(), v.data(), out.size()); };
+  switch (t.dtype()) {
+    case DType::F32: copy(t.to_vector<float>()); break;
+    case DType::F64: copy(t.to_vector<double>()); break;
+    case DType::F16: copy(t.to_vector<f16>()); break;
+    case DType::BF16: copy(t.to_vector<bf16>()); break;
+    case DType::U32: copy(t.to_vector<uint32_t>()); break;
+    case DType::I32: copy(t.to_vector<int32_t>()); break;
+    case DType::I64: copy(t.to_vector<int64_t>()); break;
+    default: ADD_FAILURE() << "no reader for " << t.dtype();
+  }
+  return out;
+}
+
+Tensor ids(int64_t n, int64_t mul, int64_t mod, const Shape& shape) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i * mul % mod;
+  return Tensor::from_vector(v, shape);
+}
+
+struct Result {
+  std::string what;
+  std::vector<unsigned char> bytes;
+};
+
+// Every result, computed with `threads` OpenMP threads on the same inputs.
+std::vector<Result> results(int threads) {
+  omp_set_num_threads(threads);
+  manual_seed(7);
+  std::vector<Result> out;
+  auto keep = [&](const std::string& what, const Tensor& t) { out.push_back({what, bytes_of(t)}); };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    // 300 x 257: 77,100 elements, more than two parallel grains; as stored, transposed, narrowed.
+    const Tensor x = Tensor::rand_normal({300, 257}, 0, 3, DType::F32).to_dtype(dt);
+    const std::pair<const char*, Tensor> views[] = {{"", x}, {" t", x.t()}, {" narrow", x.narrow(1, 1, 200)}};
+    for (const auto& [name, v] : views) {
+      const std::string p = std::string(dtype_name(dt)) + name + " ";
+      keep(p + "sum", v.sum());
+      keep(p + "sum(0)", v.sum(0));
+      keep(p + "sum(1)", v.sum(1));
+      keep(p + "sum(0, 1)", v.sum(Dims{0, 1}, true));
+      keep(p + "max", v.max());
+      keep(p + "max(0)", v.max(0));
+      keep(p + "min(1)", v.min(1));
+      keep(p + "argmax(0)", v.argmax(0));
+      keep(p + "argmin(1)", v.argmin(1));
+      keep(p + "cumsum(0)", v.cumsum(0));
+      keep(p + "cumsum(1)", v.cumsum(1));
+      keep(p + "mean(1)", v.mean(1));
+      keep(p + "argsort", v.argsort());
+      keep(p + "argsort descending", v.argsort(false));
+    }
+  }
+  // Integers: sums that wrap, and many ties for argmax and argsort.
+  const Tensor i = Tensor::rand_uniform({256, 300}, -1000, 1000, DType::F64).to_dtype(DType::I64);
+  keep("i64 sum(0)", i.sum(0));
+  keep("i64 sum", (i * 1000000000000LL).sum());
+  keep("i64 cumsum(1)", i.cumsum(1));
+  keep("i32 argmax(1)", i.to_dtype(DType::I32).affine(0.01, 0).argmax(1));
+  keep("i32 argsort", i.to_dtype(DType::I32).affine(0.01, 0).argsort());
+  // Index ops on 65,536-element and larger outputs; the adds hit each destination many times.
+  const Tensor x = Tensor::rand_normal({256, 256}, 0, 1, DType::F32);
+  keep("index_select", x.narrow(1, 0, 64).index_select(ids(1024, 37, 256, {1024}), 0));
+  keep("gather", x.gather(ids(65536, 31, 256, {256, 256}), 1));
+  keep("scatter", Tensor::zeros({16, 256}).scatter(ids(65536, 7, 16, {256, 256}), x, 0));
+  keep("scatter_add", Tensor::zeros({16, 256}).scatter_add(ids(65536, 7, 16, {256, 256}), x, 0));
+  keep("index_add", Tensor::zeros({64, 256}).index_add(ids(256, 5, 64, {256}), x, 0));
+  keep("embedding", embedding(x, ids(4096, 13, 256, {64, 64})));
+  return out;
+}
+
+TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
+  const int before = omp_get_max_threads();
+  const std::vector<Result> one = results(1);
+  for (int threads : {2, 3}) {
+    const std::vector<Result> many = results(threads);
+    ASSERT_EQ(many.size(), one.size());
+    for (size_t k = 0; k < one.size(); ++k)
+      EXPECT_TRUE(many[k].bytes == one[k].bytes) << one[k].what << " differs between 1 and " << threads << " threads";
+  }
+  omp_set_num_threads(before);
+}
+
+}  // namespace
+}  // namespace wick
