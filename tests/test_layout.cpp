@@ -133,7 +133,7 @@ TEST(Device, ParsesOnlyWellFormedNames) {
   EXPECT_EQ(d, Device::rocm(0));
   EXPECT_TRUE(Device::parse("cuda:1023", &d));
   for (const char* bad : {"cuda:huge", "cuda:99999999999", "cuda:4294967297", "cuda:1024", "cuda:-1", "cuda:",
-                          "cuda:1x", "cuda: 1", "cuda:+1", "CPU", "", "cpu:0:0", "gpu:0"}) {
+                          "cuda:1x", "cuda: 1", "cuda:+1", "CPU", "", "cpu:0:0", "cpu:x", "gpu:0"}) {
     Device before = Device::cpu();
     Device out = before;
     EXPECT_FALSE(Device::parse(bad, &out)) << bad;

@@ -31,7 +31,8 @@ class Device {
   // "cpu", "cuda:0", "rocm:1"
   std::string to_string() const;
   // Parses what to_string prints ("cuda" alone means "cuda:0"; the ordinal is decimal digits, at
-  // most kMaxDeviceIndex); returns false, leaving *out alone, if malformed.
+  // most kMaxDeviceIndex; "cpu:1" parses, as to_string prints it, and is refused where used);
+  // returns false, leaving *out alone, if malformed.
   static bool parse(const std::string& text, Device* out);
 
   friend constexpr bool operator==(Device a, Device b) { return a.type_ == b.type_ && a.index_ == b.index_; }

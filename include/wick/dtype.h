@@ -42,7 +42,10 @@ inline constexpr DType kAllDTypes[] = {
 #undef WICK_X
 };
 
-// Size of one element in bytes.
+// Whether dt is one of the enum's values (a DType made from an arbitrary integer may not be).
+constexpr bool is_valid(DType dt) { return static_cast<int>(dt) < kNumDTypes; }
+
+// Size of one element in bytes (0 for an invalid dtype).
 constexpr int64_t dtype_size(DType dt) {
   switch (dt) {
 #define WICK_X(e, t, n) \

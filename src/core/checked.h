@@ -45,6 +45,7 @@ inline bool numel_fits(const Shape& shape) {
 // and the byte size of a dense copy within int64. ShapeError naming op and ctx otherwise.
 template <typename... Ctx>
 int64_t numel(const Shape& shape, DType dtype, const char* op, const Ctx&... ctx) {
+  WICK_CHECK(is_valid(dtype), DTypeError, op, "invalid dtype ", static_cast<int>(dtype), ctx...);
   for (int64_t d : shape)
     WICK_CHECK(d >= 0, ShapeError, op, "negative size in shape ", shape, ctx...);
   WICK_CHECK(numel_fits(shape), ShapeError, op, "shape ", shape, " has more than 2^63 - 1 elements", ctx...);

@@ -16,13 +16,11 @@ std::string Device::to_string() const {
 }
 
 bool Device::parse(const std::string& text, Device* out) {
-  if (text == "cpu") {
-    *out = cpu();
-    return true;
-  }
   std::string kind = text.substr(0, text.find(':'));
   DeviceType type;
-  if (kind == "cuda")
+  if (kind == "cpu")
+    type = DeviceType::Cpu;
+  else if (kind == "cuda")
     type = DeviceType::Cuda;
   else if (kind == "rocm")
     type = DeviceType::Rocm;

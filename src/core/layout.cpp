@@ -23,9 +23,16 @@ std::optional<int64_t> last_offset(const Shape& shape, const Strides& strides, i
   return last;
 }
 
+// contiguous_strides, with the errors of a layout (its sizes, their product) named "layout".
+Strides dense_strides(const Shape& shape) {
+  for (int64_t d : shape) WICK_CHECK(d >= 0, ShapeError, "layout", "negative size in shape ", shape);
+  WICK_CHECK(checked::numel_fits(shape), ShapeError, "layout", "shape ", shape, " has more than 2^63 - 1 elements");
+  return contiguous_strides(shape);
+}
+
 }  // namespace
 
-Layout::Layout(const Shape& shape, int64_t offset) : Layout(shape, contiguous_strides(shape), offset) {}
+Layout::Layout(const Shape& shape, int64_t offset) : Layout(shape, dense_strides(shape), offset) {}
 
 // Every Layout passes here: sizes, strides and offset non-negative, and the element count and
 // the largest offset (so extent()) within int64, whatever numbers a caller or a file gave.
@@ -87,7 +94,8 @@ Layout Layout::narrow(int64_t dim, int64_t start, int64_t len) const {
              checked::range_text(start, len), " are outside dim ", dim, " of size ", shape_[d], " (shape ", shape_, ")");
   Layout out = *this;
   out.shape_[d] = len;
-  if (len > 0) out.offset_ += start * strides_[d];  // an element of this layout: within extent()
+  // An element of this layout, so within extent(); an empty result keeps its offset.
+  if (out.numel() > 0) out.offset_ += start * strides_[d];
   return out;
 }
 
@@ -102,7 +110,7 @@ Layout Layout::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   const int64_t len = (end - start) / step + ((end - start) % step != 0);
   Layout out = *this;
   out.shape_[d] = len;
-  if (len > 0) out.offset_ += start * strides_[d];
+  if (out.numel() > 0) out.offset_ += start * strides_[d];
   // With two or more elements the new stride spans part of the old dim, so it fits; with fewer
   // it is never used to address anything.
   if (len > 1) out.strides_[d] = strides_[d] * step;
@@ -173,6 +181,8 @@ Layout Layout::unsqueeze(int64_t dim) const {
 }
 
 std::optional<Layout> Layout::reshape(const Shape& shape) const {
+  for (int64_t d : shape) WICK_CHECK(d >= 0, ShapeError, "reshape", "negative size in shape ", shape);
+  WICK_CHECK(checked::numel_fits(shape), ShapeError, "reshape", "shape ", shape, " has more than 2^63 - 1 elements");
   WICK_CHECK(shape.numel() == numel(), ShapeError, "reshape", "cannot reshape ", shape_, " (", numel(),
              " elements) to ", shape, " (", shape.numel(), " elements)");
   if (is_contiguous()) return Layout(shape, offset_);

@@ -85,6 +85,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (int i = 0; i < rank; ++i) {
     int ia = i - (rank - a.rank()), ib = i - (rank - b.rank());
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    WICK_CHECK(da >= 0 && db >= 0, ShapeError, op, "negative size in shapes ", a, " and ", b);
     WICK_CHECK(da == db || da == 1 || db == 1, ShapeError, op, "shapes ", a, " and ", b,
                " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
     out.push_back(da == 1 ? db : da);
@@ -93,7 +94,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 int normalize_dim(int64_t dim, int rank, const char* op) {
-  int64_t d = dim < 0 ? dim + rank : dim;
+  WICK_CHECK(rank >= 0 && rank <= kMaxRank + 1, ShapeError, op, "rank ", rank, " is out of range");
+  const int64_t d = dim < 0 ? dim + rank : dim;  // no overflow: rank is small and non-negative
   WICK_CHECK(d >= 0 && d < rank, ShapeError, op, "dim ", dim, " out of range for a tensor of rank ", rank);
   return static_cast<int>(d);
 }

@@ -61,13 +61,16 @@ void reserve_pieces(V& v, int64_t count, const char* op, const Tensor& t) {
 Tensor::Tensor(std::shared_ptr<Storage> storage, Layout layout, DType dtype)
     : storage_(std::move(storage)), layout_(std::move(layout)), dtype_(dtype) {
   if (storage_) {
-    // The layout is valid (Layout's constructor), so extent() fits; its bytes and those of a
-    // dense copy must too, and the elements must lie inside the storage.
-    int64_t end_bytes = 0, dense_bytes = 0;
-    WICK_CHECK(!__builtin_mul_overflow(layout_.numel(), dtype_size(dtype_), &dense_bytes), ShapeError, "tensor",
-               "shape ", layout_.shape(), " of ", dtype_, " has more than 2^63 - 1 bytes (on ", storage_->device(), ")");
-    const bool inside = !__builtin_mul_overflow(layout_.extent(), dtype_size(dtype_), &end_bytes) &&
-                        static_cast<uint64_t>(end_bytes) <= storage_->nbytes();
+    // The layout is valid (Layout's constructor), so extent() fits; its elements must lie inside
+    // the storage. A view may hold more elements than memory could (a broadcast): every op checks
+    // the size of what it makes (ops::check_output).
+    WICK_CHECK(is_valid(dtype_), DTypeError, "tensor", "invalid dtype ", static_cast<int>(dtype_), " (layout ",
+               layout_.to_string(), " on ", storage_->device(), ")");
+    int64_t end_bytes = 0;
+    // An empty layout addresses nothing, wherever its offset lies.
+    const bool inside = layout_.numel() == 0 ||
+                        (!__builtin_mul_overflow(layout_.extent(), dtype_size(dtype_), &end_bytes) &&
+                         static_cast<uint64_t>(end_bytes) <= storage_->nbytes());
     WICK_CHECK(inside, ShapeError, "tensor", "layout ", layout_.to_string(), " of ", dtype_,
                " reaches past a storage of ", storage_->nbytes(), " bytes on ", storage_->device());
   }
@@ -165,9 +168,9 @@ Tensor Tensor::rand_uniform(const Shape& shape, double lo, double up, DType dtyp
   WICK_CHECK(is_float(dtype), DTypeError, "rand_uniform", "needs a float dtype, got ", dtype, " (shape ", shape, " on ",
              device, ")");
   check_shape("rand_uniform", shape, dtype, device);
-  WICK_CHECK(std::isfinite(lo) && std::isfinite(up) && lo < up, ShapeError, "rand_uniform",
-             "needs finite bounds with lo < up, got [", lo, ", ", up, ") (shape ", shape, " ", dtype, " on ", device,
-             ")");
+  WICK_CHECK(std::isfinite(lo) && std::isfinite(up) && lo < up && std::isfinite(up - lo), ShapeError, "rand_uniform",
+             "needs finite bounds with lo < up and a finite span up - lo, got [", lo, ", ", up, ") (shape ", shape,
+             " ", dtype, " on ", device, ")");
   Backend& b = backend_for(device, "rand_uniform");
   return ops::wrap(b.rand_uniform(shape, dtype, lo, up), shape, dtype);
 }
@@ -217,6 +220,7 @@ void Tensor::check_host_copy(DType expected, const char* op) const {
   ops::check_defined(op, *this);
   WICK_CHECK(expected == dtype_, DTypeError, op, "the tensor holds ", dtype_, ", not ", expected, " (", describe(*this),
              ")");
+  ops::check_output(op, shape(), dtype_, {this});
 }
 
 void Tensor::throw_host_out_of_memory(const char* op) const {
@@ -248,6 +252,7 @@ Tensor Tensor::to_device(Device device) const {
   ops::check_defined("to_device", *this);
   if (device == this->device()) return *this;
   Backend& target = backend_for(device, "to_device");
+  ops::check_output("to_device", shape(), dtype_, {this});
   Tensor c = contiguous();
   std::vector<unsigned char> host;
   try {
@@ -266,6 +271,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::copy() const {
   ops::check_defined("copy", *this);
+  ops::check_output("copy", shape(), dtype_, {this});
   Backend& b = backend_of(*this);
   Tensor out = ops::wrap(b.alloc(dtype_, numel()), shape(), dtype_);
   b.copy_strided(ops::view_of(*this), ops::mut_view_of(out));

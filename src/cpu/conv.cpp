@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
+#include "cpu/scratch.h"
 #include "kernels/numeric.h"
 
 namespace wick::cpu {
@@ -34,7 +35,7 @@ struct Dense {
         return;
       }
     }
-    copy.resize(static_cast<size_t>(v.layout.numel()));
+    resize_scratch(copy, v.layout.numel());
     map_elementwise([](T x) { return static_cast<C>(x); }, copy.data(), Layout(v.layout.shape()),
                     Operand<T>{static_cast<const T*>(v.storage.data()), &v.layout});
     data = copy.data();

@@ -7,6 +7,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
+#include "cpu/scratch.h"
 #include "kernels/numeric.h"
 
 namespace wick::cpu {
@@ -81,8 +82,8 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
       const int64_t brs = b.layout.stride(r - 2), bcs = b.layout.stride(r - 1);
       const BlasMatrix dense_a{false, std::max<int64_t>(k, 1)}, dense_b{false, std::max<int64_t>(n, 1)};
       for_each_matrix(out_l, a.layout, b.layout, parallel, [&](int64_t oo, int64_t oa, int64_t ob) {
-        std::vector<float> fa(static_cast<size_t>(m * k)), fb(static_cast<size_t>(k * n)),
-            fc(static_cast<size_t>(m * n));
+        std::vector<float> fa, fb, fc;
+        resize_scratch(fa, m * k), resize_scratch(fb, k * n), resize_scratch(fc, m * n);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < k; ++j)
             fa[static_cast<size_t>(i * k + j)] = static_cast<float>(pa[oa + i * ars + j * acs]);

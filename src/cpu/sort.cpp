@@ -7,6 +7,7 @@
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/loops.h"
+#include "cpu/scratch.h"
 #include "kernels/numeric.h"
 
 namespace wick::cpu {
@@ -26,7 +27,8 @@ StoragePtr CpuBackend::argsort(const View& x, bool ascending) {
     uint32_t* o = out->as<uint32_t>();
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / (len * 8));
     for_each_run<2>(rows, grain, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      std::vector<M> key(static_cast<size_t>(len));
+      std::vector<M> key;
+      resize_scratch(key, len);
       for (int64_t r = 0; r < n; ++r) {
         const T* p = in + off[1] + r * st[1];
         uint32_t* idx = o + off[0] + r * st[0];

@@ -42,6 +42,8 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 
 void check_supported(const char* op, const Tensor& t, OpKey key, std::initializer_list<DType> dtypes) {
   std::span<const DType> dts(dtypes.begin(), dtypes.size());
+  for (DType dt : dts)
+    WICK_CHECK(is_valid(dt), DTypeError, op, "invalid dtype ", static_cast<int>(dt), " (", describe(t), ")");
   auto list = [&] {
     std::ostringstream os;
     for (size_t i = 0; i < dtypes.size(); ++i) os << (i ? ", " : "") << dts[i];
@@ -71,6 +73,7 @@ Shape broadcast_shape(const char* op, const Tensor& a, const Tensor& b) {
 
 void check_writable(const char* op, const Tensor& t) {
   check_defined(op, t);
+  if (t.numel() == 0) return;  // nothing is written
   for (int d = 0; d < t.rank(); ++d) {
     WICK_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, ShapeError, op, "cannot write into a broadcast view (dim ", d,
                " has stride 0; ", describe(t), "); make it contiguous first");

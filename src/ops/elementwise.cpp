@@ -18,6 +18,7 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   const std::string name(op_name(op));
   ops::check_defined(name.c_str(), x);
   ops::check_supported(name.c_str(), x, op, {x.dtype()});
+  ops::check_output(name.c_str(), x.shape(), x.dtype(), {&x});
   return wrap(backend_of(x).unary(op, view_of(x)), x.shape(), x.dtype());
 }
 
@@ -100,18 +101,21 @@ Tensor Tensor::sign() const { return unary_op(UnaryOp::Sign, *this); }
 Tensor Tensor::affine(double mul, double add) const {
   ops::check_defined("affine", *this);
   ops::check_supported("affine", *this, OpCode::Affine, {dtype_});
+  ops::check_output("affine", shape(), dtype_, {this});
   return wrap(backend_of(*this).affine(view_of(*this), mul, add), shape(), dtype_);
 }
 
 Tensor Tensor::powf(double exponent) const {
   ops::check_defined("powf", *this);
   ops::check_supported("powf", *this, OpCode::Powf, {dtype_});
+  ops::check_output("powf", shape(), dtype_, {this});
   return wrap(backend_of(*this).powf(view_of(*this), exponent), shape(), dtype_);
 }
 
 Tensor Tensor::elu(double alpha) const {
   ops::check_defined("elu", *this);
   ops::check_supported("elu", *this, OpCode::Elu, {dtype_});
+  ops::check_output("elu", shape(), dtype_, {this});
   return wrap(backend_of(*this).elu(view_of(*this), alpha), shape(), dtype_);
 }
 

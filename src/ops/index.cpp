@@ -110,6 +110,7 @@ Tensor Tensor::index_add(const Tensor& ids, const Tensor& src, int64_t dim) cons
   expected[d] = ids.numel();
   WICK_CHECK(src.shape() == expected, ShapeError, op, "src ", describe(src), " must have shape ", expected,
              " (the tensor ", describe(*this), " with dim ", d, " the length of ids)");
+  ops::check_output(op, shape(), dtype_, {this, &ids, &src});
   return wrap(backend_of(*this).index_add(view_of(*this), view_of(ids), view_of(src), d), shape(), dtype_);
 }
 

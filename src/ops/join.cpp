@@ -56,6 +56,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   int d = ops::dim_of("stack", first, dim, 1);
   WICK_CHECK(first.rank() < kMaxRank, ShapeError, "stack", "stacking ", describe(first), " would give rank ",
              first.rank() + 1, ", above wick's maximum rank ", kMaxRank);
+  Shape out_shape = first.shape();
+  out_shape.insert(d, static_cast<int64_t>(tensors.size()));
+  ops::check_output("stack", out_shape, first.dtype(), {&first});
   std::vector<Tensor> pieces;
   for (const Tensor& t : tensors) {
     ops::check_same_device("stack", {&first, &t});

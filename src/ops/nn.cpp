@@ -146,8 +146,9 @@ void check_upsample(const char* op, const Tensor& x, int spatial, std::initializ
     check_pair(op, "output size", size, 1, x);
     const int64_t in = x.shape()[2 + a];
     WICK_CHECK(in >= 1, ShapeError, op, "cannot upsample the empty dim ", 2 + a, " of ", describe(x));
-    // The nearest source index is dst * in / out in exact integer arithmetic (nearest_source).
-    checked::mul(size, in, op, " (output size ", size, " for dim ", 2 + a, " of ", describe(x), ")");
+    // The nearest source index is dst * in / out in exact integer arithmetic (nearest_source),
+    // dst < size.
+    checked::mul(size - 1, in, op, " (output size ", size, " for dim ", 2 + a, " of ", describe(x), ")");
     ++a;
   }
 }

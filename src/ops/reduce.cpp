@@ -62,9 +62,12 @@ Tensor reduce_op(ReduceOp op, const Tensor& x, const Dims& dims, bool keepdim) {
     }
   }
   if (arg && !rd.empty()) check_u32_indices(name.c_str(), x, rd[0]);
+  const Shape out_shape = reduced_shape(x.shape(), rd, keepdim);
+  const DType out_dtype = arg ? DType::U32 : x.dtype();
+  ops::check_output(name.c_str(), rd.empty() ? x.shape() : out_shape, out_dtype, {&x});
   if (rd.empty()) return arg ? Tensor::zeros(x.shape(), DType::U32, x.device()) : x.copy();
   StoragePtr s = backend_of(x).reduce(op, view_of(x), rd);
-  return wrap(std::move(s), reduced_shape(x.shape(), rd, keepdim), arg ? DType::U32 : x.dtype());
+  return wrap(std::move(s), out_shape, out_dtype);
 }
 
 // The float dtype statistics are computed in: f32 for the low-precision floats.
@@ -127,6 +130,7 @@ Tensor Tensor::cumsum(int64_t dim) const {
   ops::check_defined("cumsum", *this);
   int d = ops::dim_of("cumsum", *this, dim);
   ops::check_supported("cumsum", *this, OpCode::Cumsum, {dtype_});
+  ops::check_output("cumsum", shape(), dtype_, {this});
   return wrap(backend_of(*this).cumsum(view_of(*this), d), shape(), dtype_);
 }
 
@@ -134,6 +138,7 @@ Tensor Tensor::argsort(bool ascending) const {
   ops::check_defined("argsort", *this);
   ops::check_supported("argsort", *this, OpCode::Argsort, {dtype_});
   check_u32_indices("argsort", *this, rank() - 1);
+  ops::check_output("argsort", shape(), DType::U32, {this});
   return wrap(backend_of(*this).argsort(view_of(*this), ascending), shape(), DType::U32);
 }
 

@@ -71,7 +71,7 @@ class Gen {
   // A shape whose elements of `dtype` cannot be allocated: a negative size, an element or byte
   // count past int64, or at least kHugeBytes (or no element at all).
   Shape hostile_shape(DType dtype);
-  // A shape whose element count fits int64 but whose bytes of `dtype` do not fit kHugeBytes.
+  // A shape whose bytes of `dtype` fit int64 but are at least kHugeBytes (a view, never memory).
   Shape huge_view_shape(DType dtype);
   Input input(DType dtype, const Shape& shape, Values values = Values::Normal, bool writable = false);
   Input index_input(DType dtype, const Shape& shape, int64_t bound);

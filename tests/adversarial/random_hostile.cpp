@@ -195,7 +195,7 @@ Call hostile_nn(Gen& g) {
   return c;
 }
 
-// Views and splits of a dim of 2^63 - 1 elements (no memory): an accepted view must stay inside
+// Views and splits of a dim of (2^63 - 1) / dtype_size elements (no memory): an accepted view must stay inside
 // its storage; pieces are few (split sizes of at least a quarter of the dim).
 Call hostile_huge_view(Gen& g) {
   const DType dt = g.any_dtype();
@@ -205,7 +205,7 @@ Call hostile_huge_view(Gen& g) {
   const int op = static_cast<int>(g.range(0, 6));
   Call c;
   c.hostile = true;
-  c.inputs = {g.huge_input(dt, {kI64Max})};
+  c.inputs = {g.huge_input(dt, {kI64Max / dtype_size(dt)})};  // the longest dim whose bytes fit
   static const char* names[] = {"narrow", "slice", "select", "split", "chunk", "split(sizes)", "unsqueeze+reshape"};
   c.desc = str(names[op], " a ", a, " b ", b, " step ", step, " piece ", piece, " chunks ", chunks);
   c.run = [=](Ins& in, Device) {

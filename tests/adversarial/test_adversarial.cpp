@@ -122,10 +122,8 @@ std::vector<Case> shape_cases() {
        [](Device) {
          (void)Shape{-1, kI64Min}.numel();
        }},
-      {"dims_numel_empty_with_huge_ok", nullptr, kOk,
-       [](Device) {
-         check(Shape{0, kI64Max, kI64Max}.numel() == 0, "numel of [0, max, max] is not 0");
-       }},
+      // Refused although empty: the strides of such a shape would not fit (docs/numerics.md).
+      {"dims_numel_empty_with_huge", "numel", kShape, [](Device) { (void)Shape{0, kI64Max, kI64Max}.numel(); }},
       {"contiguous_strides_2p32_2p32_2", nullptr, kShape,
        [](Device) {
          contiguous_strides({p2(32), p2(32), 2});
@@ -273,9 +271,10 @@ std::vector<Case> device_dtype_cases() {
                      check(!Device::parse(text, &d), "Device::parse(\"" + text + "\") accepted it as " + d.to_string());
                    }});
   }
-  out.push_back({"device_parse_int_max_ok", nullptr, kOk, [](Device) {
+  out.push_back({"device_parse_max_index_ok", nullptr, kOk, [](Device) {
                    Device d;
-                   check(Device::parse("cuda:2147483647", &d) && d == Device::cuda(2147483647), "cuda:2147483647");
+                   check(Device::parse("cuda:1023", &d) && d == Device::cuda(1023), "cuda:1023");
+                   check(!Device::parse("cuda:1024", &d) && !Device::parse("cuda:2147483647", &d), "cuda:1024");
                    check(Device::parse("rocm", &d) && d == Device::rocm(0), "rocm alone is rocm:0");
                  }});
   // The header: "Parses what to_string prints".
@@ -337,7 +336,7 @@ std::vector<Case> tensor_ctor_cases() {
          Tensor real = Tensor::zeros({4}, DType::F64, d);  // 32 bytes; 8 * (2^61 + 1) wraps to 8
          read_through(Tensor(real.storage(), Layout({2}, {p2(61)}, 0), DType::F64));
        }},
-      {"tensor_ctor_offset_and_stride_wrap_i16", "tensor", kShape,
+      {"tensor_ctor_offset_and_stride_wrap_i16", "layout", kShape,
        [](Device d) {
          Tensor real = Tensor::zeros({8}, DType::I16, d);  // 2 * (2^62 + 2^62 + 1) wraps to 2
          read_through(Tensor(real.storage(), Layout({2}, {p2(62)}, p2(62) - 1), DType::I16));

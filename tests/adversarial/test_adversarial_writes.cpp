@@ -297,10 +297,13 @@ std::vector<Case> nn_cases() {
        [](Device d) {
          zeros({1, 1, 2, 2}, d).upsample_nearest2d(p2(32), p2(32));
        }},
-      {"upsample_nearest1d_from_2p62_source_ok", nullptr, kOk,
+      {"upsample_nearest1d_from_2p61_source_ok", nullptr, kOk,
        [](Device d) {
-         check(bz({1, 1, p2(62)}, kF32, d).upsample_nearest1d(4).to_vector<float>() == std::vector<float>(4, 0), "0s");
+         check(bz({1, 1, p2(61)}, kF32, d).upsample_nearest1d(4).to_vector<float>() == std::vector<float>(4, 0), "0s");
        }},
+      // The source index dst * in / out: 3 * 2^62 does not fit in int64.
+      {"upsample_nearest1d_source_index_overflows", "upsample_nearest1d", kShape,
+       [](Device d) { bz({1, 1, p2(62)}, kF32, d).upsample_nearest1d(4); }},
       {"upsample_nearest2d_from_2p61_source_ok", nullptr, kOk,
        [](Device d) {
          Tensor y = bz({1, 1, p2(61), 3}, kF32, d).upsample_nearest2d(3, 2);
