@@ -33,6 +33,9 @@ struct Param {
   Device device;
 };
 
+// How gtest and ctest show a case: by name, not as the bytes of a pointer.
+void PrintTo(const Param& p, std::ostream* os) { *os << p.c->name << " on " << p.device; }
+
 std::vector<Param> params() {
   std::vector<Param> out;
   for (Device d : test::devices())
