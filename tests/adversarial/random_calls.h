@@ -15,8 +15,9 @@ namespace wick::adversarial {
 
 // A real allocation made by the loop or accepted from the library holds at most this many bytes.
 inline constexpr int64_t kMaxBytes = int64_t{1} << 26;
-// A hostile size is refusable when its byte count overflows or is at least this: no device has it.
-inline constexpr int64_t kHugeBytes = int64_t{1} << 44;
+// A hostile size is refusable when its byte count overflows or is at least this: past any device,
+// and past the 2^47-byte user address space, so that not even an overcommitting host can hand it out.
+inline constexpr int64_t kHugeBytes = int64_t{1} << 57;
 
 enum class Form { Contiguous, Transposed, Narrowed, Stride2, Broadcast };
 enum class Values { Normal, Positive, Small, Special, Cond, Index };

@@ -38,7 +38,7 @@ Shape Gen::shape(int lo, int hi, int64_t max_dim) {
 int64_t Gen::hostile() {
   static const std::vector<int64_t> values = {
       -1,         -2,          kI64Min,         kI64Min + 1, -p2(31),    -p2(32), p2(31) - 1, p2(31),
-      p2(31) + 1, p2(32) - 1,  p2(32),          p2(32) + 1,  p2(46) + 3, p2(61),  p2(62),     p2(62) + 1,
+      p2(31) + 1, p2(32) - 1,  p2(32),          p2(32) + 1,  p2(57) + 3, p2(61),  p2(62),     p2(62) + 1,
       kI64Max,    kI64Max - 1, kI64Max / 2 + 1, 3037000499,  0,          1};
   return pick(values);
 }
@@ -59,7 +59,7 @@ Shape Gen::huge_view_shape(DType dtype) {
     Shape s;
     const int rank = static_cast<int>(range(1, 3));
     for (int i = 0; i < rank; ++i) {
-      s.push_back(chance(0.6) ? pick(std::vector<int64_t>{p2(31), p2(32) + 1, p2(44), p2(61), p2(62), kI64Max})
+      s.push_back(chance(0.6) ? pick(std::vector<int64_t>{p2(31), p2(32) + 1, p2(57), p2(61), p2(62), kI64Max})
                               : range(1, 3));
     }
     // A tensor's dense bytes must fit in int64 (a view past that is refused when it is made).

@@ -29,7 +29,7 @@ bool refusable(const Shape& shape, DType dtype) {
 
 // Sizes that drive an output size: past kHugeBytes or past int64, or negative.
 int64_t big(Gen& g) {
-  return g.pick(std::vector<int64_t>{p2(45) + 1, p2(61), p2(62), kI64Max - 1, kI64Max, -1, kI64Min, -p2(32)});
+  return g.pick(std::vector<int64_t>{p2(57) + 1, p2(61), p2(62), kI64Max - 1, kI64Max, -1, kI64Min, -p2(32)});
 }
 
 Shape without(const Shape& s, int d) {
@@ -44,7 +44,7 @@ Call hostile_create(Gen& g) {
   const int op = static_cast<int>(g.range(0, 8));
   const int64_t n = g.hostile();
   const int variant = static_cast<int>(g.range(0, 5));
-  const int64_t end = g.pick(std::vector<int64_t>{p2(46) + 3, p2(61), p2(62), kI64Max});
+  const int64_t end = g.pick(std::vector<int64_t>{p2(59) + 3, p2(61), p2(62), kI64Max});
   Call c;
   c.hostile = true;
   static const char* names[] = {"zeros", "ones",   "full",      "rand_uniform",        "rand_normal",
@@ -136,7 +136,7 @@ Call hostile_view_op(Gen& g) {
 
 Call hostile_gather_join(Gen& g) {
   const DType dt = g.any_dtype(), it = g.index_dtype();
-  const int64_t n = g.pick(std::vector<int64_t>{p2(61), p2(62), kI64Max, p2(45) + 1});
+  const int64_t n = g.pick(std::vector<int64_t>{p2(61), p2(62), kI64Max, p2(57) + 1});
   const int op = static_cast<int>(g.range(0, 4));
   Call c;
   c.hostile = true;
@@ -161,7 +161,7 @@ Call hostile_nn(Gen& g) {
   const int op = static_cast<int>(g.range(0, 9));
   const int64_t any = g.hostile(), size = big(g), size2 = big(g);
   const int which = static_cast<int>(g.range(0, 3));  // the parameter made hostile
-  const double scale = g.pick(std::vector<double>{1e300, 0x1p44, INFINITY, NAN, -1, 1e-300, 0x1p62});
+  const double scale = g.pick(std::vector<double>{1e300, 0x1p57, INFINITY, NAN, -1, 1e-300, 0x1p62});
   Call c;
   c.hostile = true;
   c.inputs = {g.input(dt, op == 0 || op == 2 ? Shape{1, 2, 3} : Shape{1, 2, 3, 3}),

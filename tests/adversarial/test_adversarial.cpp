@@ -33,6 +33,9 @@ struct Param {
   Device device;
 };
 
+// How gtest and ctest show a case: by name, not as the bytes of a pointer.
+void PrintTo(const Param& p, std::ostream* os) { *os << p.c->name << " on " << p.device; }
+
 std::vector<Param> params() {
   std::vector<Param> out;
   for (Device d : test::devices())
@@ -298,6 +301,11 @@ std::vector<Case> device_dtype_cases() {
                    [bad = bad](Device) { manual_seed(1, bad); }});
     out.push_back({std::string("device_to_device_") + label, "to_device", kDevice,
                    [bad = bad](Device d) { Tensor::zeros({2}, DType::F32, d).to_device(bad); }});
+    out.push_back({std::string("device_synchronize_") + label, "synchronize", kDevice,
+                   [bad = bad](Device) { synchronize(bad); }});
+    if (!bad.is_cpu())  // describe_device describes the CPU whatever its index
+      out.push_back({std::string("device_describe_") + label, "describe_device", kDevice,
+                     [bad = bad](Device) { describe_device(bad); }});
   }
   out.push_back({"dtype_parse_rejects_lookalikes", nullptr, kOk, [](Device) {
                    DType dt = DType::U8;

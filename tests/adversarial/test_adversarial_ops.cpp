@@ -75,8 +75,9 @@ std::vector<Case> reduce_cases() {
        }},
       {"argmin_dim_int64max_elements", "argmin", kShape, [](Device d) { bz({kI64Max}, kU8, d).argmin(0); }},
       {"argmax_dim_int64min", "argmax", kShape, [](Device d) { Tensor::zeros({2}, kF32, d).argmax(kI64Min); }},
-      {"argsort_last_dim_2p40", "argsort", kShapeOrOom, [](Device d) { bz({p2(40)}, kF32, d).argsort(); }},
-      {"sort_last_dim_2p40", nullptr, kShapeOrOom, [](Device d) { bz({p2(40)}, kF32, d).sort(); }},
+      // Past 2^32 - 1 (the index width) and past any memory (2^58 bytes of u32 indices).
+      {"argsort_last_dim_2p56", "argsort", kShapeOrOom, [](Device d) { bz({p2(56)}, kF32, d).argsort(); }},
+      {"sort_last_dim_2p56", nullptr, kShapeOrOom, [](Device d) { bz({p2(56)}, kF32, d).sort(); }},
       {"argsort_output_bytes_wrap", "argsort", kShapeOrOom,
        [](Device d) {
          bz({p2(61), 2}, kF32, d).argsort();
