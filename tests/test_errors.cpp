@@ -278,6 +278,10 @@ TEST_P(ErrorsTest, IndexOutOfRange) {
   WICK_EXPECT_ERROR(embedding(x, vec<uint32_t>({1, 9}, {2})).to_vector<float>(), IndexError,
                     "index_select: ", "index 9", "size 3", "u32", d());
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  // No element to read, yet the ids are still checked.
+  Tensor empty = zeros({4, 0});
+  WICK_EXPECT_ERROR(empty.index_select(vec<uint32_t>({4}, {1}), 0).to_vector<float>(), IndexError,
+                    "index_select: ", "index 4", "size 4", "u32", d());
 }
 
 TEST_P(ErrorsTest, FailedInPlaceScatterLeavesTheDestinationUnchanged) {

@@ -111,9 +111,9 @@ Layout Layout::slice(int64_t dim, int64_t start, int64_t end, int64_t step) cons
   Layout out = *this;
   out.shape_[d] = len;
   if (out.numel() > 0) out.offset_ += start * strides_[d];
-  // With two or more elements the new stride spans part of the old dim, so it fits; with fewer
-  // it is never used to address anything.
-  if (len > 1) out.strides_[d] = strides_[d] * step;
+  // With two or more elements the new stride spans part of the old dim, so it fits when the view
+  // has elements; with fewer, or in an empty view, it never addresses anything and stays.
+  if (len > 1 && __builtin_mul_overflow(strides_[d], step, &out.strides_[d])) out.strides_[d] = strides_[d];
   return out;
 }
 
@@ -185,18 +185,22 @@ std::optional<Layout> Layout::reshape(const Shape& shape) const {
   WICK_CHECK(checked::numel_fits(shape), ShapeError, "reshape", "shape ", shape, " has more than 2^63 - 1 elements");
   WICK_CHECK(shape.numel() == numel(), ShapeError, "reshape", "cannot reshape ", shape_, " (", numel(),
              " elements) to ", shape, " (", shape.numel(), " elements)");
-  if (is_contiguous()) return Layout(shape, offset_);
+  if (is_contiguous() || numel() == 0) return Layout(shape, offset_);
   // Split the old dims into runs that are contiguous among themselves; each run must map onto
   // whole new dims, which then get strides within the run (PyTorch's view rule).
   Strides strides = shape;
   int view_d = shape.rank() - 1;
   int64_t chunk_base = strides_[rank() - 1];
   int64_t tensor_numel = 1, view_numel = 1;
+  // Products that overflow are no stride of this layout: a run ends there, or the view is refused
+  // and the caller copies.
   for (int d = rank() - 1; d >= 0; --d) {
-    tensor_numel *= shape_[d];
-    if (d == 0 || (shape_[d - 1] != 1 && strides_[d - 1] != tensor_numel * chunk_base)) {
+    tensor_numel *= shape_[d];  // a partial product of a nonzero element count: fits
+    int64_t run_stride = 0;
+    if (d == 0 || (shape_[d - 1] != 1 && (__builtin_mul_overflow(tensor_numel, chunk_base, &run_stride) ||
+                                          strides_[d - 1] != run_stride))) {
       while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        strides[view_d] = view_numel * chunk_base;
+        if (__builtin_mul_overflow(view_numel, chunk_base, &strides[view_d])) return std::nullopt;
         view_numel *= shape[view_d];
         --view_d;
       }

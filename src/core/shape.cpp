@@ -69,12 +69,16 @@ std::ostream& operator<<(std::ostream& os, const Dims& d) {
 }
 
 Strides contiguous_strides(const Shape& shape) {
-  (void)shape.numel();  // throws when the sizes' product overflows, so the strides below cannot
   Strides s = shape;
   int64_t acc = 1;
   for (int i = shape.rank() - 1; i >= 0; --i) {
+    const int64_t d = shape[i];
+    if (d < 0) throw ShapeError(detail::str_cat("strides: negative size in shape ", shape));
     s[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);  // as PyTorch: an empty dim does not zero the strides above it
+    // As PyTorch: an empty dim does not zero the strides above it. The whole product must fit,
+    // as every element count does.
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(d, 1), &acc))
+      throw ShapeError(detail::str_cat("strides: shape ", shape, " has more than 2^63 - 1 elements"));
   }
   return s;
 }

@@ -136,6 +136,7 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device
   check_shape("arange", Shape{n}, dtype, device);
   std::vector<unsigned char> host;
   try {
+    if (static_cast<uint64_t>(n) > kMaxAllocBytes / dtype_size(dtype)) throw std::bad_alloc();
     host.resize(static_cast<size_t>(n * dtype_size(dtype)));
   } catch (const std::exception&) {
     WICK_THROW(OutOfMemoryError, "arange", "cannot stage ", n, " elements of ", dtype, " in host memory (for ", device,
@@ -221,6 +222,8 @@ void Tensor::check_host_copy(DType expected, const char* op) const {
   WICK_CHECK(expected == dtype_, DTypeError, op, "the tensor holds ", dtype_, ", not ", expected, " (", describe(*this),
              ")");
   ops::check_output(op, shape(), dtype_, {this});
+  // Refused before asking the host (see kMaxAllocBytes).
+  if (static_cast<uint64_t>(numel()) > kMaxAllocBytes / dtype_size(dtype_)) throw_host_out_of_memory(op);
 }
 
 void Tensor::throw_host_out_of_memory(const char* op) const {

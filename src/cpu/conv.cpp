@@ -2,8 +2,8 @@
 // (groups are native: each is its own product, no split and concatenation). f16, bf16 and
 // f8e4m3 compute in f32. The 1d ops are the 2d ones over a height of 1.
 #include <cstring>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "core/checked.h"
 #include "core/dispatch.h"
@@ -25,7 +25,7 @@ using conv_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // already is one, else a converted copy.
 template <typename T, typename C>
 struct Dense {
-  std::vector<C> copy;
+  std::optional<Scratch<C>> copy;
   const C* data;
 
   explicit Dense(const View& v) {
@@ -35,10 +35,10 @@ struct Dense {
         return;
       }
     }
-    resize_scratch(copy, v.layout.numel());
-    map_elementwise([](T x) { return static_cast<C>(x); }, copy.data(), Layout(v.layout.shape()),
+    copy.emplace(v.layout.numel());
+    map_elementwise([](T x) { return static_cast<C>(x); }, copy->data(), Layout(v.layout.shape()),
                     Operand<T>{static_cast<const T*>(v.storage.data()), &v.layout});
-    data = copy.data();
+    data = copy->data();
   }
 };
 

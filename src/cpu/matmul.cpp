@@ -1,7 +1,6 @@
 // Batched matmul: f32 and f64 through OpenBLAS with operands in place (row-major or transposed
 // views), f16/bf16/f8e4m3 through f32 buffers (accumulating in f32). Small products of a large
 // batch run in parallel, one per thread; large ones run one after another on OpenBLAS's threads.
-#include <vector>
 
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
@@ -49,7 +48,8 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
   const Layout out_l(out_shape);
   StoragePtr out = alloc(a.dtype, out_shape.numel());
   if (out_shape.numel() == 0) return out;
-  const bool parallel = m * n * k <= kSingleThreadedGemm;
+  // In double: m * n * k of a large view can pass 2^63.
+  const bool parallel = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadedGemm;
 
   dispatch(a.dtype, [&]<typename T>() {
     if constexpr (std::is_floating_point_v<T>) {
@@ -82,16 +82,15 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
       const int64_t brs = b.layout.stride(r - 2), bcs = b.layout.stride(r - 1);
       const BlasMatrix dense_a{false, std::max<int64_t>(k, 1)}, dense_b{false, std::max<int64_t>(n, 1)};
       for_each_matrix(out_l, a.layout, b.layout, parallel, [&](int64_t oo, int64_t oa, int64_t ob) {
-        std::vector<float> fa, fb, fc;
-        resize_scratch(fa, m * k), resize_scratch(fb, k * n), resize_scratch(fc, m * n);
+        Scratch<float> fa(m * k), fb(k * n), fc(m * n);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < k; ++j)
-            fa[static_cast<size_t>(i * k + j)] = static_cast<float>(pa[oa + i * ars + j * acs]);
+            fa[i * k + j] = static_cast<float>(pa[oa + i * ars + j * acs]);
         for (int64_t i = 0; i < k; ++i)
           for (int64_t j = 0; j < n; ++j)
-            fb[static_cast<size_t>(i * n + j)] = static_cast<float>(pb[ob + i * brs + j * bcs]);
+            fb[i * n + j] = static_cast<float>(pb[ob + i * brs + j * bcs]);
         gemm(m, n, k, fa.data(), dense_a, fb.data(), dense_b, fc.data(), n);
-        for (int64_t i = 0; i < m * n; ++i) po[oo + i] = T(fc[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < m * n; ++i) po[oo + i] = T(fc[i]);
       });
     } else {
       throw_not_supported(*this, OpCode::Matmul, a.dtype);

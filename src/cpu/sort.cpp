@@ -2,7 +2,6 @@
 // before every number descending (it counts as the largest value), as in PyTorch.
 #include <algorithm>
 #include <numeric>
-#include <vector>
 
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
@@ -27,12 +26,11 @@ StoragePtr CpuBackend::argsort(const View& x, bool ascending) {
     uint32_t* o = out->as<uint32_t>();
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / (len * 8));
     for_each_run<2>(rows, grain, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      std::vector<M> key;
-      resize_scratch(key, len);
+      Scratch<M> key(len);
       for (int64_t r = 0; r < n; ++r) {
         const T* p = in + off[1] + r * st[1];
         uint32_t* idx = o + off[0] + r * st[0];
-        for (int64_t i = 0; i < len; ++i) key[static_cast<size_t>(i)] = kernels::to_opmath(p[i * stride]);
+        for (int64_t i = 0; i < len; ++i) key[i] = kernels::to_opmath(p[i * stride]);
         std::iota(idx, idx + len, 0u);
         auto k = [&](uint32_t i) { return key[i]; };
         if (ascending) {

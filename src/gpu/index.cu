@@ -156,25 +156,6 @@ void launch_gather(GpuBackend& b, T* out, const Ix* ids, const T* x, const Strid
   WICK_GPU_CHECK_LAUNCH();
 }
 
-template <typename T, typename Ix>
-void gather_into(GpuBackend& b, T* out, const Shape& shape, const View& ids, const Layout& ids_l, const View& x,
-                 const Layout& x_l, int dim, OpCode op) {
-  const Layout out_l(shape);
-  const StridedSpace<3> s = collapse<3>({&out_l, &ids_l, &x_l});
-  if (s.numel() == 0) return;
-  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
-  const T* px = static_cast<const T*>(x.storage.data());
-  int64_t stride = x.layout.stride(dim);
-  const int64_t size = x.layout.dim(dim);
-  StridedSpace<3> wide;
-  if (as_16_bytes<T>(s, &stride, out, px, &wide)) {
-    launch_gather(b, reinterpret_cast<Bytes16*>(out), pi, reinterpret_cast<const Bytes16*>(px), wide, stride,
-                  x.layout.extent(), size, dim, op);
-  } else {
-    launch_gather(b, out, pi, px, s, x.layout.stride(dim), x.layout.extent(), size, dim, op);
-  }
-}
-
 template <typename Ix>
 void check_indices(GpuBackend& b, const View& ids, int64_t size, int dim, OpCode op) {
   const StridedSpace<1> s = collapse<1>({&ids.layout});
@@ -189,6 +170,30 @@ void check_indices(GpuBackend& b, const View& ids, int64_t size, int dim, OpCode
         p, strided_args<1, uint64_t>(s), static_cast<uint64_t>(n), size, dim, b.device_error(), op);
   }
   WICK_GPU_CHECK_LAUNCH();
+}
+
+template <typename T, typename Ix>
+void gather_into(GpuBackend& b, T* out, const Shape& shape, const View& ids, const Layout& ids_l, const View& x,
+                 const Layout& x_l, int dim, OpCode op) {
+  const Layout out_l(shape);
+  const StridedSpace<3> s = collapse<3>({&out_l, &ids_l, &x_l});
+  if (s.numel() == 0) {
+    // No element to gather, yet every index is still checked, as on the CPU: index_select from an
+    // empty tensor with ids out of range is an error.
+    check_indices<Ix>(b, ids, x.layout.dim(dim), dim, op);
+    return;
+  }
+  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
+  const T* px = static_cast<const T*>(x.storage.data());
+  int64_t stride = x.layout.stride(dim);
+  const int64_t size = x.layout.dim(dim);
+  StridedSpace<3> wide;
+  if (as_16_bytes<T>(s, &stride, out, px, &wide)) {
+    launch_gather(b, reinterpret_cast<Bytes16*>(out), pi, reinterpret_cast<const Bytes16*>(px), wide, stride,
+                  x.layout.extent(), size, dim, op);
+  } else {
+    launch_gather(b, out, pi, px, s, x.layout.stride(dim), x.layout.extent(), size, dim, op);
+  }
 }
 
 // dst (layout dst_l, size `size` along dim) gets src scattered by ids (both of src's layout shape).
