@@ -1,6 +1,7 @@
 // Front end of matmul, the convolutions, pooling and upsampling.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "backend/nn_params.h"
@@ -165,6 +166,11 @@ Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
   WICK_CHECK(b.dim(-2) == k, ShapeError, op, "inner dims differ: ", describe(lhs), " has ", k, ", ", describe(rhs),
              " has ", b.dim(-2));
+  // Every backend multiplies through a BLAS with 32-bit dims (cuBLAS, rocBLAS, OpenBLAS's LP64
+  // interface): refused here, so that dot and mv name themselves.
+  constexpr int64_t kBlasMax = std::numeric_limits<int>::max();
+  WICK_CHECK(m <= kBlasMax && n <= kBlasMax && k <= kBlasMax, NotSupportedError, op, "dims m=", m, " n=", n, " k=", k,
+             " exceed the 32-bit BLAS interface (", describe(lhs), " and ", describe(rhs), ")");
   Shape batch;
   try {
     batch = broadcast_shapes(leading(a.shape(), 2), leading(b.shape(), 2), op);
