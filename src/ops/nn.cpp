@@ -166,11 +166,6 @@ Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
   WICK_CHECK(b.dim(-2) == k, ShapeError, op, "inner dims differ: ", describe(lhs), " has ", k, ", ", describe(rhs),
              " has ", b.dim(-2));
-  // Every backend multiplies through a BLAS with 32-bit dims (cuBLAS, rocBLAS, OpenBLAS's LP64
-  // interface): refused here, so that dot and mv name themselves.
-  constexpr int64_t kBlasMax = std::numeric_limits<int>::max();
-  WICK_CHECK(m <= kBlasMax && n <= kBlasMax && k <= kBlasMax, NotSupportedError, op, "dims m=", m, " n=", n, " k=", k,
-             " exceed the 32-bit BLAS interface (", describe(lhs), " and ", describe(rhs), ")");
   Shape batch;
   try {
     batch = broadcast_shapes(leading(a.shape(), 2), leading(b.shape(), 2), op);
@@ -182,6 +177,11 @@ Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
   sb.push_back(k), sb.push_back(n);
   so.push_back(m), so.push_back(n);
   ops::check_output(op, so, lhs.dtype(), {&lhs, &rhs});
+  // Every backend multiplies through a BLAS with 32-bit dims (cuBLAS, rocBLAS, OpenBLAS's LP64
+  // interface): refused here, so that dot and mv name themselves.
+  constexpr int64_t kBlasMax = std::numeric_limits<int>::max();
+  WICK_CHECK(m <= kBlasMax && n <= kBlasMax && k <= kBlasMax, NotSupportedError, op, "dims m=", m, " n=", n, " k=", k,
+             " exceed the 32-bit BLAS interface (", describe(lhs), " and ", describe(rhs), ")");
   const Layout la = a.layout().broadcast_as(sa), lb = b.layout().broadcast_as(sb);
   Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, lhs.dtype());
   if (lhs.rank() == 1) out = out.squeeze(-2);
