@@ -3,7 +3,8 @@
 // the engine configurations cuDNN's heuristics propose, on the call's own buffers, and keeps the
 // fastest plan for the process. Engines that would break wick's numerics are never candidates:
 // inputs down-converted, reductions in half precision, non-deterministic results, and TF32 tensor
-// cores for f32 unless set_allow_tf32(true). Input and output take any strides; the kernel is packed
+// cores for f32 unless set_allow_tf32(true); nor are engines compiled at run time (see
+// admissible_engine). Input and output take any strides; the kernel is packed
 // first when it is not contiguous. The transposed forms are cuDNN's backward-data pass.
 // WICK_CONV_LOG=1 prints each key's candidates and timings to stderr.
 #include <cudnn.h>
@@ -252,6 +253,23 @@ int64_t admissible_engine(const Desc& config, DType dt) {
   if (s != kOk) {
     log_status("reading an engine failed", s);
     return -1;
+  }
+  // Runtime-compiled engines are left out: their first run compiles kernels (milliseconds), and one
+  // of them (engine 71 of cuDNN 9 on an H100) writes bf16 outputs of small grouped convolutions at
+  // misaligned addresses, a fault that ends the CUDA context.
+  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t nb = 0;
+  s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb, behavior);
+  if (s != kOk) {
+    log_status("reading an engine's behavior notes failed", s);
+    return -1;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) {
+      conv_log("engine %lld left out (compiled at run time)", static_cast<long long>(index));
+      return -1;
+    }
   }
   for (int64_t i = 0; i < n; ++i) {
     const bool tf32 = notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dt == DType::F32 && !allow_tf32();
