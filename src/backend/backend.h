@@ -66,6 +66,8 @@ class Timer {
 // classes) far from overflow, and is far above any device's memory.
 inline constexpr size_t kMaxAllocBytes = size_t(1) << 56;
 
+class NnKernels;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -173,12 +175,21 @@ class Backend {
   virtual StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) = 0;
   virtual StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) = 0;
 
+  // ---- the nn wing ---------------------------------------------------------------------------
+  // This backend's fused transformer kernels (backend/nn_kernels.h), or null: the front end then
+  // composes every nn op from the methods above.
+  virtual const NnKernels* nn() const { return nullptr; }
+
   // ---- random -----------------------------------------------------------------------------
   // Philox4x32-10 (src/kernels/philox.h): each call consumes one stream of the generator.
   virtual StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) = 0;
   virtual StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) = 0;
   virtual void set_seed(uint64_t seed) = 0;
 };
+
+// What Backend::supports answers for a backend whose methods cover op_defined: that, and for
+// the nn family whether nn() has the fused kernel.
+bool default_supports(const Backend& backend, OpKey op, std::span<const DType> dtypes);
 
 // Raised by a backend method called with dtypes it does not implement (the front end asks
 // supports() first, so users see this only when calling a backend directly).

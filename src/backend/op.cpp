@@ -24,6 +24,10 @@ std::string_view op_name(ReduceOp op) {
   switch (op) { WICK_FORALL_REDUCE_OPS(WICK_NAME_CASE) }
   return "?";
 }
+std::string_view op_name(NnOp op) {
+  switch (op) { WICK_FORALL_NN_OPS(WICK_NAME_CASE) }
+  return "?";
+}
 std::string_view op_name(OpCode op) {
   switch (op) { WICK_FORALL_OPCODES(WICK_NAME_CASE) }
   return "?";
@@ -37,6 +41,7 @@ std::string OpKey::name() const {
     case OpCode::Binary: return base + "." + std::string(op_name(static_cast<BinaryOp>(variant)));
     case OpCode::Cmp: return base + "." + std::string(op_name(static_cast<CmpOp>(variant)));
     case OpCode::Reduce: return base + "." + std::string(op_name(static_cast<ReduceOp>(variant)));
+    case OpCode::Nn: return base + "." + std::string(op_name(static_cast<NnOp>(variant)));
     default: return base;
   }
 }
@@ -58,6 +63,9 @@ std::span<const OpKey> OpKey::all() {
           break;
         case OpCode::Reduce:
           for (int v = 0; v < kNumReduceOps; ++v) k.emplace_back(static_cast<ReduceOp>(v));
+          break;
+        case OpCode::Nn:
+          for (int v = 0; v < kNumNnOps; ++v) k.emplace_back(static_cast<NnOp>(v));
           break;
         default: k.emplace_back(code);
       }
@@ -99,6 +107,7 @@ bool op_defined(OpKey op, std::span<const DType> dtypes) {
     case OpCode::UpsampleBilinear2d: return is_float(dt);
     case OpCode::Unary: return is_float(dt) || unary_defined_for_int(static_cast<UnaryOp>(op.variant));
     case OpCode::Where: return is_index_dtype(dtypes[0]);
+    case OpCode::Nn: return dt == DType::F64 || dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
     case OpCode::Gather:
     case OpCode::ScatterSet:
     case OpCode::ScatterAddSet:

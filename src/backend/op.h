@@ -57,7 +57,17 @@ namespace wick {
   X(ArgMin, "argmin")             \
   X(ArgMax, "argmax")
 
-// Backend methods that compute (memory management, seeding and sync are always supported).
+// The fused transformer ops of the nn wing (src/nn, include/wick/nn.h). Every backend runs them:
+// through its own kernels (Backend::nn()), or composed from the methods below by the front end.
+// supports() says which backends have the fused kernel.
+#define WICK_FORALL_NN_OPS(X)  \
+  X(Softmax, "softmax")        \
+  X(LogSoftmax, "log_softmax") \
+  X(RmsNorm, "rms_norm")       \
+  X(LayerNorm, "layer_norm")
+
+// Backend methods that compute (memory management, seeding and sync are always supported), and
+// the nn family.
 #define WICK_FORALL_OPCODES(X)               \
   X(CopyStrided, "copy_strided")             \
   X(Copy2d, "copy2d")                        \
@@ -89,13 +99,15 @@ namespace wick {
   X(MaxPool2d, "max_pool2d")                 \
   X(UpsampleNearest1d, "upsample_nearest1d") \
   X(UpsampleNearest2d, "upsample_nearest2d") \
-  X(UpsampleBilinear2d, "upsample_bilinear2d")
+  X(UpsampleBilinear2d, "upsample_bilinear2d") \
+  X(Nn, "nn")
 
 #define WICK_ENUM_ENTRY(e, ...) e,
 enum class UnaryOp : uint8_t { WICK_FORALL_UNARY_OPS(WICK_ENUM_ENTRY) };
 enum class BinaryOp : uint8_t { WICK_FORALL_BINARY_OPS(WICK_ENUM_ENTRY) };
 enum class CmpOp : uint8_t { WICK_FORALL_CMP_OPS(WICK_ENUM_ENTRY) };
 enum class ReduceOp : uint8_t { WICK_FORALL_REDUCE_OPS(WICK_ENUM_ENTRY) };
+enum class NnOp : uint8_t { WICK_FORALL_NN_OPS(WICK_ENUM_ENTRY) };
 enum class OpCode : uint8_t { WICK_FORALL_OPCODES(WICK_ENUM_ENTRY) };
 #undef WICK_ENUM_ENTRY
 
@@ -104,6 +116,7 @@ inline constexpr int kNumUnaryOps = 0 WICK_FORALL_UNARY_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumBinaryOps = 0 WICK_FORALL_BINARY_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumCmpOps = 0 WICK_FORALL_CMP_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumReduceOps = 0 WICK_FORALL_REDUCE_OPS(WICK_COUNT_ENTRY);
+inline constexpr int kNumNnOps = 0 WICK_FORALL_NN_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumOpCodes = 0 WICK_FORALL_OPCODES(WICK_COUNT_ENTRY);
 #undef WICK_COUNT_ENTRY
 
@@ -123,6 +136,7 @@ std::string_view op_name(UnaryOp op);
 std::string_view op_name(BinaryOp op);
 std::string_view op_name(CmpOp op);
 std::string_view op_name(ReduceOp op);
+std::string_view op_name(NnOp op);
 std::string_view op_name(OpCode op);
 
 // One Backend op, with the variant for the families (unary.exp, binary.add, reduce.argmax).
@@ -135,8 +149,9 @@ struct OpKey {
   OpKey(BinaryOp op) : code(OpCode::Binary), variant(static_cast<uint8_t>(op)) {}  // NOLINT
   OpKey(CmpOp op) : code(OpCode::Cmp), variant(static_cast<uint8_t>(op)) {}        // NOLINT
   OpKey(ReduceOp op) : code(OpCode::Reduce), variant(static_cast<uint8_t>(op)) {}  // NOLINT
+  OpKey(NnOp op) : code(OpCode::Nn), variant(static_cast<uint8_t>(op)) {}          // NOLINT
 
-  // "unary.exp", "cast", ...
+  // "unary.exp", "cast", "nn.softmax", ...
   std::string name() const;
   // Every op and variant, in a fixed order.
   static std::span<const OpKey> all();

@@ -1,6 +1,7 @@
 #include "backend/storage.h"
 
 #include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "wick/error.h"
 
 namespace wick {
@@ -17,6 +18,13 @@ StoragePtr Backend::alloc(DType dtype, int64_t numel) {
                  static_cast<uint64_t>(bytes) <= kMaxAllocBytes,
              OutOfMemoryError, "alloc", "cannot allocate ", numel, " elements of ", dtype, " on ", name());
   return alloc(static_cast<size_t>(bytes));
+}
+
+bool default_supports(const Backend& backend, OpKey op, std::span<const DType> dtypes) {
+  if (!op_defined(op, dtypes)) return false;
+  if (op.code != OpCode::Nn) return true;
+  const NnKernels* nn = backend.nn();
+  return nn != nullptr && nn->supports(static_cast<NnOp>(op.variant), dtypes[0]);
 }
 
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {

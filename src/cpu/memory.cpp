@@ -68,7 +68,7 @@ CpuBackend& cpu_backend() {
   return backend;
 }
 
-bool CpuBackend::supports(OpKey op, std::span<const DType> dtypes) const { return op_defined(op, dtypes); }
+bool CpuBackend::supports(OpKey op, std::span<const DType> dtypes) const { return default_supports(*this, op, dtypes); }
 
 // Block: [guard][header: guard size, padded to kAlign][data, rounded up][guard]
 StoragePtr CpuBackend::alloc(size_t nbytes) {

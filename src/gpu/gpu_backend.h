@@ -20,7 +20,9 @@ class GpuBackend final : public Backend {
 
   std::string name() const override;
   Device device() const override { return Device(kDeviceType, index_); }
-  bool supports(OpKey op, std::span<const DType> dtypes) const override { return op_defined(op, dtypes); }
+  bool supports(OpKey op, std::span<const DType> dtypes) const override {
+    return default_supports(*this, op, dtypes);
+  }
 
   StoragePtr alloc(size_t nbytes) override;
   using Backend::alloc;

@@ -15,7 +15,9 @@ class ReferenceBackend final : public Backend {
   explicit ReferenceBackend(Device device = Device::cpu()) : device_(device) {}
   std::string name() const override { return "reference"; }
   Device device() const override { return device_; }
-  bool supports(OpKey op, std::span<const DType> dtypes) const override { return op_defined(op, dtypes); }
+  bool supports(OpKey op, std::span<const DType> dtypes) const override {
+    return default_supports(*this, op, dtypes);
+  }
 
   StoragePtr alloc(size_t nbytes) override;
   using Backend::alloc;
