@@ -5,6 +5,7 @@
 #include "wick/dtype.h"
 #include "wick/error.h"
 #include "wick/layout.h"
+#include "wick/nn.h"
 #include "wick/nn_options.h"
 #include "wick/ops.h"
 #include "wick/scalar.h"

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "cpu/block_cache.h"
+#include "cpu/nn/nn_kernels.h"
 
 namespace wick::cpu {
 
@@ -63,6 +64,8 @@ class CpuBackend final : public Backend {
   StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
   StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
 
+  const NnKernels* nn() const override { return &nn_; }
+
   StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
   StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
   void set_seed(uint64_t seed) override;
@@ -71,6 +74,7 @@ class CpuBackend final : public Backend {
   uint64_t next_stream(uint64_t* seed);
 
   BlockCache cache_;
+  const CpuNnKernels nn_{*this};
   std::mutex rng_mutex_;
   uint64_t seed_ = kDefaultSeed;
   uint64_t stream_ = 0;

@@ -92,6 +92,7 @@ void add_reduce_cases(std::vector<Case>& cases);
 void add_index_cases(std::vector<Case>& cases);
 void add_copy_cases(std::vector<Case>& cases);
 void add_nn_cases(std::vector<Case>& cases);
+void add_fused_cases(std::vector<Case>& cases);  // the nn wing, through its public functions
 
 // The largest normalised error a float dtype may show against the reference.
 double tolerance(DType dtype);

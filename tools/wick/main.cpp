@@ -42,7 +42,8 @@ commands:
       --csv FILE          write one row per case: device, driver, revision, op, dtype, shape,
                           layout, times, bytes, flops, rate, ceiling and fraction
       --quick             tiny sizes (for tests)
-  ops                     the table of ops and the dtypes each is defined for (markdown)
+  ops                     the table of ops and the dtypes each is defined for (markdown), then
+                          which backends here have fused kernels for the nn ops
 )";
 
 int fail(const std::string& message) {
@@ -62,6 +63,27 @@ int cmd_info() {
 
 int cmd_ops() {
   std::cout << support_table_markdown();
+  // Which backends here run the nn ops through fused kernels (the others compose them).
+  std::vector<Device> devices;
+  for (Device d : available_devices())
+    if (d.is_cpu() || d.index() == 0) devices.push_back(d);
+  std::cout << "\nFused kernels of the nn ops (dtypes; elsewhere the ops are composed):\n\n| op |";
+  for (Device d : devices) std::cout << " " << d << " |";
+  std::cout << "\n|---|";
+  for (size_t i = 0; i < devices.size(); ++i) std::cout << "---|";
+  std::cout << "\n";
+  for (const OpKey& op : OpKey::all()) {
+    if (op.code != OpCode::Nn) continue;
+    std::cout << "| " << op.name() << " |";
+    for (Device d : devices) {
+      const Backend& b = backend_for(d, "ops");
+      std::string list;
+      for (DType dt : kAllDTypes)
+        if (b.supports(op, {&dt, 1})) list += (list.empty() ? "" : " ") + std::string(dtype_name(dt));
+      std::cout << " " << list << " |";
+    }
+    std::cout << "\n";
+  }
   return 0;
 }
 

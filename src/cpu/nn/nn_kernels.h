@@ -1,0 +1,22 @@
+// The CPU backend's fused nn kernels (backend/nn_kernels.h): one file per op in this folder, each
+// multithreaded over the slices it normalises.
+#pragma once
+
+#include "backend/nn_kernels.h"
+
+namespace wick::cpu {
+
+class CpuNnKernels final : public NnKernels {
+ public:
+  explicit CpuNnKernels(Backend& backend) : backend_(backend) {}
+
+  bool supports(NnOp op, DType dtype) const override { return op_defined(op, {&dtype, 1}); }
+  StoragePtr softmax(const View& x, int dim, bool log) const override;
+  StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;
+  StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const override;
+
+ private:
+  Backend& backend_;
+};
+
+}  // namespace wick::cpu

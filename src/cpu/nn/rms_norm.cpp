@@ -1,0 +1,39 @@
+// rms_norm over the last dim: each row's sum of squares, then the scaled outputs.
+#include "core/dispatch.h"
+#include "cpu/nn/nn_kernels.h"
+#include "cpu/nn/slices.h"
+#include "kernels/nn.h"
+
+namespace wick::cpu {
+
+StoragePtr CpuNnKernels::rms_norm(const View& x, const View& weight, double eps) const {
+  StoragePtr out = backend_.alloc(x.dtype, x.layout.numel());
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (kernels::is_float_v<T>) {
+      using M = kernels::opmath_t<T>;
+      const T* in = static_cast<const T*>(x.storage.data());
+      const T* w = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
+      T* o = out->as<T>();
+      const int last = x.layout.rank() - 1;
+      const int64_t n = x.layout.dim(last), xs = x.layout.stride(last), ws = weight.layout.stride(0);
+      const M e = static_cast<M>(eps);
+      for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
+        M squares = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const M v = kernels::to_opmath(in[xo + i * xs]);
+          squares += v * v;
+        }
+        const M scale = kernels::rms_scale(squares, n, e);
+        for (int64_t i = 0; i < n; ++i) {
+          o[oo + i] = kernels::from_opmath<T>(
+              kernels::rms_norm_value(kernels::to_opmath(in[xo + i * xs]), scale, kernels::to_opmath(w[i * ws])));
+        }
+      });
+    } else {
+      throw_not_supported(backend_, NnOp::RmsNorm, x.dtype);
+    }
+  });
+  return out;
+}
+
+}  // namespace wick::cpu

@@ -1,0 +1,25 @@
+// rms_norm over the last dim.
+#include <cmath>
+
+#include "nn/nn_ops.h"
+#include "wick/nn.h"
+
+namespace wick::nn {
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  constexpr const char* op = "rms_norm";
+  detail::check_input(op, NnOp::RmsNorm, x);
+  detail::check_feature_param(op, "weight", x, weight);
+  WICK_CHECK(std::isfinite(eps) && eps >= 0, ShapeError, op, "eps must be finite and at least 0, got ", eps, " (",
+             ops::describe(x), ")");
+  ops::check_output(op, x.shape(), x.dtype(), {&x, &weight});
+  if (x.numel() == 0) return Tensor::zeros(x.shape(), x.dtype(), x.device());
+  if (const NnKernels* k = detail::fused(NnOp::RmsNorm, x))
+    return ops::wrap(k->rms_norm(ops::view_of(x), ops::view_of(weight), eps), x.shape(), x.dtype());
+  const DType m = detail::math_dtype(x.dtype());
+  const Tensor xm = x.to_dtype(m);
+  const Tensor rms = xm.sqr().mean(-1, true).add(eps).sqrt();
+  return xm.div(rms).mul(weight.to_dtype(m)).to_dtype(x.dtype());
+}
+
+}  // namespace wick::nn
