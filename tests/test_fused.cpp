@@ -1,0 +1,184 @@
+// The nn wing (include/wick/nn.h): values computed independently of wick, special values, strided
+// views, large magnitudes and bad arguments, on every device. The 2x2x3 inputs and the rms_norm and
+// layer_norm values are the cases of Candle's candle-nn/tests/ops.rs (4 decimals); the softmax
+// values are exact fractions, as that file notes them.
+#include <cmath>
+#include <limits>
+
+#include "test_util.h"
+#include "wick/nn.h"
+
+namespace wick {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class FusedTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev() const { return GetParam(); }
+  Tensor make(std::vector<double> v, const Shape& s, DType dt = DType::F32) const {
+    return Tensor::from_vector(v, s, dev()).to_dtype(dt);
+  }
+  // The Candle test input: [[[3, 1, 4], [1, 5, 9]], [[2, 1, 7], [8, 2, 8]]].
+  Tensor candle_input(DType dt = DType::F32) const { return make({3, 1, 4, 1, 5, 9, 2, 1, 7, 8, 2, 8}, {2, 2, 3}, dt); }
+};
+
+std::vector<double> values(const Tensor& t) { return t.to_dtype(DType::F64).to_vector<double>(); }
+
+void expect_near(const Tensor& got, const std::vector<double>& want, double tol) {
+  const std::vector<double> g = values(got);
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], want[i], tol) << "element " << i << " (" << got.dtype() << ")";
+}
+
+double tolerance(DType dt) { return dt == DType::BF16 ? 2e-2 : dt == DType::F16 ? 2e-3 : 1e-4; }
+
+constexpr DType kFloat[] = {DType::F64, DType::F32, DType::F16, DType::BF16};
+
+TEST_P(FusedTest, SoftmaxOfLogsNormalisesAlongEachDim) {
+  // softmax(log x) = x / sum(x) along the dim.
+  const std::vector<std::vector<double>> want = {
+      {3. / 5, 1. / 2, 4. / 11, 1. / 9, 5. / 7, 9. / 17, 2. / 5, 1. / 2, 7. / 11, 8. / 9, 2. / 7, 8. / 17},
+      {3. / 4, 1. / 6, 4. / 13, 1. / 4, 5. / 6, 9. / 13, 2. / 10, 1. / 3, 7. / 15, 8. / 10, 2. / 3, 8. / 15},
+      {3. / 8, 1. / 8, 4. / 8, 1. / 15, 5. / 15, 9. / 15, 2. / 10, 1. / 10, 7. / 10, 8. / 18, 2. / 18, 8. / 18}};
+  for (DType dt : kFloat) {
+    const Tensor x = candle_input(dt).to_dtype(DType::F64).log().to_dtype(dt);
+    for (int dim = 0; dim < 3; ++dim) {
+      Tensor s = nn::softmax(x, dim);
+      EXPECT_EQ(s.shape(), Shape({2, 2, 3}));
+      EXPECT_EQ(s.dtype(), dt);
+      const std::vector<double>& w = want[static_cast<size_t>(dim)];
+      expect_near(s, w, tolerance(dt));
+      std::vector<double> logs = w;
+      for (double& v : logs) v = std::log(v);
+      expect_near(nn::log_softmax(x, dim), logs, 4 * tolerance(dt));
+    }
+    expect_near(nn::softmax(x, -1), want[2], tolerance(dt));
+  }
+}
+
+TEST_P(FusedTest, SoftmaxIsStableForAnyMagnitude) {
+  for (DType dt : {DType::F64, DType::F32}) {
+    EXPECT_EQ(values(nn::softmax(make({1234, 0}, {2}, dt), 0)), (std::vector<double>{1, 0}));
+    EXPECT_EQ(values(nn::log_softmax(make({1234, 0}, {2}, dt), 0)), (std::vector<double>{0, -1234}));
+    expect_near(nn::softmax(make({-1e30, -1e30}, {2}, dt), 0), {0.5, 0.5}, 0);
+  }
+  EXPECT_EQ(values(nn::softmax(make({60000, 0}, {2}, DType::F16), 0)), (std::vector<double>{1, 0}));
+}
+
+TEST_P(FusedTest, SoftmaxSpecialValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Rows: -inf among finite values (weight 0), every element -inf (NaN, as PyTorch), a NaN.
+  const Tensor x = make({-kInf, 0, 0, -kInf, -kInf, -kInf, 1, nan, 2}, {3, 3});
+  const std::vector<double> s = values(nn::softmax(x, -1));
+  EXPECT_EQ(s[0], 0);
+  EXPECT_EQ(s[1], 0.5);
+  EXPECT_EQ(s[2], 0.5);
+  for (int i = 3; i < 9; ++i) EXPECT_TRUE(std::isnan(s[static_cast<size_t>(i)])) << i;
+  const std::vector<double> l = values(nn::log_softmax(x, -1));
+  EXPECT_EQ(l[0], -kInf);
+  EXPECT_NEAR(l[1], -std::log(2.0), 1e-6);
+}
+
+TEST_P(FusedTest, StridedViewsGiveTheContiguousResult) {
+  const Tensor base = Tensor::rand_normal({6, 5, 40}, 0, 3, DType::F32, dev());
+  for (const Tensor& view : {base.transpose(0, 2), base.slice(2, 1, 40, 2), base.narrow(1, 1, 3),
+                             base.narrow(0, 0, 1).broadcast_as({4, 5, 40})}) {
+    const Tensor dense = view.contiguous();
+    for (int64_t dim : {0, 1, -1}) {
+      EXPECT_EQ(nn::softmax(view, dim).to_vector<float>(), nn::softmax(dense, dim).to_vector<float>());
+      EXPECT_EQ(nn::log_softmax(view, dim).to_vector<float>(), nn::log_softmax(dense, dim).to_vector<float>());
+    }
+    const Tensor w = Tensor::rand_normal({view.dim(-1)}, 0, 1, DType::F32, dev());
+    EXPECT_EQ(nn::rms_norm(view, w, 1e-6).to_vector<float>(), nn::rms_norm(dense, w, 1e-6).to_vector<float>());
+    EXPECT_EQ(nn::layer_norm(view, w, w, 1e-6).to_vector<float>(), nn::layer_norm(dense, w, w, 1e-6).to_vector<float>());
+  }
+}
+
+TEST_P(FusedTest, RmsNormCandleValues) {
+  for (DType dt : kFloat) {
+    const Tensor t = nn::rms_norm(candle_input(dt), make({1, 2, 3}, {3}, dt), 1e-5);
+    EXPECT_EQ(t.dtype(), dt);
+    expect_near(t, {1.019, 0.6794, 4.0762, 0.1674, 1.6744, 4.521, 0.4714, 0.4714, 4.9497, 1.206, 0.603, 3.6181},
+                dt == DType::BF16 ? 5e-2 : dt == DType::F16 ? 5e-3 : 1e-4);
+  }
+}
+
+TEST_P(FusedTest, LayerNormCandleValues) {
+  const std::vector<double> want = {0.7673, -2.6726, 3.0071, -0.7247, 0.0,    3.4742,
+                                    -0.008, -1.778,  3.991,  1.2071,  -2.8284, 1.9213};
+  for (DType dt : kFloat) {
+    const double tol = dt == DType::BF16 ? 5e-2 : dt == DType::F16 ? 5e-3 : 1e-4;
+    const Tensor w = make({1, 2, 3}, {3}, dt), b = make({0.5, 0, -0.2}, {3}, dt);
+    expect_near(nn::layer_norm(candle_input(dt), w, b, 1e-5), want, tol);
+    std::vector<double> unbiased = want;
+    for (size_t i = 0; i < unbiased.size(); ++i) unbiased[i] -= std::vector<double>{0.5, 0, -0.2}[i % 3];
+    expect_near(nn::layer_norm(candle_input(dt), w, 1e-5), unbiased, tol);
+  }
+}
+
+// Inputs of magnitude 1e4 with a spread of about 1 (and Candle's alternating 7e9): f32 results
+// match an f64 computation here, where E[x^2] - E[x]^2 in f32 would lose every digit.
+TEST_P(FusedTest, NormsAtLargeMagnitudes) {
+  const int64_t rows = 3, d = 4096;
+  std::vector<double> x(static_cast<size_t>(rows * d)), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<double>(static_cast<float>(1e4 + std::sin(0.37 * static_cast<double>(i))));
+  const Tensor t = make(x, {rows, d}), ones = Tensor::ones({d}, DType::F32, dev());
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += x[static_cast<size_t>(r * d + i)] / static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) var += std::pow(x[static_cast<size_t>(r * d + i)] - mean, 2) / static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i)
+      y[static_cast<size_t>(r * d + i)] = (x[static_cast<size_t>(r * d + i)] - mean) / std::sqrt(var + 1e-5);
+  }
+  expect_near(nn::layer_norm(t, ones, 1e-5), y, 2e-2);
+
+  std::vector<double> big(static_cast<size_t>(4 * 6912));
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<double>(static_cast<float>((i % 2 ? -1 : 1) * std::fabs(std::sin(0.17 * static_cast<double>(i))) * 7e9));
+  const std::vector<double> r =
+      values(nn::rms_norm(make(big, {4, 6912}), Tensor::ones({6912}, DType::F32, dev()), 1e-5));
+  for (size_t row = 0; row < 4; ++row) {
+    double squares = 0;
+    for (size_t i = 0; i < 6912; ++i) squares += big[row * 6912 + i] * big[row * 6912 + i];
+    const double scale = 1 / std::sqrt(squares / 6912 + 1e-5);
+    for (size_t i = 0; i < 6912; ++i) ASSERT_NEAR(r[row * 6912 + i], big[row * 6912 + i] * scale, 1e-5) << row << " " << i;
+  }
+}
+
+TEST_P(FusedTest, EmptyTensors) {
+  EXPECT_EQ(nn::softmax(Tensor::zeros({0, 3}, DType::F32, dev()), -1).shape(), Shape({0, 3}));
+  EXPECT_EQ(nn::log_softmax(Tensor::zeros({3, 0}, DType::F32, dev()), -1).shape(), Shape({3, 0}));
+  EXPECT_EQ(nn::rms_norm(Tensor::zeros({0, 4}, DType::F32, dev()), Tensor::ones({4}, DType::F32, dev()), 1e-5).shape(),
+            Shape({0, 4}));
+  EXPECT_EQ(nn::layer_norm(Tensor::zeros({2, 0}, DType::F32, dev()), Tensor::ones({0}, DType::F32, dev()), 1e-5).shape(),
+            Shape({2, 0}));
+}
+
+TEST_P(FusedTest, BadArguments) {
+  const Tensor x = Tensor::ones({2, 3}, DType::F32, dev()), w = Tensor::ones({3}, DType::F32, dev());
+  WICK_EXPECT_ERROR(nn::softmax(Tensor::ones({2, 3}, DType::I32, dev()), -1), DTypeError, "softmax: ", "i32", "[2, 3]");
+  WICK_EXPECT_ERROR(nn::log_softmax(Tensor::ones({2}, DType::F8E4M3, dev()), 0), DTypeError, "log_softmax: ", "f8e4m3");
+  WICK_EXPECT_ERROR(nn::softmax(x, 2), ShapeError, "softmax: ", "[2, 3]");
+  WICK_EXPECT_ERROR(nn::softmax(Tensor(), 0), Error, "softmax: ");
+  WICK_EXPECT_ERROR(nn::softmax(Tensor::scalar(1.0, DType::F32, dev()), 0), ShapeError, "softmax: ");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({4}, DType::F32, dev()), 1e-5), ShapeError, "rms_norm: ", "weight",
+                    "[4]", "[2, 3]");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({3}, DType::F16, dev()), 1e-5), DTypeError, "rms_norm: ", "f16", "f32");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({1, 3}, DType::F32, dev()), 1e-5), ShapeError, "rms_norm: ", "[1, 3]");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, w, -1), ShapeError, "rms_norm: ", "eps", "-1");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, w, std::nan("")), ShapeError, "rms_norm: ", "eps");
+  WICK_EXPECT_ERROR(nn::layer_norm(x, w, Tensor::ones({2}, DType::F32, dev()), 1e-5), ShapeError, "layer_norm: ", "bias",
+                    "[2]");
+  WICK_EXPECT_ERROR(nn::layer_norm(x, Tensor(), 1e-5), Error, "layer_norm: ");
+  WICK_EXPECT_ERROR(nn::rms_norm(Tensor::scalar(1.0, DType::F32, dev()), w, 1e-5), ShapeError, "rms_norm: ");
+  if (!dev().is_cpu()) {
+    WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({3}), 1e-5), DeviceError, "rms_norm: ");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, FusedTest, ::testing::ValuesIn(test::devices()), test::device_name);
+
+}  // namespace
+}  // namespace wick
