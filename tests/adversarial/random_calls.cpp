@@ -3,6 +3,7 @@
 // not (a dim one past the end, shapes that do not broadcast, mixed dtypes): then both must refuse.
 #include "random_calls.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "backend/storage.h"
