@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "gpu/gpu_api.h"
+#include "gpu/nn/nn_kernels.h"
 #include "gpu/runtime.h"
 
 namespace wick::gpu {
@@ -73,6 +74,7 @@ class GpuBackend final : public Backend {
   StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
   StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
   void set_seed(uint64_t seed) override;
+  const NnKernels* nn() const override { return &nn_; }
   // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
   bool set_option(std::string_view key, std::string_view value) override;
 
@@ -110,6 +112,7 @@ class GpuBackend final : public Backend {
   uint64_t seed_ = 0x5eed5eed5eed5eedull;
   uint64_t random_stream_ = 0;
   bool conv_own_path_ = false;
+  const GpuNnKernels nn_{*this};
 };
 
 }  // namespace wick::gpu

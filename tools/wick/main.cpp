@@ -79,7 +79,10 @@ int cmd_ops() {
       const Backend& b = backend_for(d, "ops");
       std::string list;
       for (DType dt : kAllDTypes)
-        if (b.supports(op, {&dt, 1})) list += (list.empty() ? "" : " ") + std::string(dtype_name(dt));
+        if (b.supports(op, {&dt, 1})) {
+          if (!list.empty()) list += ' ';
+          list += dtype_name(dt);
+        }
       std::cout << " " << list << " |";
     }
     std::cout << "\n";
