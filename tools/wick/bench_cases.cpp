@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "backend/nn_kernels.h"
 #include "bench.h"
 #include "cpu/parallel.h"
 #include "parity/cases.h"
@@ -66,6 +67,7 @@ struct Sizes {
   int64_t gemm = 0;   // m = n = k of the GEMM ceilings and the square matmuls
   Shape batched_a = {}, batched_b = {};
   Shape conv_x = {}, conv_k = {};
+  Shape rows = {};    // the nn ops' (rows, features); also timed as (features, rows)
   bool gpu = false;  // half-precision and TF32 products, the batched matmul
 };
 
@@ -82,6 +84,7 @@ Sizes sizes_for(Scale scale) {
               .batched_b = {64, 128, 2048},
               .conv_x = {64, 256, 56, 56},
               .conv_k = {256, 256, 3, 3},
+              .rows = {32768, 4096},
               .gpu = true};
     case Scale::Cpu: {
       // 16M elements (64 MB of f32) on a few cores; 4x that on 8 or more threads, whose server
@@ -94,7 +97,8 @@ Sizes sizes_for(Scale scale) {
               .ids = 4096 * f * f,
               .gemm = 2048,
               .conv_x = {8, 64, 56, 56},
-              .conv_k = {64, 64, 3, 3}};
+              .conv_k = {64, 64, 3, 3},
+              .rows = {16384 * f, 1024}};
     }
     case Scale::Quick: break;
   }
@@ -105,7 +109,8 @@ Sizes sizes_for(Scale scale) {
           .ids = 64,
           .gemm = 64,
           .conv_x = {1, 4, 8, 8},
-          .conv_k = {4, 4, 3, 3}};
+          .conv_k = {4, 4, 3, 3},
+          .rows = {128, 64}};
 }
 
 double size_of(DType dt) { return static_cast<double>(dtype_size(dt)); }
@@ -365,6 +370,40 @@ Case conv_case(const Shape& x, const Shape& k, DType dt, bool tf32, bool own_gem
 
 }  // namespace
 
+// The nn wing's fused kernels over the last dim of (rows, features) and (features, rows).
+void add_fused(std::vector<Case>& cases, const Sizes& s) {
+  for (const Shape& shape : {s.rows, Shape{s.rows[1], s.rows[0]}}) {
+    const double n = static_cast<double>(shape.numel());
+    const int64_t d = shape[1];
+    for (NnOp op : {NnOp::Softmax, NnOp::LogSoftmax, NnOp::RmsNorm, NnOp::LayerNorm}) {
+      for (DType dt : {DType::F32, DType::BF16}) {
+        const bool norm = op == NnOp::RmsNorm || op == NnOp::LayerNorm;
+        cases.push_back({.op = OpKey(op).name(),
+                         .dtype = label(dt),
+                         .shape = dims_label(shape),
+                         .layout = "contiguous",
+                         .main_dtype = dt,
+                         .key = op,
+                         .dtypes = {dt},
+                         .bytes = 2 * n * size_of(dt) + (norm ? 2 * static_cast<double>(d) * size_of(dt) : 0),
+                         .prepare = prepare([=](Inputs& in, Backend& b) {
+                           const Arg x = in.floats(dt, shape, Form::Contiguous, -4, 4);
+                           const Arg w = in.floats(dt, {d}, Form::Contiguous, 0.5, 1.5);
+                           const Arg bias = in.floats(dt, {d});
+                           return [&b, op, x, w, bias] {
+                             const View bv = bias.view();
+                             switch (op) {
+                               case NnOp::RmsNorm: return b.nn()->rms_norm(x.view(), w.view(), 1e-5);
+                               case NnOp::LayerNorm: return b.nn()->layer_norm(x.view(), w.view(), &bv, 1e-5);
+                               default: return b.nn()->softmax(x.view(), 1, op == NnOp::LogSoftmax);
+                             }
+                           };
+                         })});
+      }
+    }
+  }
+}
+
 std::vector<Case> bench_cases(Scale scale) {
   const Sizes s = sizes_for(scale);
   std::vector<Case> cases;
@@ -400,6 +439,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_elementwise(cases, s);
   add_reduce(cases, s);
   add_copies_and_index(cases, s);
+  add_fused(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
   cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false));
   if (s.gpu) {
