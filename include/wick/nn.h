@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include "wick/tensor.h"
 
@@ -23,5 +25,85 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // weight and bias of shape (d). Without bias: the same with bias 0.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, double eps);
+
+// ---- rotary position embeddings ----------------------------------------------------------------
+// Each pair (a, b) of a head's features at position t turns by the angle whose cosine and sine are
+// cos[t, i] and sin[t, i]: (a cos - b sin, a sin + b cos). cos and sin have shape (t, d/2) and
+// x's dtype, d even. As Candle's candle-nn rotary_emb:
+//   rope      x (b, h, t, d), pair i is (x[i], x[i + d/2]) (GPT-NeoX, Llama checkpoints);
+//   rope_i    x (b, h, t, d), pair i is (x[2i], x[2i + 1]) (interleaved, as the RoPE paper);
+//   rope_thd  x (b, t, h, d), pairs as rope.
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
+Tensor rope_i(const Tensor& x, const Tensor& cos, const Tensor& sin);
+Tensor rope_thd(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
+// Llama 3.1's "llama3" frequency scaling (rope_scaling in a checkpoint's config.json): wavelengths
+// longer than original_max_position / low_freq_factor are divided by `factor`, those shorter than
+// original_max_position / high_freq_factor kept, those between blended smoothly.
+struct RopeScaling {
+  double factor = 8;
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  int64_t original_max_position = 8192;
+};
+
+// The tables of rope for positions offset .. offset + t - 1 (offset: the tokens already in a KV
+// cache when decoding): cos and sin of p * theta^(-2i / head_dim), i < head_dim / 2, computed in
+// f64 and stored as `dtype` on `device`, each of shape (t, head_dim / 2).
+struct RopeTables {
+  Tensor cos;
+  Tensor sin;
+};
+RopeTables rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset = 0, DType dtype = DType::F32,
+                       Device device = Device::cpu(), const std::optional<RopeScaling>& llama3 = std::nullopt);
+
+// ---- attention ----------------------------------------------------------------------------------
+struct AttentionOptions {
+  // Query i of t_q sits at position t_kv - t_q + i (the last t_q positions, so that a decode step
+  // with a KV cache needs no offset) and sees keys at positions up to its own.
+  bool causal = false;
+  // The factor of q k^T; default 1 / sqrt(d).
+  std::optional<double> scale;
+  // Added to the scaled scores: q's dtype, broadcastable to (b, h, t_q, t_kv); -inf hides a key.
+  // Undefined: none.
+  Tensor mask;
+  // Sliding window (Mistral): a query at position p sees only keys at positions above p - window.
+  // 0: no window.
+  int64_t window = 0;
+};
+
+// softmax(q k^T * scale + mask) v, without a (t_q, t_kv) score tensor in memory on the backends
+// with a fused kernel. q (b, h, t_q, d); k and v (b, h_kv, t_kv, d) with h a multiple of h_kv:
+// query head i reads key and value head i / (h / h_kv) (grouped-query attention). q, k and v may
+// be strided views, such as (b, t, h, d) tensors transposed to (b, h, t, d). A query that sees
+// no key (every score -inf, or none left by causal or window) gives zeros, where PyTorch gives
+// NaN. f64, f32, f16, bf16 (halves accumulate in f32). Result (b, h, t_q, d).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
+// One layer's keys and values for decoding: (b, h_kv, capacity, d) of each, allocated once on a
+// device; append() writes new positions in place and returns views of the filled part, so that a
+// token costs no copy of the cache.
+class KvCache {
+ public:
+  KvCache(int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim, DType dtype, Device device);
+
+  // Writes k and v (b, h_kv, t_new, d; any strided view) at positions size() .. size() + t_new - 1
+  // and returns (keys, values) of the filled part, (b, h_kv, size(), d) views of the cache. Past
+  // the capacity: a ShapeError, and the cache is unchanged.
+  std::pair<Tensor, Tensor> append(const Tensor& k, const Tensor& v);
+  // Views of the filled part.
+  Tensor keys() const;
+  Tensor values() const;
+  int64_t size() const { return size_; }
+  int64_t capacity() const { return capacity_; }
+  // Forgets positions from `size` on (0: all); size at most size().
+  void truncate(int64_t size);
+
+ private:
+  Tensor k_, v_;  // (b, h_kv, capacity, d)
+  int64_t capacity_ = 0;
+  int64_t size_ = 0;
+};
 
 }  // namespace wick::nn

@@ -9,6 +9,18 @@
 
 namespace wick {
 
+// How rope pairs the features of a head: the two halves (x[i], x[i + d/2]), as GPT-NeoX and
+// Llama's Hugging Face checkpoints, or neighbours (x[2i], x[2i + 1]), as the original RoPE.
+enum class RopePairs : uint8_t { Halves, Interleaved };
+
+// Attention's options after the front end's checks: scale > 0 and finite; window 0 (none) or the
+// number of positions a query sees, its own included.
+struct AttentionArgs {
+  double scale;
+  bool causal;
+  int64_t window;
+};
+
 class NnKernels {
  public:
   virtual ~NnKernels() = default;
@@ -24,6 +36,18 @@ class NnKernels {
   // (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance); weight and
   // bias (d); bias null: none.
   virtual StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const = 0;
+
+  // Rotary embedding of x (b, h, t, d), or (b, t, h, d) when `thd`, by cos and sin (t, d/2):
+  // each pair (a, b) of a head's features at position t becomes (a cos - b sin, a sin + b cos)
+  // with the pair's angle. x's shape.
+  virtual StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const;
+
+  // softmax(q k^T * scale + mask) v for q (b, h, t_q, d), k and v (b, h_kv, t_kv, d), h a multiple
+  // of h_kv (query head i reads key head i / (h / h_kv)); mask null or a view broadcast to
+  // (b, h, t_q, t_kv); causal and window as nn::AttentionOptions says. A row with no key left
+  // gives zeros. Result (b, h, t_q, d), contiguous.
+  virtual StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
+                               const AttentionArgs& args) const;
 };
 
 }  // namespace wick

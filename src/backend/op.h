@@ -64,7 +64,11 @@ namespace wick {
   X(Softmax, "softmax")        \
   X(LogSoftmax, "log_softmax") \
   X(RmsNorm, "rms_norm")       \
-  X(LayerNorm, "layer_norm")
+  X(LayerNorm, "layer_norm")   \
+  X(Rope, "rope")              \
+  X(RopeI, "rope_i")           \
+  X(RopeThd, "rope_thd")       \
+  X(Attention, "attention")
 
 // Backend methods that compute (memory management, seeding and sync are always supported), and
 // the nn family.

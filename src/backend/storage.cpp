@@ -27,6 +27,16 @@ bool default_supports(const Backend& backend, OpKey op, std::span<const DType> d
   return nn != nullptr && nn->supports(static_cast<NnOp>(op.variant), dtypes[0]);
 }
 
+// A backend's kernels report what they lack in supports(); the front end never calls these then.
+StoragePtr NnKernels::rope(const View&, const View&, const View&, RopePairs pairs, bool thd) const {
+  const NnOp op = thd ? NnOp::RopeThd : pairs == RopePairs::Interleaved ? NnOp::RopeI : NnOp::Rope;
+  throw NotSupportedError(detail::str_cat(OpKey(op).name(), ": this backend has no fused kernel"));
+}
+
+StoragePtr NnKernels::attention(const View&, const View&, const View&, const View*, const AttentionArgs&) const {
+  throw NotSupportedError(detail::str_cat(OpKey(NnOp::Attention).name(), ": this backend has no fused kernel"));
+}
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }
