@@ -29,6 +29,12 @@ std::vector<Variant> nn_variants(DType dt) {
   v.push_back({"long_rows", {3, 2, 5000}});
   v.push_back({"long_rows_transposed", {3, 700, 6}});  // the transposed form: a strided reduced dim
   v.push_back({"many_short_rows", {300, 8, 3}});
+  // Row lengths for each plan of the GPU's rows-in-registers path (a warp, a block of 256, a block
+  // of 1024 threads) and one past it.
+  v.push_back({"rows_warp", {5, 3, 96}});
+  v.push_back({"rows_block", {2, 3, 2048}});
+  v.push_back({"rows_wide_block", {2, 32768}});
+  v.push_back({"rows_past_registers", {1, 70000}});
   return v;
 }
 

@@ -1,7 +1,9 @@
 // layer_norm over the last dim: each group finds its row's mean, then the sum of squared
-// deviations from it (two combines over the group), then writes.
+// deviations from it (two combines over the group), then writes; rows held in registers where
+// rows.cuh takes them, else read three times.
 #include "core/dispatch.h"
 #include "gpu/nn/nn_kernels.h"
+#include "gpu/nn/rows.cuh"
 #include "gpu/nn/slices.cuh"
 #include "kernels/nn.h"
 
@@ -46,6 +48,29 @@ __global__ __launch_bounds__(kBlock) void layer_norm_kernel(nn::Slices<I> s, con
   }
 }
 
+template <typename T, int G, int N>
+__global__ __launch_bounds__(nn::kRowBlock<G>) void layer_norm_rows_kernel(nn::RowPlan r, const T* x, Affine<T> a,
+                                                                           kernels::opmath_t<T> eps, T* out) {
+  using M = kernels::opmath_t<T>;
+  const auto add = [](M p, M q) { return p + q; };
+  for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
+    nn::RowPacks<T, G, N> held;
+    held.load(x + row * r.len, static_cast<int>(r.len));
+    M sum = 0;
+    held.each([&](M v, int) { sum += v; });
+    const M mean = nn::group_all<G>(sum, nn::ShuffleValue{}, add) / static_cast<M>(r.len);
+    M deviations = 0;
+    held.each([&](M v, int) { deviations += (v - mean) * (v - mean); });
+    const M scale = kernels::rms_scale(nn::group_all<G>(deviations, nn::ShuffleValue{}, add), r.len, eps);
+    T* o = out + row * r.len;
+    if (a.b) {
+      held.store(o, [&](M v, M w, M b) { return kernels::layer_norm_value(v, mean, scale, w, b); }, a.w, a.b);
+    } else {
+      held.store(o, [&](M v, M w) { return kernels::layer_norm_value(v, mean, scale, w, M(0)); }, a.w);
+    }
+  }
+}
+
 }  // namespace
 
 StoragePtr GpuNnKernels::layer_norm(const View& x, const View& weight, const View* bias, double eps) const {
@@ -62,6 +87,16 @@ StoragePtr GpuNnKernels::layer_norm(const View& x, const View& weight, const Vie
                         bias ? bias->layout.stride(0) : 0};
       const T* px = static_cast<const T*>(x.storage.data());
       T* po = out->as<T>();
+      if constexpr (!std::is_same_v<T, double>) {
+        const std::optional<nn::RowPlan> rows = nn::plan_rows(x);
+        if (rows && nn::dense_param(weight) && (!bias || nn::dense_param(*bias))) {
+          nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
+            layer_norm_rows_kernel<T, G, N>
+                <<<grid, block, 0, b.stream()>>>(*rows, px + x.layout.offset(), a, static_cast<M>(eps), po);
+          });
+          return;
+        }
+      }
       nn::launch_slices(plan, [&]<int G, typename I>(unsigned grid, const nn::Slices<I>& s) {
         layer_norm_kernel<T, G, I><<<grid, kBlock, 0, b.stream()>>>(s, px, a, static_cast<M>(eps), po);
       });

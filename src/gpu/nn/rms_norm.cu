@@ -1,6 +1,8 @@
-// rms_norm over the last dim: each group sums its row's squares, combines them, then writes.
+// rms_norm over the last dim: each group sums its row's squares, combines them, then writes; rows
+// held in registers where rows.cuh takes them, else read twice.
 #include "core/dispatch.h"
 #include "gpu/nn/nn_kernels.h"
+#include "gpu/nn/rows.cuh"
 #include "gpu/nn/slices.cuh"
 #include "kernels/nn.h"
 
@@ -31,6 +33,21 @@ __global__ __launch_bounds__(kBlock) void rms_norm_kernel(nn::Slices<I> s, const
   }
 }
 
+template <typename T, int G, int N>
+__global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::RowPlan r, const T* x, const T* w,
+                                                                         kernels::opmath_t<T> eps, T* out) {
+  using M = kernels::opmath_t<T>;
+  for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
+    nn::RowPacks<T, G, N> held;
+    held.load(x + row * r.len, static_cast<int>(r.len));
+    M squares = 0;
+    held.each([&](M v, int) { squares += v * v; });
+    squares = nn::group_all<G>(squares, nn::ShuffleValue{}, [](M a, M b) { return a + b; });
+    const M scale = kernels::rms_scale(squares, r.len, eps);
+    held.store(out + row * r.len, [&](M v, M weight) { return kernels::rms_norm_value(v, scale, weight); }, w);
+  }
+}
+
 }  // namespace
 
 StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps) const {
@@ -45,6 +62,15 @@ StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
       const T* px = static_cast<const T*>(x.storage.data());
       const T* pw = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
       T* po = out->as<T>();
+      if constexpr (!std::is_same_v<T, double>) {
+        if (const std::optional<nn::RowPlan> rows = nn::plan_rows(x); rows && nn::dense_param(weight)) {
+          nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
+            rms_norm_rows_kernel<T, G, N>
+                <<<grid, block, 0, b.stream()>>>(*rows, px + x.layout.offset(), pw, static_cast<M>(eps), po);
+          });
+          return;
+        }
+      }
       nn::launch_slices(plan, [&]<int G, typename I>(unsigned grid, const nn::Slices<I>& s) {
         rms_norm_kernel<T, G, I><<<grid, kBlock, 0, b.stream()>>>(s, px, pw, weight.layout.stride(0),
                                                                    static_cast<M>(eps), po);

@@ -1,7 +1,9 @@
-// softmax and log_softmax along any dim: each group finds its slice's maximum and sum of
-// exponentials in one pass (kernels::SoftmaxAcc), combines them over the group, then writes.
+// softmax and log_softmax along any dim. Dense rows held in registers (rows.cuh): the row's
+// maximum, then the sum of exp(x - max), each combined over the group, then the writes. Any other
+// slice: the maximum and sum in one pass (kernels::SoftmaxAcc), combined, then a second read.
 #include "core/dispatch.h"
 #include "gpu/nn/nn_kernels.h"
+#include "gpu/nn/rows.cuh"
 #include "gpu/nn/slices.cuh"
 #include "kernels/nn.h"
 
@@ -36,6 +38,24 @@ __global__ __launch_bounds__(kBlock) void softmax_kernel(nn::Slices<I> s, const 
   }
 }
 
+template <typename T, int G, int N>
+__global__ __launch_bounds__(nn::kRowBlock<G>) void softmax_rows_kernel(nn::RowPlan r, const T* x, T* out, bool log) {
+  using M = kernels::opmath_t<T>;
+  for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
+    nn::RowPacks<T, G, N> held;
+    held.load(x + row * r.len, static_cast<int>(r.len));
+    M max = -std::numeric_limits<M>::infinity();
+    held.each([&](M v, int) { max = v > max ? v : max; });
+    max = nn::group_all<G>(max, nn::ShuffleValue{}, [](M a, M b) { return a > b ? a : b; });
+    M sum = 0;
+    held.each([&](M v, int) { sum += kernels::math::exp(v - max); });
+    const kernels::SoftmaxAcc<M> acc{max, nn::group_all<G>(sum, nn::ShuffleValue{}, [](M a, M b) { return a + b; })};
+    held.store(out + row * r.len, [&](M v) {
+      return log ? kernels::log_softmax_value(v, acc) : kernels::softmax_value(v, acc);
+    });
+  }
+}
+
 }  // namespace
 
 StoragePtr GpuNnKernels::softmax(const View& x, int dim, bool log) const {
@@ -44,10 +64,20 @@ StoragePtr GpuNnKernels::softmax(const View& x, int dim, bool log) const {
   StoragePtr out = b.alloc(x.dtype, x.layout.numel());
   const nn::SlicePlan plan = nn::plan_slices(x, dim);
   if (plan.count == 0 || plan.len == 0) return out;
+  const std::optional<nn::RowPlan> rows =
+      dim == x.layout.rank() - 1 ? nn::plan_rows(x) : std::optional<nn::RowPlan>{};
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
       const T* px = static_cast<const T*>(x.storage.data());
       T* po = out->as<T>();
+      if constexpr (!std::is_same_v<T, double>) {
+        if (rows) {
+          nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
+            softmax_rows_kernel<T, G, N><<<grid, block, 0, b.stream()>>>(*rows, px + x.layout.offset(), po, log);
+          });
+          return;
+        }
+      }
       nn::launch_slices(plan, [&]<int G, typename I>(unsigned grid, const nn::Slices<I>& s) {
         softmax_kernel<T, G, I><<<grid, kBlock, 0, b.stream()>>>(s, px, po, log);
       });
