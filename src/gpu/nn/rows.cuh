@@ -24,8 +24,8 @@ inline constexpr int kMaxPacks = 8;  // packs a thread holds: 8 x 16 bytes, 32 r
 struct RowPlan {
   int64_t rows;
   int64_t len;
-  int group;  // 32 (a logical warp, several rows per block), 256 or 1024 (a block per row)
-  int packs;  // per thread: 1, 2, 4 or 8
+  int group;  // 32 (a logical warp, several rows per block), 256, 512 or 1024 (a block per row)
+  int packs;  // per thread: 1, 2 or 4 for a warp, 1 to 8 for 256 threads, 8 beyond
 };
 
 // Null where x is not a dense run of rows whose length is a whole number of 16-byte packs, at a
@@ -113,7 +113,7 @@ void launch_rows(const RowPlan& p, const Launch& launch) {
     case 256 * 16 + 2: go.template operator()<256, 2>(); break;
     case 256 * 16 + 4: go.template operator()<256, 4>(); break;
     case 256 * 16 + 8: go.template operator()<256, 8>(); break;
-    case 1024 * 16 + 4: go.template operator()<1024, 4>(); break;
+    case 512 * 16 + 8: go.template operator()<512, 8>(); break;
     default: go.template operator()<1024, 8>(); break;
   }
   WICK_GPU_CHECK_LAUNCH();

@@ -33,7 +33,11 @@ std::optional<RowPlan> plan_rows(const View& x) {
   if (len % per_pack != 0 || !aligned(static_cast<const char*>(x.storage.data()) + l.offset() * size, 16))
     return std::nullopt;
   const int64_t packs = len / per_pack;
-  const int group = packs <= 32 * 4 ? 32 : packs <= 256 * kMaxPacks ? 256 : 1024;
+  // The smallest group that holds the row: small groups synchronise less, and several share an SM.
+  const int group = packs <= 32 * 4                ? 32
+                    : packs <= 256 * kMaxPacks     ? 256
+                    : packs <= 512 * kMaxPacks     ? 512
+                                                   : 1024;
   if (packs > int64_t(group) * kMaxPacks) return std::nullopt;
   int per_thread = 1;
   while (int64_t(per_thread) * group < packs) per_thread *= 2;

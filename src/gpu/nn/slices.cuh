@@ -74,22 +74,33 @@ __device__ inline int lane() {
   return static_cast<int>(threadIdx.x % G);
 }
 
-// Combines one value per thread over the group; every thread gets the result. Shuffle(a, mask,
-// width) exchanges an accumulator between lanes; Combine is commutative, so every lane computes
-// the same bits.
+// Combines one value per thread over the group; every thread gets the same bits. Shuffle(a, mask,
+// width) exchanges an accumulator between lanes. The butterfly pairs neighbours first and always
+// calls combine(lower lane's, upper lane's), so every lane builds the same tree: Combine need not
+// be commutative. Beyond a warp (G > 32, G the block size), each warp's result goes through shared
+// memory and every warp combines the G / 32 of them the same way.
+template <int W, typename A, typename Shuffle, typename Combine>
+__device__ inline A butterfly(A a, int lane, const Shuffle& shuffle, const Combine& combine) {
+#pragma unroll
+  for (int mask = 1; mask < W; mask *= 2) {
+    const A other = shuffle(a, mask, W);
+    a = lane & mask ? combine(other, a) : combine(a, other);
+  }
+  return a;
+}
+
 template <int G, typename A, typename Shuffle, typename Combine>
 __device__ inline A group_all(A a, const Shuffle& shuffle, const Combine& combine) {
   constexpr int W = G < 32 ? G : 32;
-#pragma unroll
-  for (int mask = W / 2; mask > 0; mask /= 2) a = combine(a, shuffle(a, mask, W));
+  a = butterfly<W>(a, static_cast<int>(threadIdx.x % W), shuffle, combine);
   if constexpr (G > 32) {
-    __shared__ A partial[G / 32];
+    constexpr int P = G / 32;
+    __shared__ A partial[P];
     __syncthreads();  // the previous round's reads of `partial` are done
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = a;
     __syncthreads();
-    a = partial[0];
-#pragma unroll
-    for (int w = 1; w < G / 32; ++w) a = combine(a, partial[w]);
+    const int lane = static_cast<int>(threadIdx.x % P);
+    a = butterfly<P>(partial[lane], lane, shuffle, combine);
   }
   return a;
 }
