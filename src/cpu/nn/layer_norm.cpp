@@ -1,6 +1,11 @@
-// layer_norm over the last dim: each row's mean, its sum of squared deviations, then the outputs.
+// layer_norm over the last dim: each row's mean, its sum of squared deviations, then the outputs;
+// dense rows of f32 and halves in vectorised loops (rows.h).
+#include <optional>
+#include <type_traits>
+
 #include "core/dispatch.h"
 #include "cpu/nn/nn_kernels.h"
+#include "cpu/nn/rows.h"
 #include "cpu/nn/slices.h"
 #include "kernels/nn.h"
 
@@ -19,6 +24,24 @@ StoragePtr CpuNnKernels::layer_norm(const View& x, const View& weight, const Vie
       const int64_t n = x.layout.dim(last), xs = x.layout.stride(last), ws = weight.layout.stride(0);
       const int64_t bs = bias ? bias->layout.stride(0) : 0;
       const M e = static_cast<M>(eps);
+      if constexpr (rows::kTakes<T>) {
+        if (xs == 1) {
+          const rows::FeatureRow wf(w, n, ws);
+          std::optional<rows::FeatureRow> bf;
+          if (b) bf.emplace(b, n, bs);
+          for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
+            // Halves: the widened row, then the results, in the thread's buffer.
+            float* buf = std::is_same_v<T, float> ? nullptr : rows::thread_buffer(2 * n);
+            float* res = buf ? buf + n : nullptr;
+            const float* row = rows::widen(in + xo, n, buf);
+            const float mean = rows::sum_of(row, n) / static_cast<float>(n);
+            const float scale = kernels::rms_scale(rows::sum_squared_deviations(row, n, mean), n, e);
+            rows::affine(row, n, mean, scale, wf.data(), bf ? bf->data() : nullptr, rows::results(o + oo, res));
+            rows::narrow(res, n, o + oo);
+          });
+          return;
+        }
+      }
       for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
         M sum = 0;
         for (int64_t i = 0; i < n; ++i) sum += kernels::to_opmath(in[xo + i * xs]);

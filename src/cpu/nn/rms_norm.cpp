@@ -1,6 +1,10 @@
-// rms_norm over the last dim: each row's sum of squares, then the scaled outputs.
+// rms_norm over the last dim: each row's sum of squares, then the scaled outputs; dense rows of
+// f32 and halves in vectorised loops (rows.h).
+#include <type_traits>
+
 #include "core/dispatch.h"
 #include "cpu/nn/nn_kernels.h"
+#include "cpu/nn/rows.h"
 #include "cpu/nn/slices.h"
 #include "kernels/nn.h"
 
@@ -17,6 +21,21 @@ StoragePtr CpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
       const int last = x.layout.rank() - 1;
       const int64_t n = x.layout.dim(last), xs = x.layout.stride(last), ws = weight.layout.stride(0);
       const M e = static_cast<M>(eps);
+      if constexpr (rows::kTakes<T>) {
+        if (xs == 1) {
+          const rows::FeatureRow wf(w, n, ws);
+          for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
+            // Halves: the widened row, then the results, in the thread's buffer.
+            float* buf = std::is_same_v<T, float> ? nullptr : rows::thread_buffer(2 * n);
+            float* res = buf ? buf + n : nullptr;
+            const float* row = rows::widen(in + xo, n, buf);
+            const float scale = kernels::rms_scale(rows::sum_squared_deviations(row, n, 0.f), n, e);
+            rows::affine(row, n, 0.f, scale, wf.data(), nullptr, rows::results(o + oo, res));
+            rows::narrow(res, n, o + oo);
+          });
+          return;
+        }
+      }
       for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
         M squares = 0;
         for (int64_t i = 0; i < n; ++i) {

@@ -1,0 +1,123 @@
+// The vectorised row loops of the CPU nn kernels (rows.h). Each is compiled for AVX-512, AVX2 and
+// the baseline and chosen when the library loads; the lanes of every reduction are fixed at
+// kLanes, so every version gives the same bits.
+#include "cpu/nn/rows.h"
+
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
+#define WICK_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define WICK_ROW_CLONES
+#endif
+
+namespace wick::cpu::rows {
+
+namespace {
+
+// The reductions run on GCC vectors of kLanes floats, which the compiler splits into the machine's
+// registers.
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+using VecI = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
+[[gnu::always_inline]] inline void load(const float* p, Vec& v) { std::memcpy(&v, p, sizeof v); }
+[[gnu::always_inline]] inline void store(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
+
+// A reduction over a row: f(lanes, block, index) updating the lanes for each whole block of kLanes
+// elements, g(lane 0,
+// element) on the rest, then the lanes folded in order with combine.
+template <typename Block, typename Tail, typename Combine>
+[[gnu::always_inline]] inline float reduce(const float* x, int64_t n, float init, const Block& f, const Tail& g,
+                                           const Combine& combine) {
+  Vec acc = Vec{} + init, v;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load(x + i, v);
+    f(acc, v, i);
+  }
+  float lanes[kLanes];
+  store(lanes, acc);
+  for (; i < n; ++i) lanes[0] = g(lanes[0], x[i], i);
+  float r = lanes[0];
+  for (int j = 1; j < kLanes; ++j) r = combine(r, lanes[j]);
+  return r;
+}
+
+[[gnu::always_inline]] inline float larger(float a, float b) { return b > a ? b : a; }
+[[gnu::always_inline]] inline float plus(float a, float b) { return a + b; }
+
+}  // namespace
+
+float* thread_buffer(int64_t n) {
+  thread_local std::unique_ptr<Scratch<float>> buffer;
+  thread_local int64_t size = 0;
+  if (n > size) {
+    buffer.reset();
+    size = 0;
+    buffer = std::make_unique<Scratch<float>>(n);
+    size = n;
+  }
+  return buffer->data();
+}
+
+WICK_ROW_CLONES float max_of(const float* x, int64_t n) {
+  return reduce(
+      x, n, kNegInf, [](Vec& acc, const Vec& v, int64_t) { acc = v > acc ? v : acc; },
+      [](float acc, float v, int64_t) { return larger(acc, v); }, larger);
+}
+
+WICK_ROW_CLONES float sum_exp(const float* x, int64_t n, float max, float* e) {
+  // Every exponential is computed, then -inf's replaced by 0: a select, unlike a branch, vectorises.
+  return reduce(
+      x, n, 0.f,
+      [&](Vec& acc, const Vec& v, int64_t i) {
+        const Vec shifted = v - max;
+        Vec t;
+        exp_f32_into<Vec, VecI>(shifted, t);
+        t = v == kNegInf ? Vec{} : t;
+        if (e) store(e + i, t);
+        acc += t;
+      },
+      [&](float acc, float v, int64_t i) {
+        const float t = v == kNegInf ? 0.f : exp_f32(v - max);
+        if (e) e[i] = t;
+        return acc + t;
+      },
+      plus);
+}
+
+WICK_ROW_CLONES float sum_of(const float* x, int64_t n) {
+  return reduce(
+      x, n, 0.f, [](Vec& acc, const Vec& v, int64_t) { acc += v; }, [](float acc, float v, int64_t) { return acc + v; },
+      plus);
+}
+
+WICK_ROW_CLONES float sum_squared_deviations(const float* x, int64_t n, float mean) {
+  return reduce(
+      x, n, 0.f, [&](Vec& acc, const Vec& v, int64_t) { acc += (v - mean) * (v - mean); },
+      [&](float acc, float v, int64_t) { return acc + (v - mean) * (v - mean); }, plus);
+}
+
+WICK_ROW_CLONES void scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+WICK_ROW_CLONES void affine(const float* x, int64_t n, float shift, float s, const float* w, const float* b,
+                            float* out) {
+  if (b) {
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - shift) * s * w[i] + b[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - shift) * s * w[i];
+  }
+}
+
+WICK_ROW_CLONES void subtract(const float* x, int64_t n, float shift, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift;
+}
+
+}  // namespace wick::cpu::rows
