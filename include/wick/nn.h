@@ -29,10 +29,15 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, double eps);
 // ---- rotary position embeddings ----------------------------------------------------------------
 // Each pair (a, b) of a head's features at position t turns by the angle whose cosine and sine are
 // cos[t, i] and sin[t, i]: (a cos - b sin, a sin + b cos). cos and sin have shape (t, d/2) and
-// x's dtype, d even. As Candle's candle-nn rotary_emb:
+// x's dtype and device, d even. As Candle's candle-nn rotary_emb:
 //   rope      x (b, h, t, d), pair i is (x[i], x[i + d/2]) (GPT-NeoX, Llama checkpoints);
 //   rope_i    x (b, h, t, d), pair i is (x[2i], x[2i + 1]) (interleaved, as the RoPE paper);
 //   rope_thd  x (b, t, h, d), pairs as rope.
+// x, cos and sin may be any views: a model's (b, t, h, d) transposed to (b, h, t, d), rows of a
+// longer table. f64, f32, f16, bf16 (halves computed in f32); the result is x's shape, contiguous,
+// the same bits on every backend (docs/numerics.md). Errors: ShapeError for x not of rank 4, an
+// odd d, tables not (t, d/2); DTypeError for a dtype not listed or tables of another dtype;
+// DeviceError for tables on another device.
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin);
 Tensor rope_i(const Tensor& x, const Tensor& cos, const Tensor& sin);
 Tensor rope_thd(const Tensor& x, const Tensor& cos, const Tensor& sin);
@@ -49,7 +54,11 @@ struct RopeScaling {
 
 // The tables of rope for positions offset .. offset + t - 1 (offset: the tokens already in a KV
 // cache when decoding): cos and sin of p * theta^(-2i / head_dim), i < head_dim / 2, computed in
-// f64 and stored as `dtype` on `device`, each of shape (t, head_dim / 2).
+// f64 and stored as `dtype` on `device`, each of shape (t, head_dim / 2); the tables from offset k
+// are rows k.. of a longer table, bit for bit. ShapeError unless head_dim is even and positive,
+// t and offset at least 0, theta finite and positive, and llama3's factor finite and positive,
+// 0 < low_freq_factor < high_freq_factor (finite) and original_max_position positive; DTypeError
+// for a dtype rope does not take.
 struct RopeTables {
   Tensor cos;
   Tensor sin;

@@ -71,4 +71,27 @@ WICK_HD inline M layer_norm_value(M x, M mean, M scale, M weight, M bias) {
   return (x - mean) * scale * weight + bias;
 }
 
+// rope: the pair (a, b) of features turned by the angle whose cosine and sine are c and s. The
+// front end's composition computes the same products and sums in the same order (no contraction
+// into fused multiply-adds anywhere), so the fused kernels give its bits.
+template <typename M>
+struct RopePair {
+  M a, b;
+};
+template <typename M>
+WICK_HD inline RopePair<M> rope_pair(M a, M b, M c, M s) {
+  return {a * c - b * s, a * s + b * c};
+}
+
+// Where pair i of a head of d = 2 * half features lies: (i, i + half), or (2i, 2i + 1) when
+// interleaved. I: the kernel's index type.
+template <typename I>
+WICK_HD inline I rope_first(I i, bool interleaved) {
+  return interleaved ? 2 * i : i;
+}
+template <typename I>
+WICK_HD inline I rope_second(I i, I half, bool interleaved) {
+  return interleaved ? 2 * i + 1 : i + half;
+}
+
 }  // namespace wick::kernels

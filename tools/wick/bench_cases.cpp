@@ -67,7 +67,8 @@ struct Sizes {
   int64_t gemm = 0;   // m = n = k of the GEMM ceilings and the square matmuls
   Shape batched_a = {}, batched_b = {};
   Shape conv_x = {}, conv_k = {};
-  Shape rows = {};    // the nn ops' (rows, features); also timed as (features, rows)
+  Shape rows = {};   // the nn ops' (rows, features); also timed as (features, rows)
+  Shape rope = {};   // rope's x (b, h, t, d)
   bool gpu = false;  // half-precision and TF32 products, the batched matmul
 };
 
@@ -85,6 +86,7 @@ Sizes sizes_for(Scale scale) {
               .conv_x = {64, 256, 56, 56},
               .conv_k = {256, 256, 3, 3},
               .rows = {32768, 4096},
+              .rope = {16, 32, 4096, 128},
               .gpu = true};
     case Scale::Cpu: {
       // 16M elements (64 MB of f32) on a few cores; 4x that on 8 or more threads, whose server
@@ -98,7 +100,8 @@ Sizes sizes_for(Scale scale) {
               .gemm = 2048,
               .conv_x = {8, 64, 56, 56},
               .conv_k = {64, 64, 3, 3},
-              .rows = {16384 * f, 1024}};
+              .rows = {16384 * f, 1024},
+              .rope = {2 * f, 32, 1024, 128}};
     }
     case Scale::Quick: break;
   }
@@ -110,7 +113,8 @@ Sizes sizes_for(Scale scale) {
           .gemm = 64,
           .conv_x = {1, 4, 8, 8},
           .conv_k = {4, 4, 3, 3},
-          .rows = {128, 64}};
+          .rows = {128, 64},
+          .rope = {1, 2, 8, 16}};
 }
 
 double size_of(DType dt) { return static_cast<double>(dtype_size(dt)); }
@@ -404,6 +408,41 @@ void add_fused(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
+// rope, rope_i and rope_thd on x (b, h, t, d) ((b, t, h, d) for rope_thd), and rope on a model's
+// (b, t, h, d) transposed to (b, h, t, d); the bytes are x read and the output written (the
+// tables, t rows, are small beside them).
+void add_rope(std::vector<Case>& cases, const Sizes& s) {
+  const Shape bhtd = s.rope, bthd = {s.rope[0], s.rope[2], s.rope[1], s.rope[3]};
+  const int64_t t = s.rope[2], half = s.rope[3] / 2;
+  const double n = static_cast<double>(bhtd.numel());
+  for (NnOp op : {NnOp::Rope, NnOp::RopeI, NnOp::RopeThd}) {
+    for (bool transposed : {false, true}) {
+      if (transposed && op != NnOp::Rope) continue;
+      for (DType dt : {DType::F32, DType::BF16}) {
+        const bool thd = op == NnOp::RopeThd;
+        const RopePairs pairs = op == NnOp::RopeI ? RopePairs::Interleaved : RopePairs::Halves;
+        cases.push_back({.op = OpKey(op).name(),
+                         .dtype = label(dt),
+                         .shape = dims_label(thd ? bthd : bhtd),
+                         .layout = transposed ? "bthd-transposed" : "contiguous",
+                         .main_dtype = dt,
+                         .key = op,
+                         .dtypes = {dt},
+                         .bytes = 2 * n * size_of(dt),
+                         .prepare = prepare([=](Inputs& in, Backend& b) {
+                           Arg x = in.floats(dt, thd || transposed ? bthd : bhtd, Form::Contiguous, -4, 4);
+                           if (transposed) x.layout = x.layout.transpose(1, 2);
+                           const Arg c = in.floats(dt, {t, half}, Form::Contiguous, -1, 1);
+                           const Arg sn = in.floats(dt, {t, half}, Form::Contiguous, -1, 1);
+                           return [&b, x, c, sn, pairs, thd] {
+                             return b.nn()->rope(x.view(), c.view(), sn.view(), pairs, thd);
+                           };
+                         })});
+      }
+    }
+  }
+}
+
 std::vector<Case> bench_cases(Scale scale) {
   const Sizes s = sizes_for(scale);
   std::vector<Case> cases;
@@ -440,6 +479,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_reduce(cases, s);
   add_copies_and_index(cases, s);
   add_fused(cases, s);
+  add_rope(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
   cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false));
   if (s.gpu) {
