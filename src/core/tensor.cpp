@@ -11,7 +11,7 @@
 #include "backend/scalar_cast.h"
 #include "core/checked.h"
 #include "core/dispatch.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 
 namespace wick {
 

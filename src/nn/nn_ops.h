@@ -3,7 +3,7 @@
 #pragma once
 
 #include "backend/nn_kernels.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 
 namespace wick::nn::detail {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "backend/op.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 #include "wick/ops.h"
 
 namespace wick {

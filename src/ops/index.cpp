@@ -2,7 +2,7 @@
 // in-place writes (slice_set, const_set, copy_from).
 #include "backend/op.h"
 #include "core/checked.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 #include "wick/ops.h"
 
 namespace wick {

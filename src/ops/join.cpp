@@ -1,6 +1,6 @@
 // cat, stack and pad_with_zeros.
 #include "core/checked.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 #include "wick/ops.h"
 
 namespace wick {

@@ -6,7 +6,7 @@
 
 #include "backend/nn_params.h"
 #include "core/checked.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 
 namespace wick {
 

@@ -6,7 +6,7 @@
 
 #include "backend/op.h"
 #include "kernels/numeric.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 
 namespace wick {
 

@@ -1,5 +1,6 @@
-// Front-end helpers: argument checks that build wick's error messages, and the glue between a
-// Tensor and its Backend.
+// Argument checks that build wick's error messages, and the glue between a Tensor and its Backend:
+// used by Tensor itself (src/core) and by every front end above it (src/ops, src/nn), so they live
+// at the lowest of those layers. The namespace says what they serve: the ops' checks.
 #pragma once
 
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "ops/checks.h"
+#include "core/checks.h"
 
 #include <sstream>
 
