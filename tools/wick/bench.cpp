@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "args.h"
 #include "backend/registry.h"
 #include "wick/wick.h"
 #if WICK_HAS_GPU
@@ -16,21 +17,6 @@
 #endif
 
 namespace wick::bench {
-
-std::vector<DType> parse_dtype_list(const std::string& list) {
-  std::vector<DType> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t end = list.find(',', start);
-    const std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    DType dt;
-    if (!parse_dtype(name, &dt)) throw std::runtime_error("unknown dtype '" + name + "'");
-    out.push_back(dt);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 namespace {
 
@@ -294,7 +280,7 @@ int cmd_bench(int argc, char** argv) {
     } else if (a == "--op") {
       o.op_regex = value();
     } else if (a == "--dtype") {
-      o.dtypes = parse_dtype_list(value());
+      o.dtypes = cli::parse_dtype_list(value());
     } else if (a == "--csv") {
       o.csv = value();
     } else if (a == "--reps") {

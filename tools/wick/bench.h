@@ -86,9 +86,6 @@ struct Options {
 // `wick bench ARGS...` (after the command word); returns the exit status.
 int cmd_bench(int argc, char** argv);
 
-// "f32,bf16" -> dtypes; throws on an unknown name.
-std::vector<DType> parse_dtype_list(const std::string& list);
-
 // wick's git revision at build time ("4a4fca7", "4a4fca7-dirty" or "unknown"); generated.
 const char* git_revision();
 

@@ -1,0 +1,59 @@
+#include "args.h"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace wick::cli {
+
+const char* const kUsage = R"(usage: wick <command> [options]
+
+commands:
+  info                    version, backends built in, devices found
+  parity [options]        run every op x dtype x layout case on a backend and compare with the
+                          reference; exits 1 on any failure
+      --backend B         cpu, cuda, rocm or all (default: all backends present)
+      --op REGEX          only ops whose name matches (e.g. 'unary\.' or '^cast$')
+      --dtype LIST        only these dtypes, comma separated (e.g. f32,bf16)
+      --seed N            input seed (printed by every run)
+      --case NAME         only the case of this name (as printed for a failure)
+      --json FILE         write one record per case
+  bench [options]         time ops at benchmark sizes (inputs larger than a GPU's L2 cache), after
+                          measuring the device's ceilings: a large copy and a GEMM per float dtype;
+                          prints median, min and max ms, GB/s or TFLOP/s and the fraction of the
+                          ceiling (copy bandwidth, or the GEMM peak of the dtype) per case
+      --backend B         cpu, cuda or rocm (default: the first GPU, else cpu)
+      --op REGEX          only ops whose name matches, as for parity (e.g. '^binary\.add$')
+      --dtype LIST        only these dtypes, comma separated
+      --reps N            timed runs per case (default 20; fewer for slow cases, at least 3)
+      --csv FILE          write one row per case: device, driver, revision, op, dtype, shape,
+                          layout, times, bytes, flops, rate, ceiling and fraction
+      --quick             tiny sizes (for tests)
+  ops                     the table of ops and the dtypes each is defined for (markdown), then
+                          which backends here have fused kernels for the nn ops
+)";
+
+
+std::vector<DType> parse_dtype_list(const std::string& list) {
+  std::vector<DType> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = list.find(',', start);
+    const std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    DType dt;
+    if (!parse_dtype(name, &dt)) throw std::runtime_error("unknown dtype '" + name + "'");
+    out.push_back(dt);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+uint64_t parse_seed(const std::string& text) {
+  uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw std::runtime_error("--seed takes an unsigned 64-bit integer, got '" + text + "'");
+  return seed;
+}
+
+}  // namespace wick::cli
