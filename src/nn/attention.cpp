@@ -53,11 +53,15 @@ void check_arguments(const Tensor& q, const Tensor& k, const Tensor& v, const At
              ops::describe(q), ")");
 }
 
-// softmax(q k^T * scale + mask) v from matmul, reductions and elementwise ops in the math type.
-// Grouped heads are matched by viewing q as (b, h_kv, h / h_kv, t_q, d) against k and v with a
-// broadcast group dim, so that no kv head is copied.
-Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const AttentionArgs& a) {
-  const DType m = detail::math_dtype(q.dtype());
+}  // namespace
+
+namespace detail {
+
+// softmax(q k^T * scale + mask) v in the math type. Grouped heads are matched by viewing q as
+// (b, h_kv, h / h_kv, t_q, d) against k and v with a broadcast group dim: no kv head is copied.
+Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                          const AttentionArgs& a) {
+  const DType m = math_dtype(q.dtype());
   const Device dev = q.device();
   const int64_t b = q.dim(0), h = q.dim(1), t_q = q.dim(2), d = q.dim(3), h_kv = k.dim(1), t_kv = k.dim(2);
   const Shape grouped = {b, h_kv, h / h_kv, t_q, t_kv};
@@ -88,7 +92,7 @@ Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   return empty.where_cond(zero, out).to_dtype(q.dtype());
 }
 
-}  // namespace
+}  // namespace detail
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
@@ -110,7 +114,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         kernels->attention(ops::view_of(q), ops::view_of(k), ops::view_of(v), mask_view ? &*mask_view : nullptr, args),
         out, q.dtype());
   }
-  return composed(q, k, v, options.mask, args);
+  return detail::attention_composed(q, k, v, options.mask, args);
 }
 
 }  // namespace wick::nn
