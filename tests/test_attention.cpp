@@ -100,7 +100,8 @@ TEST_P(AttentionTest, OneKeyAndEqualKeys) {
 
 TEST_P(AttentionTest, CausalAndWindowEqualTheirMasks) {
   for (DType dt : {DType::F32, DType::BF16}) {
-    for (auto [t_q, t_kv] : {std::pair<int64_t, int64_t>{7, 7}, {3, 9}, {9, 4}, {1, 130}, {70, 70}}) {
+    for (std::pair<int64_t, int64_t> sizes : {std::pair<int64_t, int64_t>{7, 7}, {3, 9}, {9, 4}, {1, 130}, {70, 70}}) {
+      const int64_t t_q = sizes.first, t_kv = sizes.second;
       const Tensor q = randn({2, 2, t_q, 16}, dt), k = randn({2, 2, t_kv, 16}, dt), v = randn({2, 2, t_kv, 16}, dt);
       const int64_t shift = t_kv - t_q;  // query i sits at position i + shift
       const double tol = dt == DType::BF16 ? 2e-2 : 1e-5;

@@ -450,7 +450,8 @@ void add_attention(std::vector<Case>& cases, const Sizes& s) {
              .prepare = prepare([=](Inputs& in, Backend& b) {
                const Arg q = in.floats(dt, sh.q), k = in.floats(dt, sh.kv), v = in.floats(dt, sh.kv);
                if (!composed)
-                 return Run([&b, q, k, v, args] { return b.nn()->attention(q.view(), k.view(), v.view(), nullptr, args); });
+                 return Run(
+                     [&b, q, k, v, args] { return b.nn()->attention(q.view(), k.view(), v.view(), nullptr, args); });
                return Run([q, k, v, args] {
                  auto tensor = [](const Arg& a) { return Tensor(a.storage, a.layout, a.dtype); };
                  return nn::detail::attention_composed(tensor(q), tensor(k), tensor(v), Tensor(), args).storage();
