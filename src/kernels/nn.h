@@ -94,4 +94,56 @@ WICK_HD inline I rope_second(I i, I half, bool interleaved) {
   return interleaved ? 2 * i + 1 : i + half;
 }
 
+// ---- attention ------------------------------------------------------------------------------
+
+// The keys [lo, hi) that a query at position pos sees among t_kv: up to its own position when
+// causal, above pos - window when window > 0. Empty (lo == hi) when none is left.
+struct KeyRange {
+  int64_t lo;
+  int64_t hi;
+};
+WICK_HD inline KeyRange attention_keys(int64_t pos, int64_t t_kv, bool causal, int64_t window) {
+  int64_t hi = causal && pos + 1 < t_kv ? pos + 1 : t_kv;
+  const int64_t lo = window > 0 && pos >= window ? pos - window + 1 : 0;  // pos - window cannot wrap
+  if (hi < lo) hi = lo;
+  return {lo, hi};
+}
+
+// The online softmax of one query row of attention (flash attention), fed a block of scores at a
+// time: the running maximum, the running sum of exp(score - max), and the factor by which the sum
+// and the row's weighted sum of values shrink when a block raises the maximum. Special values come
+// out as in the composition (src/nn/attention.cpp): a NaN score, or exp(inf - inf), makes the row
+// NaN; -inf scores weigh 0; a row without a finite score (or with no key) is empty, and gives zeros.
+template <typename M>
+struct AttentionAcc {
+  M max;
+  M sum;
+
+  static WICK_HD AttentionAcc init() { return {-std::numeric_limits<M>::infinity(), M(0)}; }
+
+  // Takes the largest score of the next block (NaNs left out of it: they reach the sum through
+  // weight()); returns the factor for the weighted sum of values, 1 when the maximum stays.
+  WICK_HD M raise_max(M block_max) {
+    if (!(block_max > max)) return M(1);
+    // exp(-inf - block_max) = 0 while the row had no finite score: what was summed was 0 (or NaN).
+    const M factor = math::exp(max - block_max);
+    max = block_max;
+    sum *= factor;
+    return factor;
+  }
+  // What scores are shifted by: the maximum, or 0 while it is -inf, so that -inf scores weigh
+  // exp(-inf) = 0 rather than exp(-inf + inf) = NaN (the composition's guard).
+  WICK_HD M shift() const { return max == -std::numeric_limits<M>::infinity() ? M(0) : max; }
+  // A score's weight, exp(score - shift()).
+  WICK_HD M weight(M score) const { return math::exp(score - shift()); }
+  // Adds weights (one, or the sum of a block's) to the running sum.
+  WICK_HD void add(M w) { sum += w; }
+};
+
+// One output element from the row's weighted sum of values: zero for an empty row.
+template <typename M>
+WICK_HD inline M attention_value(M weighted, AttentionAcc<M> acc) {
+  return acc.sum == M(0) ? M(0) : weighted / acc.sum;
+}
+
 }  // namespace wick::kernels

@@ -16,4 +16,10 @@ const NnKernels* fused(NnOp nop, const Tensor& x);
 // The math type the composition runs in: f32 for halves, the dtype itself otherwise.
 DType math_dtype(DType dtype);
 
+// Attention composed from wick ops (matmul, reductions, elementwise) in the math type, as the front
+// end runs it where the backend has no fused kernel: the oracle of the fused kernels. Arguments as
+// NnKernels::attention takes them, after the front end's checks (mask undefined: none).
+Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                          const AttentionArgs& args);
+
 }  // namespace wick::nn::detail

@@ -1,6 +1,8 @@
 // Cases for the nn wing (include/wick/nn.h), run through the public functions as users call them:
 // on a backend with a fused kernel they test the kernel, elsewhere the composition; the reference
 // backend has no kernels, so its side is always the composition (the ops' oracle).
+#include <limits>
+
 #include "parity/cases.h"
 #include "wick/nn.h"
 
@@ -154,6 +156,133 @@ void add_rope(std::vector<Case>& cases, DType dt, NnOp op) {
   }
 }
 
+// ---- attention ----------------------------------------------------------------------------------
+
+enum class Mask {
+  None,
+  Full,     // (b, h, t_q, t_kv), values only
+  Square,   // (t_q, t_kv) broadcast over b and h, about a sixth -inf, and query row 0 all -inf
+  Padding,  // (b, 1, 1, t_kv), about a sixth of the keys -inf
+};
+
+// How q, k and v are laid out: as made (Form), or (b, t, h, d) tensors transposed to (b, h, t, d).
+enum class AttnLayout { Contiguous, Bthd, Narrow, Stride2, Transposed, KvBroadcast };
+
+struct AttnVariant {
+  std::string name;
+  int64_t b, h, h_kv, t_q, t_kv, d;
+  bool causal = false;
+  int64_t window = 0;
+  Mask mask = Mask::None;
+  AttnLayout layout = AttnLayout::Contiguous;
+  Values values = Values::Normal;
+  double scale = 0;  // 0: the default 1 / sqrt(d)
+};
+
+std::vector<AttnVariant> attention_variants() {
+  using L = AttnLayout;
+  std::vector<AttnVariant> v = {
+      {"contiguous", 2, 4, 4, 9, 9, 16},
+      {"contiguous", 2, 4, 4, 9, 9, 16, true},
+      {"bthd", 2, 4, 2, 13, 13, 32, true, 0, Mask::None, L::Bthd},
+      {"bthd", 2, 4, 4, 6, 11, 8, false, 0, Mask::None, L::Bthd},
+      {"narrow", 2, 4, 2, 7, 10, 12, true, 0, Mask::None, L::Narrow},
+      {"stride2", 1, 3, 1, 8, 8, 10, false, 0, Mask::None, L::Stride2},
+      {"transposed", 2, 2, 2, 5, 9, 6, true, 0, Mask::None, L::Transposed},  // d at a stride of t
+      {"kv_broadcast", 3, 4, 2, 5, 7, 8, false, 0, Mask::None, L::KvBroadcast},
+      {"mask", 2, 4, 2, 9, 12, 16, false, 0, Mask::Full},
+      {"mask", 2, 4, 2, 9, 12, 16, true, 0, Mask::Square, L::Bthd},
+      {"mask", 2, 4, 4, 10, 10, 16, false, 0, Mask::Square},
+      {"mask", 3, 2, 1, 6, 70, 16, false, 0, Mask::Padding, L::Narrow},
+      {"window", 1, 4, 2, 20, 20, 8, true, 4},
+      {"window", 1, 2, 2, 9, 30, 8, false, 5},
+      {"window", 2, 4, 1, 70, 140, 16, true, 33, Mask::Square},
+      {"gqa4", 2, 8, 2, 9, 15, 16, true},
+      {"gqa8", 1, 8, 1, 11, 11, 16, false},
+      {"gqa8", 2, 8, 1, 1, 40, 32, true, 0, Mask::None, L::Bthd},
+      {"decode", 2, 4, 2, 1, 700, 64, true},
+      {"decode", 1, 8, 1, 1, 700, 32, false, 0, Mask::Padding},
+      {"decode", 1, 4, 4, 1, 300, 16, true, 100},
+      {"t_q<t_kv", 1, 4, 2, 5, 23, 16, true},
+      {"t_q>t_kv", 2, 2, 1, 7, 3, 8, true},  // rows 0..3 see no key
+      {"t_q>t_kv", 1, 2, 2, 7, 3, 8, false},
+      {"tiles", 1, 2, 1, 130, 130, 32, true, 0, Mask::None, L::Bthd},
+      {"tiles", 1, 4, 2, 67, 129, 8, false},
+      {"wide_values", 2, 2, 1, 9, 9, 16, false, 0, Mask::None, L::Contiguous, Values::Wide},
+      {"wide_values", 1, 2, 2, 9, 17, 16, true, 0, Mask::None, L::Contiguous, Values::Wide},
+      {"scale", 1, 2, 1, 6, 8, 8, true, 0, Mask::None, L::Contiguous, Values::Normal, 0.3},
+      {"empty", 0, 4, 2, 5, 5, 8},
+      {"empty", 1, 4, 2, 0, 5, 8, true},
+      {"empty", 1, 4, 2, 5, 0, 8, true},
+      {"empty", 1, 4, 2, 5, 5, 0},
+      {"empty", 1, 0, 2, 5, 5, 8},
+  };
+  for (int64_t d : {64, 80, 96, 128, 256})
+    v.push_back({"head_dim", 1, 2, 1, 17, 70, d, true, 0, Mask::None, d == 80 ? L::Bthd : L::Contiguous});
+  return v;
+}
+
+// A (b, h, t, d) operand of the variant's layout.
+Tensor attention_operand(Ctx& c, DType dt, const AttnVariant& v, int64_t heads, int64_t t) {
+  const Shape shape = {v.b, heads, t, v.d};
+  // f16 holds no value beyond 65504: its large values are the f32 ones clamped.
+  if (v.values == Values::Wide && dt == DType::F16)
+    return tensor(c.input(DType::F32, shape, Form::Contiguous, Values::Wide)).clamp(-6e4, 6e4).to_dtype(dt);
+  switch (v.layout) {
+    case AttnLayout::Bthd: return tensor(c.input(dt, {v.b, t, heads, v.d}, Form::Contiguous, v.values)).transpose(1, 2);
+    case AttnLayout::Narrow: return tensor(c.input(dt, shape, Form::Narrow, v.values));
+    case AttnLayout::Stride2: return tensor(c.input(dt, shape, Form::Stride2, v.values));
+    case AttnLayout::Transposed: return tensor(c.input(dt, shape, Form::Transposed, v.values));
+    case AttnLayout::KvBroadcast:
+      if (heads != v.h) return tensor(c.input(dt, {1, heads, t, v.d}, Form::Contiguous, v.values)).broadcast_as(shape);
+      break;
+    case AttnLayout::Contiguous: break;
+  }
+  return tensor(c.input(dt, shape, Form::Contiguous, v.values));
+}
+
+Tensor attention_mask(Ctx& c, DType dt, const AttnVariant& v) {
+  const Device dev = c.backend().device();
+  const Tensor inf = Tensor::scalar(-std::numeric_limits<double>::infinity(), dt, dev);
+  switch (v.mask) {
+    case Mask::None: return {};
+    case Mask::Full: return tensor(c.input(dt, {v.b, v.h, v.t_q, v.t_kv}));
+    case Mask::Square: {
+      const Tensor x = tensor(c.input(dt, {v.t_q, v.t_kv}));
+      const Tensor first_row = Tensor::arange(v.t_q, DType::I64, dev).eq(0).reshape({v.t_q, 1});
+      return x.lt(-2).maximum(first_row).where_cond(inf, x);
+    }
+    case Mask::Padding: {
+      const Tensor x = tensor(c.input(dt, {v.b, 1, 1, v.t_kv}));
+      return x.lt(-2).where_cond(inf, x.zeros_like());
+    }
+  }
+  return {};
+}
+
+void add_attention(std::vector<Case>& cases, DType dt) {
+  for (const AttnVariant& v : attention_variants()) {
+    std::string extra = "kv " + std::to_string(v.h_kv) + "x" + std::to_string(v.t_kv);
+    if (v.causal) extra += " causal";
+    if (v.window) extra += " window " + std::to_string(v.window);
+    if (v.mask != Mask::None)
+      extra += v.mask == Mask::Full ? " mask" : v.mask == Mask::Square ? " mask (t_q, t_kv) -inf" : " mask padding";
+    const std::string layout = v.layout == AttnLayout::Bthd ? v.name + ".bthd" : v.name;
+    cases.push_back({OpKey(NnOp::Attention).name(), label(dt), shape_label({v.b, v.h, v.t_q, v.d}, extra), layout,
+                     NnOp::Attention, {dt}, Compare::Float, false, [=](Ctx& c) {
+                       const Tensor q = attention_operand(c, dt, v, v.h, v.t_q);
+                       const Tensor k = attention_operand(c, dt, v, v.h_kv, v.t_kv);
+                       const Tensor val = attention_operand(c, dt, v, v.h_kv, v.t_kv);
+                       nn::AttentionOptions o;
+                       o.causal = v.causal;
+                       o.window = v.window;
+                       o.mask = attention_mask(c, dt, v);
+                       if (v.scale > 0) o.scale = v.scale;
+                       return result(nn::scaled_dot_product_attention(q, k, val, o));
+                     }});
+  }
+}
+
 }  // namespace
 
 void add_fused_cases(std::vector<Case>& cases) {
@@ -163,6 +292,7 @@ void add_fused_cases(std::vector<Case>& cases) {
     add_norm(cases, dt, NnOp::RmsNorm);
     add_norm(cases, dt, NnOp::LayerNorm);
     for (NnOp op : {NnOp::Rope, NnOp::RopeI, NnOp::RopeThd}) add_rope(cases, dt, op);
+    add_attention(cases, dt);
   }
 }
 

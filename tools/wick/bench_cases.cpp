@@ -2,12 +2,14 @@
 // memory-bound case moves far more than the L2 cache holds; on the CPU the whole run takes under
 // a minute on two cores; --quick is for tests.
 #include <array>
+#include <cmath>
 #include <sstream>
 #include <utility>
 
 #include "backend/nn_kernels.h"
 #include "bench.h"
 #include "cpu/parallel.h"
+#include "nn/nn_ops.h"
 #include "parity/cases.h"
 
 namespace wick::bench {
@@ -67,8 +69,11 @@ struct Sizes {
   int64_t gemm = 0;   // m = n = k of the GEMM ceilings and the square matmuls
   Shape batched_a = {}, batched_b = {};
   Shape conv_x = {}, conv_k = {};
-  Shape rows = {};   // the nn ops' (rows, features); also timed as (features, rows)
-  Shape rope = {};   // rope's x (b, h, t, d)
+  Shape rows = {};     // the nn ops' (rows, features); also timed as (features, rows)
+  Shape rope = {};     // rope's x (b, h, t, d)
+  Shape prefill = {};  // causal attention's (b, h, t, d)
+  std::vector<Shape> decode = {};  // attention of one query: (b, h, h_kv, t_kv, d)
+  bool composed_prefill = false;  // time the composed prefill too (its scores fit in memory)
   bool gpu = false;  // half-precision and TF32 products, the batched matmul
 };
 
@@ -87,6 +92,9 @@ Sizes sizes_for(Scale scale) {
               .conv_k = {256, 256, 3, 3},
               .rows = {32768, 4096},
               .rope = {16, 32, 4096, 128},
+              .prefill = {4, 32, 4096, 128},
+              .decode = {{1, 32, 8, 4096, 128}, {16, 32, 8, 4096, 128}, {1, 32, 8, 32768, 128},
+                         {16, 32, 8, 32768, 128}},
               .gpu = true};
     case Scale::Cpu: {
       // 16M elements (64 MB of f32) on a few cores; 4x that on 8 or more threads, whose server
@@ -101,7 +109,10 @@ Sizes sizes_for(Scale scale) {
               .conv_x = {8, 64, 56, 56},
               .conv_k = {64, 64, 3, 3},
               .rows = {16384 * f, 1024},
-              .rope = {2 * f, 32, 1024, 128}};
+              .rope = {2 * f, 32, 1024, 128},
+              .prefill = {1, 8, 1024, 64},
+              .decode = {{1, 32, 8, 4096, 128}},
+              .composed_prefill = true};
     }
     case Scale::Quick: break;
   }
@@ -114,7 +125,10 @@ Sizes sizes_for(Scale scale) {
           .conv_x = {1, 4, 8, 8},
           .conv_k = {4, 4, 3, 3},
           .rows = {128, 64},
-          .rope = {1, 2, 8, 16}};
+          .rope = {1, 2, 8, 16},
+          .prefill = {1, 2, 64, 16},
+          .decode = {{1, 4, 2, 128, 16}},
+          .composed_prefill = true};
 }
 
 double size_of(DType dt) { return static_cast<double>(dtype_size(dt)); }
@@ -443,6 +457,50 @@ void add_rope(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
+// nn.attention: causal prefill (t_q = t_kv) in FLOP/s of 4 b h t^2 d / 2, and decode (one query,
+// grouped heads) in GB/s of the keys and values read; with `composed`, the same through the
+// composition of wick ops (matmul, reductions, elementwise), which runs wherever matmul does.
+void add_attention(std::vector<Case>& cases, const Sizes& s) {
+  struct Shapes {
+    Shape q, kv;
+    bool causal;
+  };
+  std::vector<Shapes> all = {{s.prefill, s.prefill, true}};
+  for (const Shape& d : s.decode) all.push_back({{d[0], d[1], 1, d[4]}, {d[0], d[2], d[3], d[4]}, false});
+  const std::vector<DType> dtypes =
+      s.gpu ? std::vector<DType>{DType::BF16} : std::vector<DType>{DType::F32, DType::BF16};
+  for (const Shapes& sh : all) {
+    const bool prefill = sh.causal;
+    for (DType dt : dtypes) {
+      for (bool composed : {false, true}) {
+        if (composed && prefill && !s.composed_prefill) continue;  // a GPU's would hold tens of GB of scores
+        const double t = static_cast<double>(sh.kv[2]);
+        const AttentionArgs args{1 / std::sqrt(static_cast<double>(sh.q[3])), sh.causal, 0};
+        cases.push_back(
+            {.op = OpKey(NnOp::Attention).name(),
+             .dtype = label(dt),
+             .shape = dims_label(sh.q) + (prefill ? " causal" : " kv " + dims_label(sh.kv)),
+             .layout = composed ? "composed" : "contiguous",
+             .main_dtype = dt,
+             .key = composed ? OpKey(OpCode::Matmul) : OpKey(NnOp::Attention),
+             .dtypes = {dt},
+             .bytes = 2 * static_cast<double>(sh.kv.numel()) * size_of(dt),
+             .flops = prefill ? 2 * static_cast<double>(sh.q.numel()) * t : 0,
+             .prepare = prepare([=](Inputs& in, Backend& b) {
+               const Arg q = in.floats(dt, sh.q), k = in.floats(dt, sh.kv), v = in.floats(dt, sh.kv);
+               if (!composed)
+                 return Run(
+                     [&b, q, k, v, args] { return b.nn()->attention(q.view(), k.view(), v.view(), nullptr, args); });
+               return Run([q, k, v, args] {
+                 auto tensor = [](const Arg& a) { return Tensor(a.storage, a.layout, a.dtype); };
+                 return nn::detail::attention_composed(tensor(q), tensor(k), tensor(v), Tensor(), args).storage();
+               });
+             })});
+      }
+    }
+  }
+}
+
 std::vector<Case> bench_cases(Scale scale) {
   const Sizes s = sizes_for(scale);
   std::vector<Case> cases;
@@ -480,6 +538,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_copies_and_index(cases, s);
   add_fused(cases, s);
   add_rope(cases, s);
+  add_attention(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
   cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false));
   if (s.gpu) {

@@ -1,5 +1,5 @@
 // The CPU backend's fused nn kernels (backend/nn_kernels.h): one file per op in this folder, each
-// multithreaded over the slices it normalises.
+// multithreaded over the slices it normalises (attention: over tiles of query rows).
 #pragma once
 
 #include "backend/nn_kernels.h"
@@ -13,12 +13,14 @@ class CpuNnKernels final : public NnKernels {
   bool supports(NnOp op, DType dtype) const override {
     return op_defined(op, {&dtype, 1}) &&
            (op == NnOp::Softmax || op == NnOp::LogSoftmax || op == NnOp::RmsNorm || op == NnOp::LayerNorm ||
-            op == NnOp::Rope || op == NnOp::RopeI || op == NnOp::RopeThd);
+            op == NnOp::Rope || op == NnOp::RopeI || op == NnOp::RopeThd || op == NnOp::Attention);
   }
   StoragePtr softmax(const View& x, int dim, bool log) const override;
   StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;
   StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const override;
   StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const override;
+  StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
+                       const AttentionArgs& args) const override;
 
  private:
   Backend& backend_;

@@ -1,0 +1,221 @@
+// Attention in tiles (flash attention): a task takes up to kRows query rows of one batch and kv
+// head (the query heads of a group together, so that a key tile serves all of them), and walks the
+// keys they see kKeys at a time with an online softmax (kernels::AttentionAcc). The tiles are
+// copied, in the math type, into per-thread buffers: keys transposed, so that both products are
+// loops over a contiguous run of lanes the compiler vectorises without reordering a sum. No
+// t_q x t_kv buffer exists; q, k, v and the mask are read where they lie.
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "cpu/nn/nn_kernels.h"
+#include "cpu/parallel.h"
+#include "cpu/scratch.h"
+#include "kernels/nn.h"
+
+namespace wick::cpu {
+
+namespace {
+
+constexpr int64_t kRows = 64;  // query rows of a task
+constexpr int64_t kKeys = 64;  // keys of a tile
+
+// Elements of M in one 64-byte block: the width of the inner loops.
+template <typename M>
+inline constexpr int64_t kLanes = 64 / static_cast<int64_t>(sizeof(M));
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// A (b, heads, t, d) operand: its first element and strides.
+template <typename T>
+struct Operand {
+  const T* data;
+  int64_t s[4];
+
+  explicit Operand(const View& v) : data(static_cast<const T*>(v.storage.data()) + v.layout.offset()) {
+    for (int i = 0; i < 4; ++i) s[i] = v.layout.stride(i);
+  }
+  const T* row(int64_t b, int64_t h, int64_t t) const { return data + b * s[0] + h * s[1] + t * s[2]; }
+};
+
+// Copies n rows of d elements (at stride `step` within a row) into dst, a row every `ld`, in M.
+template <typename T, typename M>
+void load_rows(const T* src, int64_t row_stride, int64_t step, int64_t n, int64_t d, M* dst, int64_t ld) {
+  for (int64_t j = 0; j < n; ++j, src += row_stride, dst += ld) {
+    if (step == 1) {
+      for (int64_t c = 0; c < d; ++c) dst[c] = kernels::to_opmath(src[c]);
+    } else {
+      for (int64_t c = 0; c < d; ++c) dst[c] = kernels::to_opmath(src[c * step]);
+    }
+  }
+}
+
+// s[r][j] = sum over c of q[r][c] * kt[c][j] for `rows` rows and the kKeys columns of the tile
+// (two rows at a time, so that each load of a key block serves both), the sum in the order of c.
+template <typename M>
+void scores_tile(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, M* s) {
+  constexpr int64_t W = kLanes<M>;
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const M* q0 = q + r * ldq;
+    const M* q1 = q0 + ldq;
+    for (int64_t jb = 0; jb < kKeys; jb += W) {
+      M a0[W] = {}, a1[W] = {};
+      for (int64_t c = 0; c < d; ++c) {
+        const M x0 = q0[c], x1 = q1[c];
+        const M* kc = kt + c * kKeys + jb;
+#pragma omp simd
+        for (int64_t j = 0; j < W; ++j) {
+          a0[j] += x0 * kc[j];
+          a1[j] += x1 * kc[j];
+        }
+      }
+      for (int64_t j = 0; j < W; ++j) {
+        s[r * kKeys + jb + j] = a0[j];
+        s[(r + 1) * kKeys + jb + j] = a1[j];
+      }
+    }
+  }
+  for (; r < rows; ++r) {
+    const M* q0 = q + r * ldq;
+    for (int64_t jb = 0; jb < kKeys; jb += W) {
+      M a0[W] = {};
+      for (int64_t c = 0; c < d; ++c) {
+        const M x0 = q0[c];
+        const M* kc = kt + c * kKeys + jb;
+#pragma omp simd
+        for (int64_t j = 0; j < W; ++j) a0[j] += x0 * kc[j];
+      }
+      for (int64_t j = 0; j < W; ++j) s[r * kKeys + jb + j] = a0[j];
+    }
+  }
+}
+
+// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of the lane width) lanes.
+template <typename M>
+void weighted_sum(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M* o) {
+  constexpr int64_t W = kLanes<M>;
+  for (int64_t cb = 0; cb < ld; cb += W) {
+    M a[W];
+    for (int64_t c = 0; c < W; ++c) a[c] = o[cb + c];
+    for (int64_t j = j0; j < j1; ++j) {
+      const M w = p[j];
+      const M* vj = v + j * ld + cb;
+#pragma omp simd
+      for (int64_t c = 0; c < W; ++c) a[c] += w * vj[c];
+    }
+    for (int64_t c = 0; c < W; ++c) o[cb + c] = a[c];
+  }
+}
+
+template <typename T>
+void attention_typed(const View& qv, const View& kv, const View& vv, const View* mv, const AttentionArgs& args,
+                     T* out) {
+  using M = kernels::opmath_t<T>;
+  const Operand<T> q(qv), k(kv), v(vv);
+  const int64_t b = qv.layout.dim(0), h = qv.layout.dim(1), t_q = qv.layout.dim(2), d = qv.layout.dim(3);
+  const int64_t h_kv = kv.layout.dim(1), t_kv = kv.layout.dim(2), group = h / h_kv;
+  const T* mask = mv ? static_cast<const T*>(mv->storage.data()) + mv->layout.offset() : nullptr;
+  const int64_t ms[4] = {mv ? mv->layout.stride(0) : 0, mv ? mv->layout.stride(1) : 0, mv ? mv->layout.stride(2) : 0,
+                         mv ? mv->layout.stride(3) : 0};
+  const M scale = static_cast<M>(args.scale);
+  // Rows of a (batch, kv head): r = member of the group * t_q + query index.
+  const int64_t rows_per_head = group * t_q, tiles = (rows_per_head + kRows - 1) / kRows;
+  const int64_t ld = round_up(d, kLanes<M>);  // padded row length of the value tile and accumulators
+
+  parallel_for(b * h_kv * tiles, 1, [&](int64_t begin, int64_t end) {
+    Scratch<M> qt(kRows * d), kt(d * kKeys), vt(kKeys * ld), st(kRows * kKeys), acc(kRows * ld);
+    kernels::AttentionAcc<M> row_acc[kRows];
+    kernels::KeyRange keys[kRows];
+    T* out_row[kRows];
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bk = task / tiles, z = task % tiles;
+      const int64_t bi = bk / h_kv, hk = bk % h_kv;
+      // Causal tiles grow in cost down the rows: take them first, last, second, ... so that the
+      // contiguous range of tasks a thread gets holds as much work as another's.
+      const int64_t tile = z % 2 == 0 ? z / 2 : tiles - 1 - z / 2;
+      const int64_t r0 = tile * kRows, rows = std::min(kRows, rows_per_head - r0);
+      int64_t k_lo = t_kv, k_hi = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t head = hk * group + (r0 + r) / t_q, i = (r0 + r) % t_q;
+        load_rows(q.row(bi, head, i), 0, q.s[3], 1, d, qt.data() + r * d, d);
+        keys[r] = kernels::attention_keys(t_kv - t_q + i, t_kv, args.causal, args.window);
+        if (keys[r].lo < keys[r].hi) {
+          k_lo = std::min(k_lo, keys[r].lo);
+          k_hi = std::max(k_hi, keys[r].hi);
+        }
+        row_acc[r] = kernels::AttentionAcc<M>::init();
+        out_row[r] = out + ((bi * h + head) * t_q + i) * d;
+        std::fill(acc.data() + r * ld, acc.data() + (r + 1) * ld, M(0));
+      }
+      for (int64_t j0 = k_lo; j0 < k_hi; j0 += kKeys) {
+        const int64_t n = std::min(kKeys, k_hi - j0);
+        // Keys transposed (kt[c][j]), the columns past n zero; values row by row, padded with zeros.
+        const T* kj = k.row(bi, hk, j0);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j] = kernels::to_opmath(kj[j * k.s[2] + c * k.s[3]]);
+        for (int64_t c = 0; c < d && n < kKeys; ++c)
+          std::fill(kt.data() + c * kKeys + n, kt.data() + (c + 1) * kKeys, M(0));
+        load_rows(v.row(bi, hk, j0), v.s[2], v.s[3], n, d, vt.data(), ld);
+        for (int64_t j = 0; j < n; ++j) std::fill(vt.data() + j * ld + d, vt.data() + (j + 1) * ld, M(0));
+        scores_tile(qt.data(), d, kt.data(), rows, d, st.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t a = std::max(keys[r].lo, j0) - j0, e = std::min(keys[r].hi, j0 + n) - j0;
+          if (a >= e) continue;
+          M* s = st.data() + r * kKeys;
+          const T* m = nullptr;
+          if (mask) {
+            const int64_t head = hk * group + (r0 + r) / t_q, i = (r0 + r) % t_q;
+            m = mask + bi * ms[0] + head * ms[1] + i * ms[2] + j0 * ms[3];
+          }
+          // Scores as the composition forms them: (q . k) * scale, then + mask.
+          if (m) {
+            for (int64_t j = a; j < e; ++j) s[j] = s[j] * scale + kernels::to_opmath(m[j * ms[3]]);
+          } else {
+            for (int64_t j = a; j < e; ++j) s[j] *= scale;
+          }
+          // The maximum in any order: the same value (NaNs, which it may drop, reach the sum).
+          M block_max = -std::numeric_limits<M>::infinity();
+#pragma omp simd reduction(max : block_max)
+          for (int64_t j = a; j < e; ++j) block_max = s[j] > block_max ? s[j] : block_max;
+          kernels::AttentionAcc<M>& row = row_acc[r];
+          const M factor = row.raise_max(block_max);
+          M* o = acc.data() + r * ld;
+          if (factor != M(1))
+            for (int64_t c = 0; c < ld; ++c) o[c] *= factor;
+          const M shift = row.shift();
+          M block_sum = 0;
+          for (int64_t j = a; j < e; ++j) {
+            s[j] = kernels::math::exp(s[j] - shift);
+            block_sum += s[j];
+          }
+          row.add(block_sum);
+          weighted_sum(s, vt.data(), a, e, ld, o);
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const M* o = acc.data() + r * ld;
+        for (int64_t c = 0; c < d; ++c)
+          out_row[r][c] = kernels::from_opmath<T>(kernels::attention_value(o[c], row_acc[r]));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+StoragePtr CpuNnKernels::attention(const View& q, const View& k, const View& v, const View* mask,
+                                   const AttentionArgs& args) const {
+  StoragePtr out = backend_.alloc(q.dtype, q.layout.numel());
+  dispatch(q.dtype, [&]<typename T>() {
+    if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, f8e4m3>) {
+      attention_typed<T>(q, k, v, mask, args, out->as<T>());
+    } else {
+      throw_not_supported(backend_, NnOp::Attention, q.dtype);
+    }
+  });
+  return out;
+}
+
+}  // namespace wick::cpu

@@ -1,0 +1,62 @@
+// KvCache: keys and values of a layer, allocated once; appends write into the cache in place.
+#include "nn/nn_ops.h"
+#include "wick/nn.h"
+
+namespace wick::nn {
+
+namespace {
+
+std::string describe_cache(const Tensor& k, int64_t size) {
+  return wick::detail::str_cat("KvCache ", k.shape(), " ", k.dtype(), " on ", k.device(), " holding ", size,
+                               " positions");
+}
+
+}  // namespace
+
+KvCache::KvCache(int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim, DType dtype, Device device) {
+  constexpr const char* op = "KvCache";
+  WICK_CHECK(batch >= 0 && kv_heads >= 0 && capacity >= 0 && head_dim >= 0, ShapeError, op,
+             "sizes must be at least 0, got batch ", batch, ", kv_heads ", kv_heads, ", capacity ", capacity,
+             ", head_dim ", head_dim);
+  WICK_CHECK(op_defined(NnOp::Attention, {&dtype, 1}), DTypeError, op,
+             "holds the keys and values of attention: f64, f32, f16 or bf16, got ", dtype);
+  const Shape shape = {batch, kv_heads, capacity, head_dim};
+  k_ = Tensor::zeros(shape, dtype, device);
+  v_ = Tensor::zeros(shape, dtype, device);
+  capacity_ = capacity;
+}
+
+std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
+  constexpr const char* op = "KvCache::append";
+  ops::check_defined(op, k);
+  ops::check_defined(op, v);
+  ops::check_same_device(op, {&k_, &k, &v});
+  for (const Tensor* t : {&k, &v}) {
+    WICK_CHECK(t->dtype() == k_.dtype(), DTypeError, op, t == &k ? "k " : "v ", ops::describe(*t),
+               " must have the dtype of the ", describe_cache(k_, size_));
+    WICK_CHECK(t->rank() == 4 && t->dim(0) == k_.dim(0) && t->dim(1) == k_.dim(1) && t->dim(3) == k_.dim(3), ShapeError,
+               op, t == &k ? "k " : "v ", ops::describe(*t), " must have shape (b, h_kv, t_new, d) = (", k_.dim(0),
+               ", ", k_.dim(1), ", t_new, ", k_.dim(3), ") for the ", describe_cache(k_, size_));
+  }
+  WICK_CHECK(k.dim(2) == v.dim(2), ShapeError, op, "k ", ops::describe(k), " and v ", ops::describe(v),
+             " must hold as many positions");
+  const int64_t t_new = k.dim(2);
+  WICK_CHECK(t_new <= capacity_ - size_, ShapeError, op, "cannot add ", t_new, " positions to the ",
+             describe_cache(k_, size_), " of capacity ", capacity_);
+  // In place: a strided copy into the positions size_ .. size_ + t_new - 1 of the cache.
+  k_.slice_set(k, 2, size_);
+  v_.slice_set(v, 2, size_);
+  size_ += t_new;
+  return {keys(), values()};
+}
+
+Tensor KvCache::keys() const { return k_.narrow(2, 0, size_); }
+Tensor KvCache::values() const { return v_.narrow(2, 0, size_); }
+
+void KvCache::truncate(int64_t size) {
+  WICK_CHECK(size >= 0 && size <= size_, ShapeError, "KvCache::truncate", "size must be in [0, ", size_, "], got ",
+             size, " (", describe_cache(k_, size_), ")");
+  size_ = size;
+}
+
+}  // namespace wick::nn

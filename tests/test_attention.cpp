@@ -1,0 +1,380 @@
+// scaled_dot_product_attention and KvCache (include/wick/nn.h) on every device: values computed by
+// hand, masks against explicit -inf masks, grouped heads against repeated heads, strided views,
+// special values, bad arguments, and a Llama-style attention block decoding with a KvCache against
+// the same block recomputed over the whole sequence.
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+#include "test_util.h"
+#include "wick/nn.h"
+
+namespace wick {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr DType kFloat[] = {DType::F64, DType::F32, DType::F16, DType::BF16};
+
+std::vector<double> values(const Tensor& t) { return t.to_dtype(DType::F64).to_vector<double>(); }
+
+double tolerance(DType dt) { return dt == DType::BF16 ? 2e-2 : dt == DType::F16 ? 2e-3 : 1e-5; }
+
+void expect_near(const Tensor& got, const std::vector<double>& want, double tol) {
+  const std::vector<double> g = values(got);
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g[i], want[i], tol) << "element " << i << " (" << got.dtype() << ")";
+}
+
+// Equal up to rounding (relative to the largest magnitude of `want`).
+void expect_close(const Tensor& got, const Tensor& want, double tol = 1e-5) {
+  ASSERT_EQ(got.shape(), want.shape());
+  const std::vector<double> g = values(got), w = values(want);
+  double scale = 1e-30;
+  for (double x : w) scale = std::max(scale, std::abs(x));
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], tol * scale) << "element " << i;
+}
+
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false, Tensor mask = {},
+            int64_t window = 0, std::optional<double> scale = std::nullopt) {
+  nn::AttentionOptions o;
+  o.causal = causal;
+  o.mask = std::move(mask);
+  o.window = window;
+  o.scale = scale;
+  return nn::scaled_dot_product_attention(q, k, v, o);
+}
+
+class AttentionTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device dev() const { return GetParam(); }
+  Tensor make(std::vector<double> v, const Shape& s, DType dt = DType::F32) const {
+    return Tensor::from_vector(v, s, dev()).to_dtype(dt);
+  }
+  Tensor randn(const Shape& s, DType dt = DType::F32) const {
+    return Tensor::rand_normal(s, 0, 1, DType::F32, dev()).to_dtype(dt);
+  }
+  // A (t_q, t_kv) mask of 0 where see(i, j) and -inf elsewhere.
+  template <typename F>
+  Tensor mask_of(int64_t t_q, int64_t t_kv, F see, DType dt = DType::F32) const {
+    std::vector<double> m(static_cast<size_t>(t_q * t_kv));
+    for (int64_t i = 0; i < t_q; ++i)
+      for (int64_t j = 0; j < t_kv; ++j) m[static_cast<size_t>(i * t_kv + j)] = see(i, j) ? 0 : -kInf;
+    return make(m, {t_q, t_kv}, dt);
+  }
+};
+
+TEST_P(AttentionTest, HandComputedWeights) {
+  for (DType dt : kFloat) {
+    // Scores (ln 3, 0): weights 3/4 and 1/4 of the value rows (1, 2) and (3, 4).
+    const Tensor q = make({1, 0}, {1, 1, 1, 2}, dt), k = make({1, 0, 0, 0}, {1, 1, 2, 2}, dt),
+                 v = make({1, 2, 3, 4}, {1, 1, 2, 2}, dt);
+    const Tensor out = sdpa(q, k, v, false, {}, 0, std::log(3.0));
+    EXPECT_EQ(out.shape(), Shape({1, 1, 1, 2}));
+    EXPECT_EQ(out.dtype(), dt);
+    expect_near(out, {1.5, 2.5}, tolerance(dt));
+    // The default scale 1 / sqrt(2): scores (sqrt(2), 0).
+    const double w = std::exp(std::sqrt(2.0)) / (std::exp(std::sqrt(2.0)) + 1);
+    const Tensor q2 = make({2, 0}, {1, 1, 1, 2}, dt), k2 = make({1, 0, 0, 1}, {1, 1, 2, 2}, dt);
+    expect_near(sdpa(q2, k2, v), {w + 3 * (1 - w), 2 * w + 4 * (1 - w)}, tolerance(dt));
+    // Causal over two queries: the first sees key 0 only, the second both.
+    const Tensor q3 = make({1, 0, 1, 0}, {1, 1, 2, 2}, dt);
+    expect_near(sdpa(q3, k, v, true, {}, 0, std::log(3.0)), {1, 2, 1.5, 2.5}, tolerance(dt));
+  }
+}
+
+TEST_P(AttentionTest, OneKeyAndEqualKeys) {
+  const Tensor q = randn({2, 3, 4, 8}), v = randn({2, 3, 1, 8});
+  // One key: weight 1, the value row itself, for any query.
+  EXPECT_EQ(values(sdpa(q, randn({2, 3, 1, 8}), v)), values(v.broadcast_as({2, 3, 4, 8}).contiguous()));
+  // Equal keys: equal weights, the mean of the values.
+  const Tensor vs = randn({2, 3, 5, 8});
+  expect_close(sdpa(q, Tensor::zeros({2, 3, 5, 8}, DType::F32, dev()), vs),
+               vs.mean(2, true).broadcast_as({2, 3, 4, 8}));
+  // A query aligned with one key at a large scale: that key's value.
+  const Tensor eye = Tensor::eye(8, DType::F32, dev()).reshape({1, 1, 8, 8});
+  const Tensor vals = randn({1, 1, 8, 8});
+  expect_close(sdpa(eye, eye, vals, false, {}, 0, 100.0), vals);
+}
+
+TEST_P(AttentionTest, CausalAndWindowEqualTheirMasks) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (std::pair<int64_t, int64_t> sizes : {std::pair<int64_t, int64_t>{7, 7}, {3, 9}, {9, 4}, {1, 130}, {70, 70}}) {
+      const int64_t t_q = sizes.first, t_kv = sizes.second;
+      const Tensor q = randn({2, 2, t_q, 16}, dt), k = randn({2, 2, t_kv, 16}, dt), v = randn({2, 2, t_kv, 16}, dt);
+      const int64_t shift = t_kv - t_q;  // query i sits at position i + shift
+      const double tol = dt == DType::BF16 ? 2e-2 : 1e-5;
+      auto masked = [&](auto see) { return sdpa(q, k, v, false, mask_of(t_q, t_kv, see, dt)); };
+      expect_close(sdpa(q, k, v, true), masked([&](int64_t i, int64_t j) { return j <= i + shift; }), tol);
+      for (int64_t w : {1, 3}) {
+        expect_close(sdpa(q, k, v, true, {}, w),
+                     masked([&](int64_t i, int64_t j) { return j <= i + shift && j > i + shift - w; }), tol);
+        expect_close(sdpa(q, k, v, false, {}, w), masked([&](int64_t i, int64_t j) { return j > i + shift - w; }), tol);
+      }
+    }
+  }
+  // A window of one position: each query sees its own key only.
+  const Tensor q = randn({1, 2, 6, 4}), k = randn({1, 2, 6, 4}), v = randn({1, 2, 6, 4});
+  EXPECT_EQ(values(sdpa(q, k, v, true, {}, 1)), values(v));
+}
+
+TEST_P(AttentionTest, GroupedHeadsEqualRepeatedHeads) {
+  for (int64_t h_kv : {1, 2, 8}) {
+    const int64_t h = 8, g = h / h_kv;
+    const Tensor q = randn({2, h, 5, 16}), k = randn({2, h_kv, 7, 16}), v = randn({2, h_kv, 7, 16});
+    // Key head j repeated g times: query head i meets key head i / g.
+    auto repeat = [&](const Tensor& t) {
+      return t.unsqueeze(2).broadcast_as({2, h_kv, g, 7, 16}).reshape({2, h, 7, 16});
+    };
+    for (bool causal : {false, true}) expect_close(sdpa(q, k, v, causal), sdpa(q, repeat(k), repeat(v), causal));
+  }
+}
+
+TEST_P(AttentionTest, RowsThatSeeNoKeyAreZeros) {
+  for (DType dt : kFloat) {
+    const Tensor q = randn({1, 2, 3, 4}, dt), k = randn({1, 2, 3, 4}, dt), v = randn({1, 2, 3, 4}, dt);
+    // Row 1 fully masked.
+    const Tensor mask = make({0, 0, 0, -kInf, -kInf, -kInf, 0, -kInf, 0}, {3, 3}, dt);
+    const std::vector<double> out = values(sdpa(q, k, v, false, mask));
+    for (int64_t head = 0; head < 2; ++head)
+      for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(out[static_cast<size_t>(head * 12 + 4 + c)], 0) << dt;
+    for (double x : out) EXPECT_TRUE(std::isfinite(x));
+    // More queries than keys, causal: queries 0 and 1 sit before every key.
+    const std::vector<double> early = values(sdpa(randn({1, 2, 5, 4}, dt), k, v, true));
+    for (int64_t head = 0; head < 2; ++head)
+      for (int64_t c = 0; c < 8; ++c) EXPECT_EQ(early[static_cast<size_t>(head * 20 + c)], 0) << dt;
+    // No keys at all.
+    EXPECT_EQ(values(sdpa(q, k.narrow(2, 0, 0), v.narrow(2, 0, 0))), std::vector<double>(24, 0.0));
+  }
+}
+
+TEST_P(AttentionTest, NanPropagatesToTheRowsThatSeeIt) {
+  const double nan = std::nan("");
+  const Tensor k = randn({1, 1, 4, 2}), v = randn({1, 1, 4, 2});
+  std::vector<double> qv(8, 0.5);
+  qv[2] = nan;  // query 1
+  const std::vector<double> out = values(sdpa(make(qv, {1, 1, 4, 2}), k, v));
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::isnan(out[i]), i == 2 || i == 3) << i;
+  // A NaN key at position 2 reaches causal queries 2 and 3 only.
+  std::vector<double> kv = values(k);
+  kv[4] = nan;
+  const std::vector<double> causal = values(sdpa(randn({1, 1, 4, 2}), make(kv, {1, 1, 4, 2}), v, true));
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(std::isnan(causal[i]), i >= 4) << i;
+}
+
+TEST_P(AttentionTest, StridedViewsGiveTheContiguousResult) {
+  // (b, t, h, d) tensors seen as (b, h, t, d), a narrowed head dim, and a broadcast mask.
+  const Tensor q = randn({2, 9, 4, 16}).transpose(1, 2), k = randn({2, 70, 2, 16}).transpose(1, 2);
+  const Tensor v = randn({2, 2, 70, 20}).narrow(3, 3, 16);
+  const Tensor mask = randn({1, 1, 9, 70});
+  for (bool causal : {false, true}) {
+    expect_close(sdpa(q, k, v, causal), sdpa(q.contiguous(), k.contiguous(), v.contiguous(), causal));
+    expect_close(sdpa(q, k, v, causal, mask), sdpa(q, k, v, causal, mask.broadcast_as({2, 4, 9, 70}).contiguous()));
+  }
+  // Keys with a head dim at a stride: a transposed (b, h, d, t) tensor.
+  const Tensor kt = randn({2, 2, 16, 70}).transpose(2, 3);
+  expect_close(sdpa(q, kt, v), sdpa(q, kt.contiguous(), v));
+}
+
+TEST_P(AttentionTest, LargeMagnitudes) {
+  // Scores of 1e6 and more: softmax picks the largest, without overflow.
+  const Tensor q = make({1000, 0}, {1, 1, 1, 2}), k = make({1000, 0, 999, 0, -1000, 0}, {1, 1, 3, 2});
+  const Tensor v = make({1, 2, 3, 4, 5, 6}, {1, 1, 3, 2});
+  expect_near(sdpa(q, k, v), {1, 2}, 1e-6);
+}
+
+TEST_P(AttentionTest, EmptyTensors) {
+  auto z = [&](const Shape& s) { return Tensor::zeros(s, DType::F32, dev()); };
+  EXPECT_EQ(sdpa(z({0, 4, 3, 8}), z({0, 2, 5, 8}), z({0, 2, 5, 8})).shape(), Shape({0, 4, 3, 8}));
+  EXPECT_EQ(sdpa(z({1, 4, 0, 8}), z({1, 2, 5, 8}), z({1, 2, 5, 8}), true).shape(), Shape({1, 4, 0, 8}));
+  EXPECT_EQ(sdpa(z({1, 4, 3, 0}), z({1, 2, 5, 0}), z({1, 2, 5, 0})).shape(), Shape({1, 4, 3, 0}));
+  EXPECT_EQ(sdpa(z({1, 0, 3, 8}), z({1, 2, 5, 8}), z({1, 2, 5, 8})).shape(), Shape({1, 0, 3, 8}));
+  const Tensor none = sdpa(randn({1, 4, 3, 8}), z({1, 2, 0, 8}), z({1, 2, 0, 8}));
+  EXPECT_EQ(none.shape(), Shape({1, 4, 3, 8}));
+  EXPECT_EQ(values(none), std::vector<double>(96, 0.0));
+}
+
+TEST_P(AttentionTest, BadArguments) {
+  const char* op = "scaled_dot_product_attention: ";
+  const Tensor q = Tensor::ones({2, 4, 3, 8}, DType::F32, dev()), k = Tensor::ones({2, 2, 5, 8}, DType::F32, dev());
+  WICK_EXPECT_ERROR(sdpa(q.to_dtype(DType::I32), k, k), DTypeError, op, "i32");
+  WICK_EXPECT_ERROR(sdpa(q.to_dtype(DType::F8E4M3), k, k), DTypeError, op, "f8e4m3");
+  WICK_EXPECT_ERROR(sdpa(q, k.to_dtype(DType::F16), k), DTypeError, op, "k ", "f16", "f32");
+  WICK_EXPECT_ERROR(sdpa(q, k, k.to_dtype(DType::BF16)), DTypeError, op, "v ", "bf16");
+  WICK_EXPECT_ERROR(sdpa(q.reshape({8, 3, 8}), k, k), ShapeError, op, "rank 4", "[8, 3, 8]");
+  WICK_EXPECT_ERROR(sdpa(q, k, k.narrow(2, 0, 4)), ShapeError, op, "[2, 2, 5, 8]", "[2, 2, 4, 8]");
+  WICK_EXPECT_ERROR(sdpa(q, k.narrow(3, 0, 4), k.narrow(3, 0, 4)), ShapeError, op, "[2, 4, 3, 8]", "[2, 2, 5, 4]");
+  WICK_EXPECT_ERROR(sdpa(q.narrow(0, 0, 1), k, k), ShapeError, op, "[1, 4, 3, 8]");
+  WICK_EXPECT_ERROR(sdpa(q.narrow(1, 0, 3), k, k), ShapeError, op, "multiple", "[2, 3, 3, 8]", "[2, 2, 5, 8]");
+  WICK_EXPECT_ERROR(sdpa(q, k.narrow(1, 0, 0), k.narrow(1, 0, 0)), ShapeError, op, "multiple");
+  WICK_EXPECT_ERROR(sdpa(q, k, k, false, Tensor::zeros({3, 4}, DType::F32, dev())), ShapeError, op, "mask", "[3, 4]",
+                    "[2, 4, 3, 5]");
+  WICK_EXPECT_ERROR(sdpa(q, k, k, false, Tensor::zeros({1, 2, 4, 3, 5}, DType::F32, dev())), ShapeError, op, "mask");
+  WICK_EXPECT_ERROR(sdpa(q, k, k, false, Tensor::zeros({3, 5}, DType::F16, dev())), DTypeError, op, "mask", "f16");
+  for (double s : {0.0, -1.0, kInf, std::nan("")})
+    WICK_EXPECT_ERROR(sdpa(q, k, k, false, {}, 0, s), ShapeError, op, "scale");
+  WICK_EXPECT_ERROR(sdpa(q, k, k, true, {}, -1), ShapeError, op, "window", "-1");
+  WICK_EXPECT_ERROR(sdpa(q, Tensor(), k), Error, op);
+  WICK_EXPECT_ERROR(sdpa(Tensor(), k, k), Error, op);
+  if (!dev().is_cpu()) {
+    WICK_EXPECT_ERROR(sdpa(q, k.to_device(Device::cpu()), k), DeviceError, op);
+    WICK_EXPECT_ERROR(sdpa(q, k, k, false, Tensor::zeros({3, 5})), DeviceError, op);
+  }
+}
+
+// ---- KvCache --------------------------------------------------------------------------------------
+
+TEST_P(AttentionTest, KvCacheAppendsEqualConcatenation) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    nn::KvCache cache(2, 3, 10, 4, dt, dev());
+    EXPECT_EQ(cache.size(), 0);
+    EXPECT_EQ(cache.capacity(), 10);
+    EXPECT_EQ(cache.keys().shape(), Shape({2, 3, 0, 4}));
+    std::vector<Tensor> ks, vs;
+    for (int64_t t : {4, 1, 0, 1, 3}) {
+      // Appended as (b, t, h, d) tensors seen as (b, h, t, d): strided sources.
+      ks.push_back(randn({2, t, 3, 4}, dt).transpose(1, 2));
+      vs.push_back(randn({2, 3, t, 4}, dt));
+      const auto [keys, vals] = cache.append(ks.back(), vs.back());
+      EXPECT_EQ(keys.shape(), Shape({2, 3, cache.size(), 4}));
+      EXPECT_EQ(values(keys), values(cat(ks, 2)));
+      EXPECT_EQ(values(vals), values(cat(vs, 2)));
+    }
+    EXPECT_EQ(cache.size(), 9);
+  }
+}
+
+TEST_P(AttentionTest, KvCacheViewsAliasTheCache) {
+  nn::KvCache cache(1, 2, 8, 4, DType::F32, dev());
+  const auto [k1, v1] = cache.append(randn({1, 2, 3, 4}), randn({1, 2, 3, 4}));
+  const auto [k2, v2] = cache.append(randn({1, 2, 2, 4}), randn({1, 2, 2, 4}));
+  // One storage, allocated once: the views of successive steps share it.
+  EXPECT_EQ(k1.storage(), k2.storage());
+  EXPECT_EQ(v1.storage(), v2.storage());
+  EXPECT_EQ(k1.storage(), cache.keys().storage());
+  EXPECT_NE(k1.storage(), v1.storage());
+  // A write through a view shows in the cache.
+  Tensor view = cache.keys();
+  view.narrow(2, 0, 1).fill(7.0);
+  EXPECT_EQ(values(cache.keys().narrow(2, 0, 1)), std::vector<double>(8, 7.0));
+  EXPECT_EQ(values(k2.narrow(2, 0, 1)), std::vector<double>(8, 7.0));
+}
+
+TEST_P(AttentionTest, KvCacheCapacityAndTruncate) {
+  nn::KvCache cache(1, 2, 4, 3, DType::F32, dev());
+  const Tensor k = randn({1, 2, 3, 3}), v = randn({1, 2, 3, 3});
+  cache.append(k, v);
+  const std::vector<double> before = values(cache.keys()), vbefore = values(cache.values());
+  WICK_EXPECT_ERROR(cache.append(randn({1, 2, 2, 3}), randn({1, 2, 2, 3})), ShapeError, "KvCache::append: ", "2",
+                    "capacity 4");
+  EXPECT_EQ(cache.size(), 3);
+  EXPECT_EQ(values(cache.keys()), before);
+  EXPECT_EQ(values(cache.values()), vbefore);
+  cache.append(randn({1, 2, 1, 3}), randn({1, 2, 1, 3}));
+  EXPECT_EQ(cache.size(), 4);
+  // Truncate forgets the tail; the next append writes over it.
+  cache.truncate(2);
+  EXPECT_EQ(cache.size(), 2);
+  EXPECT_EQ(values(cache.keys()), values(k.narrow(2, 0, 2)));
+  const Tensor k2 = randn({1, 2, 2, 3});
+  const auto [keys, vals] = cache.append(k2, randn({1, 2, 2, 3}));
+  EXPECT_EQ(values(keys), values(cat({k.narrow(2, 0, 2), k2}, 2)));
+  cache.truncate(0);
+  EXPECT_EQ(cache.keys().shape(), Shape({1, 2, 0, 3}));
+  WICK_EXPECT_ERROR(cache.truncate(1), ShapeError, "KvCache::truncate: ", "1");
+  WICK_EXPECT_ERROR(cache.truncate(-1), ShapeError, "KvCache::truncate: ");
+}
+
+TEST_P(AttentionTest, KvCacheBadArguments) {
+  WICK_EXPECT_ERROR(nn::KvCache(1, 2, -1, 4, DType::F32, dev()), ShapeError, "KvCache: ", "capacity -1");
+  WICK_EXPECT_ERROR(nn::KvCache(1, 2, 4, 4, DType::I32, dev()), DTypeError, "KvCache: ", "i32");
+  nn::KvCache cache(1, 2, 4, 3, DType::F32, dev());
+  const Tensor good = randn({1, 2, 1, 3});
+  WICK_EXPECT_ERROR(cache.append(randn({1, 2, 1, 4}), good), ShapeError, "KvCache::append: ", "k ", "[1, 2, 1, 4]");
+  WICK_EXPECT_ERROR(cache.append(good, randn({1, 1, 1, 3})), ShapeError, "KvCache::append: ", "v ", "[1, 1, 1, 3]");
+  WICK_EXPECT_ERROR(cache.append(good.reshape({2, 1, 3}), good), ShapeError, "KvCache::append: ", "[2, 1, 3]");
+  WICK_EXPECT_ERROR(cache.append(good, randn({1, 2, 2, 3})), ShapeError, "KvCache::append: ", "positions");
+  WICK_EXPECT_ERROR(cache.append(good.to_dtype(DType::F16), good), DTypeError, "KvCache::append: ", "f16", "f32");
+  WICK_EXPECT_ERROR(cache.append(good, Tensor()), Error, "KvCache::append: ");
+  if (!dev().is_cpu())
+    WICK_EXPECT_ERROR(cache.append(good.to_device(Device::cpu()), good), DeviceError, "KvCache::append: ");
+  EXPECT_EQ(cache.size(), 0);
+}
+
+// ---- a Llama-style attention block ---------------------------------------------------------------
+
+// x + o(attention(rope(q(n)), rope(k(n)), v(n))) with n = rms_norm(x), grouped heads; rope by the
+// halves of each head (GPT-NeoX pairs), written with tensor ops.
+struct Block {
+  int64_t dim, heads, kv_heads, head_dim;
+  Tensor norm, wq, wk, wv, wo;  // weights as (in, out)
+
+  // cos and sin of positions start .. start + t - 1: (t, head_dim / 2).
+  std::pair<Tensor, Tensor> tables(int64_t start, int64_t t, Device dev) const {
+    const int64_t half = head_dim / 2;
+    std::vector<double> c(static_cast<size_t>(t * half)), s(c.size());
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(start + p) *
+                             std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+        s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+      }
+    return {Tensor::from_vector(c, {t, half}, dev).to_dtype(DType::F32),
+            Tensor::from_vector(s, {t, half}, dev).to_dtype(DType::F32)};
+  }
+  // x (b, h, t, d) turned by the angles of its positions.
+  Tensor rope(const Tensor& x, int64_t start) const {
+    const auto [c, s] = tables(start, x.dim(2), x.device());
+    const Tensor a = x.narrow(3, 0, head_dim / 2), b = x.narrow(3, head_dim / 2, head_dim / 2);
+    return cat({a.mul(c).sub(b.mul(s)), a.mul(s).add(b.mul(c))}, 3);
+  }
+  // (b, t, dim) -> (b, h, t, head_dim) projections of rows start .. start + t - 1.
+  Tensor heads_of(const Tensor& n, const Tensor& w, int64_t h) const {
+    return n.matmul(w).reshape({n.dim(0), n.dim(1), h, head_dim}).transpose(1, 2);
+  }
+  Tensor forward(const Tensor& x, int64_t start, nn::KvCache* cache) const {
+    const Tensor n = nn::rms_norm(x, norm, 1e-5);
+    const Tensor q = rope(heads_of(n, wq, heads), start);
+    Tensor k = rope(heads_of(n, wk, kv_heads), start), v = heads_of(n, wv, kv_heads);
+    if (cache) std::tie(k, v) = cache->append(k, v);
+    nn::AttentionOptions o;
+    o.causal = true;
+    const Tensor a = nn::scaled_dot_product_attention(q, k, v, o);
+    return x.add(a.transpose(1, 2).reshape({x.dim(0), x.dim(1), heads * head_dim}).matmul(wo));
+  }
+};
+
+TEST_P(AttentionTest, LlamaBlockDecodesWithACache) {
+  const int64_t b = 2, dim = 64, heads = 8, kv_heads = 2, head_dim = 16, prefill = 5, steps = 16;
+  auto w = [&](int64_t in, int64_t out) {
+    return Tensor::rand_normal({in, out}, 0, 1 / std::sqrt(double(in)), DType::F32, dev());
+  };
+  const Block block{dim,
+                    heads,
+                    kv_heads,
+                    head_dim,
+                    Tensor::rand_uniform({dim}, 0.5, 1.5, DType::F32, dev()),
+                    w(dim, heads * head_dim),
+                    w(dim, kv_heads * head_dim),
+                    w(dim, kv_heads * head_dim),
+                    w(heads * head_dim, dim)};
+  const Tensor x = randn({b, prefill + steps, dim});
+  nn::KvCache cache(b, kv_heads, prefill + steps, head_dim, DType::F32, dev());
+  // Prefill, then one token at a time; each step against the block run over the whole prefix.
+  const Tensor first = block.forward(x.narrow(1, 0, prefill), 0, &cache);
+  expect_close(first, block.forward(x.narrow(1, 0, prefill), 0, nullptr));
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = prefill + s;
+    const Tensor step = block.forward(x.narrow(1, t, 1), t, &cache);
+    EXPECT_EQ(cache.size(), t + 1);
+    const Tensor full = block.forward(x.narrow(1, 0, t + 1), 0, nullptr);
+    expect_close(step, full.narrow(1, t, 1), 1e-5);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionTest, ::testing::ValuesIn(test::devices()), test::device_name);
+
+}  // namespace
+}  // namespace wick
