@@ -95,6 +95,17 @@ def parse_case(row):
         if not m:
             raise ValueError(f"bad conv2d shape '{shape}'")
         spec["dtype"], spec["x"], spec["k"], spec["pad"] = dtype, dims(m[1]), dims(m[2]), int(m[3])
+    elif op in ("nn.softmax", "nn.log_softmax", "nn.rms_norm", "nn.layer_norm"):
+        spec["dtype"], spec["shape"] = dtype, dims(shape)
+    elif op in ("nn.rope", "nn.rope_i", "nn.rope_thd"):
+        spec["dtype"], spec["shape"] = dtype, dims(shape)
+    elif op == "nn.attention":
+        m = re.fullmatch(r"(\S+) causal", shape) or re.fullmatch(r"(\S+) kv (\S+)", shape)
+        if not m:
+            raise ValueError(f"bad attention shape '{shape}'")
+        spec["dtype"], spec["q"] = dtype, dims(m[1])
+        spec["kv"] = dims(m[2]) if m.lastindex == 2 else spec["q"]
+        spec["causal"] = shape.endswith("causal")
     else:
         raise Unsupported(op)
     for key in ("dtype", "to", "cond", "index"):
@@ -212,7 +223,77 @@ class Torch:
             x = self.floats(spec["dtype"], spec["x"], lo=-1.0, hi=1.0)
             k = self.floats(spec["dtype"], spec["k"], lo=-1.0, hi=1.0)
             return lambda: F.conv2d(x, k, padding=spec["pad"])
+        if op in ("nn.softmax", "nn.log_softmax"):
+            x = self.floats(spec["dtype"], spec["shape"], lo=-4.0, hi=4.0)
+            fn = torch.softmax if op == "nn.softmax" else torch.log_softmax
+            return lambda: fn(x, -1)
+        if op in ("nn.rms_norm", "nn.layer_norm"):
+            x = self.floats(spec["dtype"], spec["shape"], lo=-4.0, hi=4.0)
+            d = spec["shape"][-1]
+            w, b = self.floats(spec["dtype"], [d], lo=0.5, hi=1.5), self.floats(spec["dtype"], [d])
+            if op == "nn.rms_norm":
+                return lambda: F.rms_norm(x, (d,), w, 1e-5)
+            return lambda: F.layer_norm(x, (d,), w, b, 1e-5)
+        if family == "nn" and variant.startswith("rope"):
+            return self.rope(spec, variant)
+        if op == "nn.attention":
+            return self.attention(spec)
         raise Unsupported(op)
+
+    def rope(self, spec, variant):
+        """PyTorch has no fused rotary embedding: its eager composition, as models write it."""
+        torch = self.torch
+        shape, thd = spec["shape"], variant == "rope_thd"
+        b, h, t, d = (shape[0], shape[2], shape[1], shape[3]) if thd else shape
+        if spec["layout"] == "bthd-transposed":
+            x = self.floats(spec["dtype"], [b, t, h, d], lo=-4.0, hi=4.0).transpose(1, 2)
+        else:
+            x = self.floats(spec["dtype"], shape, lo=-4.0, hi=4.0)
+        c = self.floats(spec["dtype"], [t, d // 2], lo=-1.0, hi=1.0)
+        s = self.floats(spec["dtype"], [t, d // 2], lo=-1.0, hi=1.0)
+        if thd:
+            c, s = c[:, None, :], s[:, None, :]
+        if variant == "rope_i":
+            def run():
+                a, bb = x[..., 0::2], x[..., 1::2]
+                return torch.stack((a * c - bb * s, a * s + bb * c), -1).flatten(-2)
+            return run
+
+        def run():
+            a, bb = x[..., : d // 2], x[..., d // 2:]
+            return torch.cat((a * c - bb * s, a * s + bb * c), -1)
+        return run
+
+    def attention(self, spec):
+        """torch's scaled_dot_product_attention; wick's composed rows against its math backend, the
+        others against the fastest backend that takes the case (self.sdpa_backend says which)."""
+        torch, F = self.torch, self.F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        q = self.floats(spec["dtype"], spec["q"])
+        k, v = self.floats(spec["dtype"], spec["kv"]), self.floats(spec["dtype"], spec["kv"])
+        gqa = spec["q"][1] != spec["kv"][1]
+
+        def call(backend):
+            def run():
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=spec["causal"], enable_gqa=gqa)
+            return run
+        if spec["layout"] == "composed":
+            self.sdpa_backend = "math"
+            return call(SDPBackend.MATH)
+        best = None
+        for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                        SDPBackend.MATH):
+            try:
+                ms = self.median_ms(call(backend), 5)
+            except RuntimeError:
+                continue
+            if best is None or ms < best[0]:
+                best = (ms, backend)
+        if best is None:
+            raise Unsupported("no SDPA backend takes this case")
+        self.sdpa_backend = best[1].name.lower()
+        return call(best[1])
 
     def set_tf32(self, on):
         if self.device.type == "cuda":
@@ -286,6 +367,8 @@ def compare(rows, torch_side):
         torch_side.set_tf32(spec["tf32"])
         try:
             fn = torch_side.build(spec)
+            if spec["op"] == "nn.attention":
+                print(f"# torch: {case_name(row)}: sdpa backend {torch_side.sdpa_backend}", file=sys.stderr)
             ms = torch_side.median_ms(fn, int(row["reps"]))
         except Unsupported:
             out.append((row, None, None))
