@@ -187,6 +187,42 @@ class Backend {
   virtual void set_seed(uint64_t seed) = 0;
 };
 
+// The op methods above as one list of declarations, for the backends to declare their overrides
+// in one line (WICK_BACKEND_OP_OVERRIDES in the class body); `override` checks every one against
+// Backend. Memory, seeding and options stay written out in each backend.
+#define WICK_BACKEND_OP_OVERRIDES \
+  void copy_strided(const View& src, const MutView& dst) override; \
+  void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override; \
+  void const_set(const MutView& dst, Scalar value) override; \
+  StoragePtr cast(const View& x, DType to) override; \
+  StoragePtr affine(const View& x, double mul, double add) override; \
+  StoragePtr powf(const View& x, double exponent) override; \
+  StoragePtr elu(const View& x, double alpha) override; \
+  StoragePtr unary(UnaryOp op, const View& x) override; \
+  StoragePtr binary(BinaryOp op, const View& a, const View& b) override; \
+  StoragePtr cmp(CmpOp op, const View& a, const View& b) override; \
+  StoragePtr where(const View& cond, const View& on_true, const View& on_false) override; \
+  StoragePtr reduce(ReduceOp op, const View& x, std::span<const int> dims) override; \
+  StoragePtr cumsum(const View& x, int dim) override; \
+  StoragePtr argsort(const View& x, bool ascending) override; \
+  StoragePtr gather(const View& x, const View& ids, int dim) override; \
+  void scatter_set(const MutView& dst, const View& ids, const View& src, int dim) override; \
+  void scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) override; \
+  StoragePtr index_select(const View& x, const View& ids, int dim) override; \
+  StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override; \
+  StoragePtr matmul(const View& a, const View& b) override; \
+  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override; \
+  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override; \
+  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override; \
+  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override; \
+  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override; \
+  StoragePtr max_pool2d(const View& x, const PoolParams& p) override; \
+  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override; \
+  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override; \
+  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override; \
+  StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override; \
+  StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
+
 // What Backend::supports answers for a backend whose methods cover op_defined: that, and for
 // the nn family whether nn() has the fused kernel.
 bool default_supports(const Backend& backend, OpKey op, std::span<const DType> dtypes);

@@ -12,6 +12,29 @@
 
 namespace wick {
 
+// A typed operand of an elementwise op: element 0 of its storage (the layout holds the offset),
+// and the layout over it.
+template <typename T>
+struct Operand {
+  const T* data;
+  const Layout* layout;
+};
+
+// l's strides over `shape`, with dim's stride replaced (0: the index ops read x at the ids'
+// positions through their own stride).
+inline Layout with_stride(const Layout& l, const Shape& shape, int dim, int64_t stride) {
+  Strides s = l.strides();
+  s[dim] = stride;
+  return Layout(shape, s, l.offset());
+}
+
+// Rank-1 ids seen as a tensor of `shape` that varies only along dim.
+inline Layout ids_along(const Layout& ids, const Shape& shape, int dim) {
+  Strides s = shape;
+  for (int d = 0; d < shape.rank(); ++d) s[d] = d == dim ? ids.stride(0) : 0;
+  return Layout(shape, s, ids.offset());
+}
+
 template <int N>
 struct StridedSpace {
   int rank = 0;  // 0 only for an empty space; one element is rank 1 of size 1

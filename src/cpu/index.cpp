@@ -6,6 +6,7 @@
 // one kernel that walks whole fibers along `dim` on one thread, so colliding writes land in order.
 #include <limits>
 
+#include "backend/strided.h"
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/loops.h"
@@ -18,19 +19,6 @@ namespace {
 
 template <typename I>
 constexpr I kSkip = std::numeric_limits<I>::max();
-
-Layout with_stride(const Layout& l, const Shape& shape, int dim, int64_t stride) {
-  Strides s = l.strides();
-  s[dim] = stride;
-  return Layout(shape, s, l.offset());
-}
-
-// Rank-1 ids seen as a tensor of `shape` that varies only along dim.
-Layout ids_along(const Layout& ids, const Shape& shape, int dim) {
-  Strides s = shape;
-  for (int d = 0; d < shape.rank(); ++d) s[d] = d == dim ? ids.stride(0) : 0;
-  return Layout(shape, s, ids.offset());
-}
 
 // Raises IndexError for the first index outside [0, size) that is not the skip value.
 template <typename I>

@@ -57,13 +57,6 @@ void for_each_run_serial(const StridedSpace<N>& s, const Run& run) {
   for_each_run<N>(s, std::numeric_limits<int64_t>::max(), run);
 }
 
-// A typed operand of an elementwise op.
-template <typename T>
-struct Operand {
-  const T* data;  // element 0 of the storage; the layout holds the offset
-  const Layout* layout;
-};
-
 template <typename T>
 Operand<T> operand(const View& v) {
   return {static_cast<const T*>(v.storage.data()), &v.layout};

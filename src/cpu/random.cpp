@@ -40,28 +40,16 @@ StoragePtr generate(Backend& b, const Shape& shape, DType dtype, double p0, doub
 
 }  // namespace
 
-uint64_t CpuBackend::next_stream(uint64_t* seed) {
-  std::lock_guard<std::mutex> lock(rng_mutex_);
-  *seed = seed_;
-  return stream_++;
-}
-
-void CpuBackend::set_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(rng_mutex_);
-  seed_ = seed;
-  stream_ = 0;
-}
+void CpuBackend::set_seed(uint64_t seed) { random_.reset(seed); }
 
 StoragePtr CpuBackend::rand_uniform(const Shape& shape, DType dtype, double lo, double up) {
-  uint64_t seed;
-  uint64_t stream = next_stream(&seed);
-  return generate<false>(*this, shape, dtype, lo, up, seed, stream);
+  const RandomStreams::Draw d = random_.next();
+  return generate<false>(*this, shape, dtype, lo, up, d.seed, d.stream);
 }
 
 StoragePtr CpuBackend::rand_normal(const Shape& shape, DType dtype, double mean, double std) {
-  uint64_t seed;
-  uint64_t stream = next_stream(&seed);
-  return generate<true>(*this, shape, dtype, mean, std, seed, stream);
+  const RandomStreams::Draw d = random_.next();
+  return generate<true>(*this, shape, dtype, mean, std, d.seed, d.stream);
 }
 
 }  // namespace wick::cpu

@@ -22,13 +22,6 @@
 
 namespace wick::gpu {
 
-// A typed operand: element 0 of its storage, and the layout over it.
-template <typename T>
-struct Operand {
-  const T* data;
-  const Layout* layout;
-};
-
 // N-operand strided geometry with index type I (uint32_t or uint64_t).
 template <int N, typename I>
 struct StridedArgs {

@@ -165,17 +165,7 @@ void GpuBackend::sync_and_raise() {
                                    static_cast<DType>(e.index_dtype), ", ", name(), ")"));
 }
 
-uint64_t GpuBackend::next_random_stream(uint64_t* seed) {
-  std::lock_guard<std::mutex> lock(rng_mutex_);
-  *seed = seed_;
-  return random_stream_++;
-}
-
-void GpuBackend::set_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(rng_mutex_);
-  seed_ = seed;
-  random_stream_ = 0;
-}
+void GpuBackend::set_seed(uint64_t seed) { random_.reset(seed); }
 
 // ---- timing -----------------------------------------------------------------------------------
 

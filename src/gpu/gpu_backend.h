@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/random_streams.h"
 #include "gpu/gpu_api.h"
 #include "gpu/nn/nn_kernels.h"
 #include "gpu/runtime.h"
@@ -37,42 +38,8 @@ class GpuBackend final : public Backend {
   // Events recorded on the device's stream.
   std::unique_ptr<Timer> make_timer() override;
 
-  void copy_strided(const View& src, const MutView& dst) override;
-  void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override;
-  void const_set(const MutView& dst, Scalar value) override;
+  WICK_BACKEND_OP_OVERRIDES
 
-  StoragePtr cast(const View& x, DType to) override;
-  StoragePtr affine(const View& x, double mul, double add) override;
-  StoragePtr powf(const View& x, double exponent) override;
-  StoragePtr elu(const View& x, double alpha) override;
-  StoragePtr unary(UnaryOp op, const View& x) override;
-  StoragePtr binary(BinaryOp op, const View& a, const View& b) override;
-  StoragePtr cmp(CmpOp op, const View& a, const View& b) override;
-  StoragePtr where(const View& cond, const View& on_true, const View& on_false) override;
-
-  StoragePtr reduce(ReduceOp op, const View& x, std::span<const int> dims) override;
-  StoragePtr cumsum(const View& x, int dim) override;
-  StoragePtr argsort(const View& x, bool ascending) override;
-
-  StoragePtr gather(const View& x, const View& ids, int dim) override;
-  void scatter_set(const MutView& dst, const View& ids, const View& src, int dim) override;
-  void scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) override;
-  StoragePtr index_select(const View& x, const View& ids, int dim) override;
-  StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override;
-
-  StoragePtr matmul(const View& a, const View& b) override;
-  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override;
-  StoragePtr max_pool2d(const View& x, const PoolParams& p) override;
-  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override;
-  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
-  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
-
-  StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
-  StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
   void set_seed(uint64_t seed) override;
   const NnKernels* nn() const override { return &nn_; }
   // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
@@ -85,7 +52,7 @@ class GpuBackend final : public Backend {
   // Makes this backend's device current on the calling thread.
   void activate() const;
   // The seed and a fresh stream number of the random generator.
-  uint64_t next_random_stream(uint64_t* seed);
+  RandomStreams::Draw next_random_stream() { return random_.next(); }
 
  private:
   StoragePtr conv(const View& x, const View& k, const ConvParams& p, int spatial, bool transposed);
@@ -108,9 +75,7 @@ class GpuBackend final : public Backend {
   AllocCheck check_;
   std::map<void*, size_t> guarded_;
   int64_t guard_violations_ = 0;
-  std::mutex rng_mutex_;
-  uint64_t seed_ = 0x5eed5eed5eed5eedull;
-  uint64_t random_stream_ = 0;
+  RandomStreams random_;
   bool conv_own_path_ = false;
   const GpuNnKernels nn_{*this};
 };

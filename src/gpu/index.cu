@@ -25,19 +25,6 @@ __device__ inline bool out_of_range(I v, int64_t size) {
   return static_cast<int64_t>(v) < 0 || static_cast<int64_t>(v) >= size;
 }
 
-Layout with_stride(const Layout& l, const Shape& shape, int dim, int64_t stride) {
-  Strides s = l.strides();
-  s[dim] = stride;
-  return Layout(shape, s, l.offset());
-}
-
-// Rank-1 ids seen as a tensor of `shape` that varies only along dim.
-Layout ids_along(const Layout& ids, const Shape& shape, int dim) {
-  Strides s = shape;
-  for (int d = 0; d < shape.rank(); ++d) s[d] = d == dim ? ids.stride(0) : 0;
-  return Layout(shape, s, ids.offset());
-}
-
 // out[e] = x[x'(e) + ids[e] * x_stride]; operands: 0 out, 1 ids, 2 x (stride 0 at dim).
 template <typename T, typename Ix, typename I>
 __global__ __launch_bounds__(kBlock) void gather_kernel(T* out, const Ix* ids, const T* x, StridedArgs<3, I> a, I n,

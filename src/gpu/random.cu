@@ -33,14 +33,13 @@ StoragePtr generate(GpuBackend& b, const Shape& shape, DType dtype, double p0, d
   b.activate();
   const int64_t n = shape.numel();
   StoragePtr out = b.alloc(dtype, n);
-  uint64_t seed;
-  const uint64_t stream = b.next_random_stream(&seed);
+  const RandomStreams::Draw d = b.next_random_stream();
   if (n == 0) return out;
   dispatch(dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
       using M = kernels::opmath_t<T>;
       random_kernel<kNormal, T>
-          <<<grid_for((n + 1) / 2), kBlock, 0, b.stream()>>>(out->as<T>(), n, seed, stream, M(p0), M(p1));
+          <<<grid_for((n + 1) / 2), kBlock, 0, b.stream()>>>(out->as<T>(), n, d.seed, d.stream, M(p0), M(p1));
       WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, kNormal ? OpCode::RandNormal : OpCode::RandUniform, dtype);

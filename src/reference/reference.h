@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "backend/random_streams.h"
 
 namespace wick::reference {
 
@@ -27,51 +28,13 @@ class ReferenceBackend final : public Backend {
   void release(void* data, size_t nbytes) noexcept override;
   std::unique_ptr<Timer> make_timer() override { return make_host_timer(*this); }
 
-  void copy_strided(const View& src, const MutView& dst) override;
-  void copy2d(const Storage& src, Storage& dst, DType dtype, const Copy2dParams& p) override;
-  void const_set(const MutView& dst, Scalar value) override;
+  WICK_BACKEND_OP_OVERRIDES
 
-  StoragePtr cast(const View& x, DType to) override;
-  StoragePtr affine(const View& x, double mul, double add) override;
-  StoragePtr powf(const View& x, double exponent) override;
-  StoragePtr elu(const View& x, double alpha) override;
-  StoragePtr unary(UnaryOp op, const View& x) override;
-  StoragePtr binary(BinaryOp op, const View& a, const View& b) override;
-  StoragePtr cmp(CmpOp op, const View& a, const View& b) override;
-  StoragePtr where(const View& cond, const View& on_true, const View& on_false) override;
-
-  StoragePtr reduce(ReduceOp op, const View& x, std::span<const int> dims) override;
-  StoragePtr cumsum(const View& x, int dim) override;
-  StoragePtr argsort(const View& x, bool ascending) override;
-
-  StoragePtr gather(const View& x, const View& ids, int dim) override;
-  void scatter_set(const MutView& dst, const View& ids, const View& src, int dim) override;
-  void scatter_add_set(const MutView& dst, const View& ids, const View& src, int dim) override;
-  StoragePtr index_select(const View& x, const View& ids, int dim) override;
-  StoragePtr index_add(const View& x, const View& ids, const View& src, int dim) override;
-
-  StoragePtr matmul(const View& a, const View& b) override;
-  StoragePtr conv1d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv_transpose1d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv2d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr conv_transpose2d(const View& x, const View& k, const ConvParams& p) override;
-  StoragePtr avg_pool2d(const View& x, const PoolParams& p) override;
-  StoragePtr max_pool2d(const View& x, const PoolParams& p) override;
-  StoragePtr upsample_nearest1d(const View& x, int64_t out_l) override;
-  StoragePtr upsample_nearest2d(const View& x, int64_t out_h, int64_t out_w) override;
-  StoragePtr upsample_bilinear2d(const View& x, const BilinearParams& p) override;
-
-  StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) override;
-  StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) override;
-  void set_seed(uint64_t seed) override {
-    seed_ = seed;
-    stream_ = 0;
-  }
+  void set_seed(uint64_t seed) override { random_.reset(seed); }
 
  private:
   Device device_;
-  uint64_t seed_ = 0x5eed5eed5eed5eedull;
-  uint64_t stream_ = 0;
+  RandomStreams random_;
 };
 
 // The process's reference backend.

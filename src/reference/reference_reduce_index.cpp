@@ -304,11 +304,13 @@ StoragePtr generate(Backend& b, const Shape& shape, DType dtype, double p0, doub
 }  // namespace
 
 StoragePtr ReferenceBackend::rand_uniform(const Shape& shape, DType dtype, double lo, double up) {
-  return generate<false>(*this, shape, dtype, lo, up, seed_, stream_++);
+  const RandomStreams::Draw d = random_.next();
+  return generate<false>(*this, shape, dtype, lo, up, d.seed, d.stream);
 }
 
 StoragePtr ReferenceBackend::rand_normal(const Shape& shape, DType dtype, double mean, double std) {
-  return generate<true>(*this, shape, dtype, mean, std, seed_, stream_++);
+  const RandomStreams::Draw d = random_.next();
+  return generate<true>(*this, shape, dtype, mean, std, d.seed, d.stream);
 }
 
 }  // namespace wick::reference
