@@ -47,6 +47,7 @@ struct DeviceProps {
   int multiprocessors = 0;
   size_t l2_bytes = 0;
   size_t shared_per_block = 0;
+  size_t shared_per_block_optin = 0;  // the most a kernel may ask for (kernel_set_shared_limit)
 };
 
 inline Status device_props(int d, DeviceProps* out) {
@@ -60,7 +61,19 @@ inline Status device_props(int d, DeviceProps* out) {
   out->multiprocessors = p.multiProcessorCount;
   out->l2_bytes = static_cast<size_t>(p.l2CacheSize);
   out->shared_per_block = p.sharedMemPerBlock;
+  out->shared_per_block_optin = p.sharedMemPerBlockOptin;
   return kSuccess;
+}
+
+// Lets kernel `f` take up to `bytes` of dynamic shared memory (beyond shared_per_block).
+inline Status kernel_set_shared_limit(const void* f, int bytes) {
+  return hipFuncSetAttribute(f, hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+// How many blocks of `block` threads and `shared` bytes of dynamic shared memory of kernel `f`
+// one multiprocessor holds at once.
+inline Status kernel_blocks_per_sm(int* n, const void* f, int block, size_t shared) {
+  return hipOccupancyMaxActiveBlocksPerMultiprocessor(n, f, block, shared);
 }
 
 inline Status stream_create(Stream* s) { return hipStreamCreateWithFlags(s, hipStreamNonBlocking); }

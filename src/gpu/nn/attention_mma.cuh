@@ -1,0 +1,350 @@
+// The matrix-unit attention kernel for f16 and bf16 (flash style). A block takes BM query rows of
+// one (batch, head), held in shared memory, and streams the keys and values it may see through
+// shared memory BN at a time: the next key tile is copied while P V is computed, the value tile
+// while S = Q K^T and its softmax are. Each wave owns MT 16-row tiles of S and of the output
+// accumulator, in registers; the online softmax keeps a running maximum and sum per row. Memory:
+// O(BM + BN) rows of shared memory, never a t_q x t_kv score tensor. Written against gpu/mma.cuh
+// only, so the same source runs on 32- and 64-lane waves.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "gpu/elementwise.cuh"
+#include "gpu/gpu_backend.h"
+#include "gpu/mma.cuh"
+#include "gpu/nn/attention.cuh"
+#include "gpu/nn/attention_math.cuh"
+
+namespace wick::gpu::nn {
+
+// A tile shape: D features (the head dim rounded up to one of these, a multiple of 16), W waves
+// of MT 16-row tiles each, BN keys per step.
+template <int D_, int MT_, int W_, int BN_>
+struct MmaTile {
+  static constexpr int D = D_, MT = MT_, W = W_, BN = BN_;
+  static constexpr int BM = W * MT * 16;
+  // Shared rows padded by 16 bytes: the 8 rows an ldmatrix reads start in 8 distinct bank groups.
+  static constexpr int kLd = D + 8;
+  template <typename T>
+  static constexpr size_t smem_bytes() {
+    return size_t(BM + 2 * BN) * kLd * sizeof(T);
+  }
+};
+
+struct MmaParams {
+  float scale_log2;  // scale * log2(e): scores are kept raw and exponentiated in base 2
+  float inv_scale;   // a mask value joins a raw score as mask / scale
+  int64_t m_blocks;  // blocks of BM query rows per (batch, head)
+};
+
+using Chunk = Pack<uint32_t, 4>;  // 16 bytes
+
+// ROWS rows of a (rows, d) matrix starting at `src` (strides row_stride, d_stride) into a shared
+// tile of ROWS x (D + 8); rows from `rows` on and features past d become zeros. THREADS threads
+// share the copy in chunks of 16 bytes. When rows are whole and dense, each thread keeps one
+// column of chunks and walks down the tile: a pointer increment per chunk.
+template <typename T, int ROWS, int D, int THREADS>
+__device__ inline void load_tile(T* tile, const T* src, int64_t rows, int64_t row_stride, int64_t d_stride, int64_t d,
+                                 bool vec) {
+  constexpr int kChunks = D / 8;
+  if constexpr (THREADS % kChunks == 0) {
+    if (vec && d == D) {
+      constexpr int kStep = THREADS / kChunks;
+      int r = static_cast<int>(threadIdx.x) / kChunks;
+      const int c = static_cast<int>(threadIdx.x) % kChunks;
+      const T* from = src + r * row_stride + c * 8;
+      T* dst = tile + r * (D + 8) + c * 8;
+      const int64_t from_step = kStep * row_stride;
+#pragma unroll 1
+      for (; r < ROWS; r += kStep, from += from_step, dst += kStep * (D + 8)) {
+        if (r < rows)
+          mma::copy_async_16(dst, from);
+        else
+          *reinterpret_cast<Chunk*>(dst) = Chunk{};
+      }
+      return;
+    }
+  }
+#pragma unroll 1
+  for (int idx = static_cast<int>(threadIdx.x); idx < ROWS * kChunks; idx += THREADS) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    T* dst = tile + r * (D + 8) + c * 8;
+    if (r < rows && c * 8 < d) {
+      const T* from = src + r * row_stride + c * 8 * d_stride;
+      if (vec) {
+        mma::copy_async_16(dst, from);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = c * 8 + e < d ? from[e * d_stride] : T{};
+      }
+    } else {
+      *reinterpret_cast<Chunk*>(dst) = Chunk{};
+    }
+  }
+}
+
+// A distance in positions, clamped into 32 bits: tiles are far shorter than kFar.
+inline constexpr int kFar = 1 << 30;
+__device__ inline int near_int(int64_t x) { return static_cast<int>(x < -kFar ? -kFar : x > kFar ? kFar : x); }
+
+template <typename T>
+__device__ inline float mask_value(T x) {
+  if constexpr (std::is_same_v<T, f16>)
+    return mma::f16_to_float(x.bits);
+  else
+    return static_cast<float>(x);
+}
+
+template <typename T, typename Tile>
+__global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(AttentionGeom g, MmaParams p) {
+#if WICK_GPU_MMA
+  constexpr int D = Tile::D, MT = Tile::MT, BN = Tile::BN, BM = Tile::BM, kLd = Tile::kLd;
+  constexpr int ND = D / 16, NN = BN / 16, kSlots = mma::kRowSlots, kThreads = Tile::W * mma::kWave;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  extern __shared__ Chunk attention_smem[];
+  T* sq = reinterpret_cast<T*>(attention_smem);
+  T* sk = sq + BM * kLd;
+  T* sv = sk + BN * kLd;
+  const int row_base = static_cast<int>(threadIdx.x) / mma::kWave * MT * 16;  // the wave's first row
+  const T* q_all = static_cast<const T*>(g.q);
+  const T* k_all = static_cast<const T*>(g.k);
+  const T* v_all = static_cast<const T*>(g.v);
+  const T* mask = static_cast<const T*>(g.mask);
+  T* out = static_cast<T*>(g.out);
+  const int64_t bh_count = g.batch * g.heads;
+  const int64_t total = p.m_blocks * bh_count;
+
+  for (int64_t blk = blockIdx.x; blk < total; blk += gridDim.x) {
+    // Blocks of the last rows first: under a causal mask they see the most keys.
+    const int64_t mb = p.m_blocks - 1 - blk / bh_count;
+    const int64_t bh = blk % bh_count, b = bh / g.heads, h = bh % g.heads, kvh = h / g.group;
+    const int64_t i0 = mb * BM;
+    const int64_t first = kernels::attention_position(i0, g.t_q, g.t_kv);
+    const int64_t last = kernels::attention_position(std::min<int64_t>(i0 + BM, g.t_q) - 1, g.t_q, g.t_kv);
+    const int64_t key_lo = kernels::attention_keys_begin(first, g.window);
+    const int64_t key_hi = kernels::attention_keys_end(last, g.causal, g.t_kv);
+    const T* kb = k_all + b * g.k_stride[0] + kvh * g.k_stride[1];
+    const T* vb = v_all + b * g.v_stride[0] + kvh * g.v_stride[1];
+
+    load_tile<T, BM, D, kThreads>(sq, q_all + b * g.q_stride[0] + h * g.q_stride[1] + i0 * g.q_stride[2], g.t_q - i0,
+                                  g.q_stride[2], g.q_stride[3], g.d, g.vec_q);
+    mma::copy_async_commit();
+    const int64_t tile_first = key_lo / BN;
+    const int64_t tiles = key_hi > key_lo ? (key_hi + BN - 1) / BN - tile_first : 0;
+    if (tiles > 0) {
+      load_tile<T, BN, D, kThreads>(sk, kb + tile_first * BN * g.k_stride[2], g.t_kv - tile_first * BN, g.k_stride[2],
+                                    g.k_stride[3], g.d, g.vec_k);
+      mma::copy_async_commit();
+    }
+
+    mma::FragC o[MT][ND];
+    float m[MT][kSlots], l[MT][kSlots];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) mma::zero(o[mt][nd]);
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        m[mt][sl] = kNegInf;
+        l[mt][sl] = 0.f;
+      }
+    }
+
+    for (int64_t jt = 0; jt < tiles; ++jt) {
+      const int64_t k0 = (tile_first + jt) * BN;
+      mma::copy_async_wait_all();  // K (and, first time, Q) has landed
+      __syncthreads();             // ... for every thread; every wave is done with the last V
+      load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
+                                    g.vec_v);
+      mma::copy_async_commit();
+
+      // S = Q K^T, raw.
+      mma::FragC s[MT][NN];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt) mma::zero(s[mt][nt]);
+#pragma unroll
+      for (int kk = 0; kk < ND; ++kk) {
+        mma::FragA<T> qa[MT];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma::load_a(qa[mt], sq + (row_base + mt * 16) * kLd + kk * 16, kLd);
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt) {
+          mma::FragB<T> kf;
+          mma::load_b_nk(kf, sk + nt * 16 * kLd + kk * 16, kLd);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma::mma(s[mt][nt], qa[mt], kf);
+        }
+      }
+
+      // Hidden keys become -inf; the mask joins as mask / scale. Tiles inside every row's range skip
+      // this. Positions relative to the tile in 32 bits: row r (of the block), column c (of the tile)
+      // is query position first + r and key k0 + c.
+      const bool inside =
+          !mask && k0 + BN <= g.t_kv && (!g.causal || k0 + BN - 1 <= first) && (g.window <= 0 || k0 > last - g.window);
+      if (!inside) {
+        const int to_diag = near_int(first - k0);                                      // causal: c <= r + to_diag
+        const int to_window = g.window > 0 ? near_int(first - k0 - g.window) : -kFar;  // c > r + to_window
+        const int to_end = near_int(g.t_kv - k0);                                      // c < to_end
+        const int to_rows = near_int(g.t_q - i0);                                      // r < to_rows (mask rows)
+        const T* mask_tile =
+            mask ? mask + b * g.mask_stride[0] + h * g.mask_stride[1] + i0 * g.mask_stride[2] + k0 * g.mask_stride[3]
+                 : nullptr;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+            for (int e = 0; e < mma::kAccum; ++e) {
+              const int r = row_base + mt * 16 + mma::accum_row(e), c = nt * 16 + mma::accum_col(e);
+              float x = s[mt][nt].v[e];
+              if (mask_tile && r < to_rows && c < to_end)
+                x = fmaf(mask_value(mask_tile[r * g.mask_stride[2] + c * g.mask_stride[3]]), p.inv_scale, x);
+              const bool hidden = c >= to_end || (g.causal && c > r + to_diag) || c <= r + to_window;
+              s[mt][nt].v[e] = hidden ? kNegInf : x;
+            }
+      }
+
+      // Online softmax: new maxima, rescale what was accumulated, then P = 2^(S * scale_log2 - max).
+      // While a row has seen nothing its maximum is -inf; the base 0 then keeps every step finite.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float mx[kSlots], base[kSlots], corr[kSlots];
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) mx[sl] = kNegInf;
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+          for (int e = 0; e < mma::kAccum; ++e) mx[mma::accum_slot(e)] = fmaxf(mx[mma::accum_slot(e)], s[mt][nt].v[e]);
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) {
+          const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
+          base[sl] = m_new == kNegInf ? 0.f : m_new * p.scale_log2;
+          corr[sl] = mma::exp2_fast(m[mt][sl] * p.scale_log2 - base[sl]);  // 0 while m was -inf
+          m[mt][sl] = m_new;
+          l[mt][sl] *= corr[sl];
+        }
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+          for (int e = 0; e < mma::kAccum; ++e) o[mt][nd].v[e] *= corr[mma::accum_slot(e)];
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+          for (int e = 0; e < mma::kAccum; ++e) {
+            const float pr = mma::exp2_fast(fmaf(s[mt][nt].v[e], p.scale_log2, -base[mma::accum_slot(e)]));
+            s[mt][nt].v[e] = pr;
+            l[mt][mma::accum_slot(e)] += pr;
+          }
+      }
+
+      mma::copy_async_wait_all();  // V has landed
+      __syncthreads();             // ... for every thread; every wave is done with K
+      if (jt + 1 < tiles) {
+        load_tile<T, BN, D, kThreads>(sk, kb + (k0 + BN) * g.k_stride[2], g.t_kv - k0 - BN, g.k_stride[2],
+                                      g.k_stride[3], g.d, g.vec_k);
+        mma::copy_async_commit();
+      }
+
+      // O += P V.
+#pragma unroll
+      for (int kt = 0; kt < NN; ++kt) {
+        mma::FragA<T> pa[MT];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) pa[mt] = mma::to_a<T>(s[mt][kt]);
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          mma::FragB<T> vf;
+          mma::load_b_kn(vf, sv + kt * 16 * kLd + nd * 16, kLd);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma::mma(o[mt][nd], pa[mt], vf);
+        }
+      }
+    }
+
+    mma::copy_async_wait_all();
+    __syncthreads();  // every wave is done with sq
+
+    // O / sum (zeros for a row that saw nothing), staged in the wave's own rows of sq.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float inv[kSlots];
+#pragma unroll
+      for (int sl = 0; sl < kSlots; ++sl) {
+        const float sum = mma::row_sum(l[mt][sl]);
+        inv[sl] = sum == 0.f ? 0.f : 1.f / sum;
+      }
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+        for (int e = 0; e < mma::kAccum; ++e)
+          sq[(row_base + mt * 16 + mma::accum_row(e)) * kLd + nd * 16 + mma::accum_col(e)] =
+              T(o[mt][nd].v[e] * inv[mma::accum_slot(e)]);
+    }
+    __syncthreads();
+    constexpr int kChunks = D / 8;
+    for (int idx = static_cast<int>(threadIdx.x); idx < BM * kChunks; idx += static_cast<int>(blockDim.x)) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      const int64_t i = i0 + r, f = int64_t(c) * 8;
+      if (i >= g.t_q || f >= g.d) continue;
+      const T* src = sq + r * kLd + c * 8;
+      T* dst = out + (bh * g.t_q + i) * g.d + f;
+      if (g.vec_out) {
+        *reinterpret_cast<Chunk*>(dst) = *reinterpret_cast<const Chunk*>(src);
+      } else {
+        for (int e = 0; e < 8 && f + e < g.d; ++e) dst[e] = src[e];
+      }
+    }
+    __syncthreads();  // the next block's Q may overwrite sq
+  }
+#else
+  (void)g;
+  (void)p;
+#endif
+}
+
+// Queues the kernel with tile shape Tile if the device gives its shared memory.
+template <typename T, typename Tile>
+bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
+  const DeviceProps& props = backend.props();
+  const size_t smem = Tile::template smem_bytes<T>();
+  if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return false;
+  const auto kernel = attention_mma_kernel<T, Tile>;
+  if (smem > props.shared_per_block)
+    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
+  MmaParams p;
+  p.scale_log2 = static_cast<float>(g.scale * 1.4426950408889634);
+  p.inv_scale = static_cast<float>(1.0 / g.scale);
+  p.m_blocks = (g.t_q + Tile::BM - 1) / Tile::BM;
+  const int64_t blocks = p.m_blocks * g.batch * g.heads;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22));
+  kernel<<<grid, Tile::W * props.warp_size, smem, backend.stream()>>>(g, p);
+  WICK_GPU_CHECK_LAUNCH();
+  return true;
+}
+
+// Blocks of 128 query rows. Head dims up to 128: two 16-row tiles a wave, so that every K and V
+// fragment read from shared memory serves 32 rows; 64 takes 128 keys a step, to halve the steps'
+// fixed costs. 256: one tile a wave (its accumulator is twice as wide), eight waves. Smaller
+// tiles where shared memory is short (64 KiB on AMD).
+template <typename T>
+bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend) {
+  if (g.d <= 64)
+    return launch_mma_tile<T, MmaTile<64, 2, 4, 128>>(g, backend) ||
+           launch_mma_tile<T, MmaTile<64, 2, 4, 64>>(g, backend);
+  if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 2, 4, 64>>(g, backend);
+  if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 2, 4, 64>>(g, backend);
+  if (g.d <= 128)
+    return launch_mma_tile<T, MmaTile<128, 2, 4, 64>>(g, backend) ||
+           launch_mma_tile<T, MmaTile<128, 2, 4, 32>>(g, backend);
+  if (g.d <= 256)
+    return launch_mma_tile<T, MmaTile<256, 1, 8, 64>>(g, backend) ||
+           launch_mma_tile<T, MmaTile<256, 1, 2, 32>>(g, backend);
+  return false;
+}
+
+}  // namespace wick::gpu::nn

@@ -1,0 +1,163 @@
+// The NVIDIA side of wick's matrix-unit interface (gpu/mma.cuh): mma.sync m16n8k16 with f32
+// accumulators, ldmatrix loads from shared memory and cp.async copies into it (sm_80 and later),
+// as inline PTX. A 16x16 product is two m16n8k16 instructions; a wave is a warp of 32 lanes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "gpu/vendor/cuda.h"
+#include "wick/float_types.h"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define WICK_GPU_MMA 1
+#else
+#define WICK_GPU_MMA 0
+#endif
+
+namespace wick::gpu::mma {
+
+// Whether the device has the matrix instructions these kernels use (compute capability 8.0+).
+inline bool available(const DeviceProps& p) {
+  return p.arch.size() > 3 && p.arch.compare(0, 3, "sm_") == 0 && std::stoi(p.arch.substr(3)) >= 80;
+}
+
+inline constexpr int kWave = 32;
+inline constexpr int kAccum = 8;     // accumulator elements a lane holds of a 16x16 tile
+inline constexpr int kRowSlots = 2;  // distinct tile rows among them
+
+template <typename T>
+struct FragA {
+  uint32_t r[4];
+};
+template <typename T>
+struct FragB {
+  uint32_t r[4];  // r[0..1]: columns 0-7, r[2..3]: columns 8-15
+};
+struct FragC {
+  float v[kAccum];  // v[4j + e]: columns 8j.., rows lane/4 (e < 2) and lane/4 + 8
+};
+
+__device__ inline int lane_id() { return static_cast<int>(threadIdx.x % kWave); }
+
+__host__ __device__ constexpr int accum_slot(int i) { return (i / 2) % 2; }
+__device__ inline int accum_row(int i) { return lane_id() / 4 + 8 * accum_slot(i); }
+__device__ inline int accum_col(int i) { return 8 * (i / 4) + 2 * (lane_id() % 4) + i % 2; }
+
+__device__ inline float row_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ inline float row_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+#if WICK_GPU_MMA
+
+__device__ inline uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+
+// Each group of 8 lanes names the rows of one 8x8 matrix: (rows 0-7 | 8-15) x (cols 0-7 | 8-15).
+template <typename T>
+__device__ inline void load_a(FragA<T>& f, const T* tile, int ld) {
+  const int l = lane_id();
+  ldmatrix_x4(f.r, tile + (l % 16) * ld + (l / 16) * 8);
+}
+template <typename T>
+__device__ inline void load_b_nk(FragB<T>& f, const T* tile, int ld) {
+  const int l = lane_id();
+  ldmatrix_x4(f.r, tile + ((l / 16) * 8 + l % 8) * ld + ((l / 8) % 2) * 8);
+}
+template <typename T>
+__device__ inline void load_b_kn(FragB<T>& f, const T* tile, int ld) {
+  const int l = lane_id();
+  ldmatrix_x4_trans(f.r, tile + (((l / 8) % 2) * 8 + l % 8) * ld + (l / 16) * 8);
+}
+
+__device__ inline void mma(FragC& c, const FragA<f16>& a, const FragB<f16>& b) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c.v[4 * j]), "+f"(c.v[4 * j + 1]), "+f"(c.v[4 * j + 2]), "+f"(c.v[4 * j + 3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[2 * j]), "r"(b.r[2 * j + 1]));
+}
+__device__ inline void mma(FragC& c, const FragA<bf16>& a, const FragB<bf16>& b) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c.v[4 * j]), "+f"(c.v[4 * j + 1]), "+f"(c.v[4 * j + 2]), "+f"(c.v[4 * j + 3])
+        : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[2 * j]), "r"(b.r[2 * j + 1]));
+}
+
+// Two floats rounded to nearest even, `lo` in the low half.
+template <typename T>
+__device__ inline uint32_t pack2(float lo, float hi) {
+  uint32_t r;
+  if constexpr (std::is_same_v<T, f16>)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// The accumulator layout of m16n8k16 is the A layout: pairs of accumulators become A's registers.
+template <typename T>
+__device__ inline FragA<T> to_a(const FragC& c) {
+  FragA<T> a;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a.r[i] = pack2<T>(c.v[2 * i], c.v[2 * i + 1]);
+  return a;
+}
+
+// 2^x through the special-function unit (relative error about 2^-22; 2^-inf = 0).
+__device__ inline float exp2_fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+#endif  // WICK_GPU_MMA
+
+// 16-byte copies from global to shared memory, asynchronous from sm_80 on (cp.async).
+__device__ inline void copy_async_16(void* shared_dst, const void* global_src) {
+#if WICK_GPU_MMA
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst))),
+      "l"(global_src));
+#else
+  *static_cast<uint4*>(shared_dst) = *static_cast<const uint4*>(global_src);
+#endif
+}
+__device__ inline void copy_async_commit() {
+#if WICK_GPU_MMA
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ inline void copy_async_wait_all() {
+#if WICK_GPU_MMA
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// f16 bits to f32 by the hardware's conversion (exact).
+__device__ inline float f16_to_float(uint16_t bits) {
+  float y;
+  asm("{ .reg .b16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }\n" : "=f"(y) : "h"(bits));
+  return y;
+}
+
+}  // namespace wick::gpu::mma
