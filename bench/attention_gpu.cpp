@@ -16,7 +16,7 @@
 #include "backend/nn_kernels.h"
 #include "backend/registry.h"
 #include "gpu/gpu_api.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 #include "wick/wick.h"
 
 namespace {

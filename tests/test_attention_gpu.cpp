@@ -17,7 +17,7 @@
 
 #include "backend/nn_kernels.h"
 #include "backend/registry.h"
-#include "ops/checks.h"
+#include "core/checks.h"
 #include "wick/wick.h"
 
 namespace wick {
