@@ -50,4 +50,15 @@ class NnKernels {
                                const AttentionArgs& args) const;
 };
 
+// The kernels above as one list of declarations, for a backend that implements all of them.
+#define WICK_NN_KERNEL_OVERRIDES                                                                  \
+  StoragePtr softmax(const View& x, int dim, bool log) const override;                           \
+  StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;             \
+  StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps)         \
+      const override;                                                                            \
+  StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd)    \
+      const override;                                                                            \
+  StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,            \
+                       const AttentionArgs& args) const override;
+
 }  // namespace wick

@@ -10,17 +10,9 @@ class CpuNnKernels final : public NnKernels {
  public:
   explicit CpuNnKernels(Backend& backend) : backend_(backend) {}
 
-  bool supports(NnOp op, DType dtype) const override {
-    return op_defined(op, {&dtype, 1}) &&
-           (op == NnOp::Softmax || op == NnOp::LogSoftmax || op == NnOp::RmsNorm || op == NnOp::LayerNorm ||
-            op == NnOp::Rope || op == NnOp::RopeI || op == NnOp::RopeThd || op == NnOp::Attention);
-  }
-  StoragePtr softmax(const View& x, int dim, bool log) const override;
-  StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;
-  StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const override;
-  StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const override;
-  StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
-                       const AttentionArgs& args) const override;
+  // Every nn op, for every dtype it is defined for.
+  bool supports(NnOp op, DType dtype) const override { return op_defined(op, {&dtype, 1}); }
+  WICK_NN_KERNEL_OVERRIDES
 
  private:
   Backend& backend_;
