@@ -65,7 +65,6 @@ void scores_tile(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, 
       for (int64_t c = 0; c < d; ++c) {
         const M x0 = q0[c], x1 = q1[c];
         const M* kc = kt + c * kKeys + jb;
-#pragma omp simd
         for (int64_t j = 0; j < W; ++j) {
           a0[j] += x0 * kc[j];
           a1[j] += x1 * kc[j];
@@ -84,7 +83,6 @@ void scores_tile(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, 
       for (int64_t c = 0; c < d; ++c) {
         const M x0 = q0[c];
         const M* kc = kt + c * kKeys + jb;
-#pragma omp simd
         for (int64_t j = 0; j < W; ++j) a0[j] += x0 * kc[j];
       }
       for (int64_t j = 0; j < W; ++j) s[r * kKeys + jb + j] = a0[j];
@@ -102,11 +100,24 @@ void weighted_sum(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M*
     for (int64_t j = j0; j < j1; ++j) {
       const M w = p[j];
       const M* vj = v + j * ld + cb;
-#pragma omp simd
       for (int64_t c = 0; c < W; ++c) a[c] += w * vj[c];
     }
     for (int64_t c = 0; c < W; ++c) o[cb + c] = a[c];
   }
+}
+
+// The maximum of s[a, e) in four independent lanes (so that the loop vectorizes without
+// reassociation flags); max is the same value in any order.
+template <typename M>
+M max_of(const M* s, int64_t a, int64_t e) {
+  constexpr M kLow = -std::numeric_limits<M>::infinity();
+  M m[4] = {kLow, kLow, kLow, kLow};
+  int64_t j = a;
+  for (; j + 4 <= e; j += 4)
+    for (int64_t l = 0; l < 4; ++l) m[l] = s[j + l] > m[l] ? s[j + l] : m[l];
+  for (; j < e; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
+  const M m01 = m[0] > m[1] ? m[0] : m[1], m23 = m[2] > m[3] ? m[2] : m[3];
+  return m01 > m23 ? m01 : m23;
 }
 
 template <typename T>
@@ -176,9 +187,7 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
             for (int64_t j = a; j < e; ++j) s[j] *= scale;
           }
           // The maximum in any order: the same value (NaNs, which it may drop, reach the sum).
-          M block_max = -std::numeric_limits<M>::infinity();
-#pragma omp simd reduction(max : block_max)
-          for (int64_t j = a; j < e; ++j) block_max = s[j] > block_max ? s[j] : block_max;
+          const M block_max = max_of(s, a, e);
           kernels::AttentionAcc<M>& row = row_acc[r];
           const M factor = row.raise_max(block_max);
           M* o = acc.data() + r * ld;
