@@ -35,8 +35,8 @@ struct MmaTile {
 };
 
 struct MmaParams {
-  float scale_log2;  // scale * log2(e): scores are kept raw and exponentiated in base 2
-  float inv_scale;   // a mask value joins a raw score as mask / scale
+  float scale_log2;  // scale * log2(e): scores are taken to base 2 by one rounded product
+  float log2e;       // a mask value joins a base-2 score as mask * log2(e)
   int64_t m_blocks;  // blocks of BM query rows per (batch, head)
 };
 
@@ -181,9 +181,19 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
         }
       }
 
-      // Hidden keys become -inf; the mask joins as mask / scale. Tiles inside every row's range skip
-      // this. Positions relative to the tile in 32 bits: row r (of the block), column c (of the tile)
-      // is query position first + r and key k0 + c.
+      // Scores to base 2: x * scale * log2(e), one rounded product (never contracted into a later
+      // subtraction), so that the row's maximum gives exactly 2^0 and every other key 2^(<= 0),
+      // however large the scores are.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+          for (int e = 0; e < mma::kAccum; ++e) s[mt][nt].v[e] = __fmul_rn(s[mt][nt].v[e], p.scale_log2);
+
+      // Hidden keys become -inf; the mask joins as mask * log2(e). Tiles inside every row's range
+      // skip this. Positions relative to the tile in 32 bits: row r (of the block), column c (of the
+      // tile) is query position first + r and key k0 + c.
       const bool inside =
           !mask && k0 + BN <= g.t_kv && (!g.causal || k0 + BN - 1 <= first) && (g.window <= 0 || k0 > last - g.window);
       if (!inside) {
@@ -203,14 +213,14 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
               const int r = row_base + mt * 16 + mma::accum_row(e), c = nt * 16 + mma::accum_col(e);
               float x = s[mt][nt].v[e];
               if (mask_tile && r < to_rows && c < to_end)
-                x = fmaf(mask_value(mask_tile[r * g.mask_stride[2] + c * g.mask_stride[3]]), p.inv_scale, x);
+                x = fmaf(mask_value(mask_tile[r * g.mask_stride[2] + c * g.mask_stride[3]]), p.log2e, x);
               const bool hidden = c >= to_end || (g.causal && c > r + to_diag) || c <= r + to_window;
               s[mt][nt].v[e] = hidden ? kNegInf : x;
             }
       }
 
-      // Online softmax: new maxima, rescale what was accumulated, then P = 2^(S * scale_log2 - max).
-      // While a row has seen nothing its maximum is -inf; the base 0 then keeps every step finite.
+      // Online softmax: new maxima, rescale what was accumulated, then P = 2^(S - max). While a row
+      // has seen nothing its maximum is -inf; the base 0 then keeps every step finite.
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         float mx[kSlots], base[kSlots], corr[kSlots];
@@ -223,8 +233,8 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 #pragma unroll
         for (int sl = 0; sl < kSlots; ++sl) {
           const float m_new = fmaxf(m[mt][sl], mma::row_max(mx[sl]));
-          base[sl] = m_new == kNegInf ? 0.f : m_new * p.scale_log2;
-          corr[sl] = mma::exp2_fast(m[mt][sl] * p.scale_log2 - base[sl]);  // 0 while m was -inf
+          base[sl] = m_new == kNegInf ? 0.f : m_new;
+          corr[sl] = mma::exp2_fast(m[mt][sl] - base[sl]);  // 0 while m was -inf
           m[mt][sl] = m_new;
           l[mt][sl] *= corr[sl];
         }
@@ -236,7 +246,7 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
         for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
           for (int e = 0; e < mma::kAccum; ++e) {
-            const float pr = mma::exp2_fast(fmaf(s[mt][nt].v[e], p.scale_log2, -base[mma::accum_slot(e)]));
+            const float pr = mma::exp2_fast(s[mt][nt].v[e] - base[mma::accum_slot(e)]);
             s[mt][nt].v[e] = pr;
             l[mt][mma::accum_slot(e)] += pr;
           }
@@ -318,7 +328,7 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
     WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
   MmaParams p;
   p.scale_log2 = static_cast<float>(g.scale * 1.4426950408889634);
-  p.inv_scale = static_cast<float>(1.0 / g.scale);
+  p.log2e = 1.4426950408889634f;
   p.m_blocks = (g.t_q + Tile::BM - 1) / Tile::BM;
   const int64_t blocks = p.m_blocks * g.batch * g.heads;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22));
