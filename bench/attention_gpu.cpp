@@ -1,8 +1,10 @@
 // Times the GPU backend's attention kernel, called as the front end calls it, on the shapes that
 // bench/attention_torch.py gives PyTorch's scaled_dot_product_attention: prefill (TFLOP/s) and
 // decoding against a KV cache (GB/s over the bytes of k and v, and the fraction of the device's
-// copy bandwidth, measured here too). Device events; each figure is the median over batches of
-// back-to-back calls; decoding rotates among enough KV sets to keep them out of L2.
+// copy bandwidth, measured here too). Halves run through each path of the "attention" option:
+// "library" (cuDNN where it serves, else wick's kernels) and "own" (wick's kernels). Device
+// events; each figure is the median over batches of back-to-back calls; decoding rotates among
+// enough KV sets to keep them out of L2.
 //
 //   bench_attention_gpu [--quick]
 #include <algorithm>
@@ -15,8 +17,8 @@
 
 #include "backend/nn_kernels.h"
 #include "backend/registry.h"
-#include "gpu/gpu_api.h"
 #include "core/checks.h"
+#include "gpu/gpu_api.h"
 #include "wick/wick.h"
 
 namespace {
@@ -82,36 +84,41 @@ int main(int argc, char** argv) {
   cases.push_back({DType::F16, 16, 32, 8, 1, quick ? 4096 : 32768, 128, true});
   cases.push_back({DType::F32, 16, 32, 8, 1, quick ? 1024 : 8192, 128, true});
 
-  std::printf("%-6s %-8s %-26s %-7s %10s %10s %10s\n", "dtype", "kind", "shape", "mask", "ms", "TFLOP/s", "GB/s");
-  for (const BenchCase& c : cases) {
-    const bool decode = c.t_q == 1;
-    const double kv_bytes = 2.0 * c.b * c.h_kv * c.t_kv * c.d * dtype_size(c.dtype);
-    // Enough KV sets that a round over them is four times the L2 (decoding only).
-    const int sets = decode ? static_cast<int>(std::clamp(200e6 / kv_bytes, 1.0, 16.0)) : 1;
-    const Tensor q = Tensor::rand_uniform({c.b, c.h, c.t_q, c.d}, -1, 1, c.dtype, dev);
-    std::vector<Tensor> ks, vs;
-    for (int s = 0; s < sets; ++s) {
-      ks.push_back(Tensor::rand_uniform({c.b, c.h_kv, c.t_kv, c.d}, -1, 1, c.dtype, dev));
-      vs.push_back(Tensor::rand_uniform({c.b, c.h_kv, c.t_kv, c.d}, -1, 1, c.dtype, dev));
+  std::printf("%-6s %-8s %-26s %-7s %-8s %10s %10s %10s\n", "dtype", "kind", "shape", "mask", "path", "ms", "TFLOP/s",
+              "GB/s");
+  for (const BenchCase& c : cases)
+    for (const char* path : {"library", "own"}) {
+      if (c.dtype == DType::F32 && std::strcmp(path, "own") == 0) continue;  // one path for f32
+      backend.set_option("attention", path);
+      const bool decode = c.t_q == 1;
+      const double kv_bytes = 2.0 * c.b * c.h_kv * c.t_kv * c.d * dtype_size(c.dtype);
+      // Enough KV sets that a round over them is four times the L2 (decoding only).
+      const int sets = decode ? static_cast<int>(std::clamp(200e6 / kv_bytes, 1.0, 16.0)) : 1;
+      const Tensor q = Tensor::rand_uniform({c.b, c.h, c.t_q, c.d}, -1, 1, c.dtype, dev);
+      std::vector<Tensor> ks, vs;
+      for (int s = 0; s < sets; ++s) {
+        ks.push_back(Tensor::rand_uniform({c.b, c.h_kv, c.t_kv, c.d}, -1, 1, c.dtype, dev));
+        vs.push_back(Tensor::rand_uniform({c.b, c.h_kv, c.t_kv, c.d}, -1, 1, c.dtype, dev));
+      }
+      const NnKernels* nn = backend.nn();
+      const AttentionArgs args{1.0 / std::sqrt(static_cast<double>(c.d)), c.causal, 0};
+      const View vq = ops::view_of(q);
+      const double ms = time_ms(backend, decode ? 20 : 5, decode ? 50 : 3, [&](int i) {
+        const Tensor& k = ks[static_cast<size_t>(i % sets)];
+        const Tensor& v = vs[static_cast<size_t>(i % sets)];
+        (void)nn->attention(vq, ops::view_of(k), ops::view_of(v), nullptr, args);
+      });
+      const double flops = 4.0 * c.b * c.h * c.t_q * c.t_kv * c.d * (c.causal && !decode ? 0.5 : 1.0);
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "b%lld h%lld/%lld t%lld/%lld d%lld", static_cast<long long>(c.b),
+                    static_cast<long long>(c.h), static_cast<long long>(c.h_kv), static_cast<long long>(c.t_q),
+                    static_cast<long long>(c.t_kv), static_cast<long long>(c.d));
+      std::printf("%-6s %-8s %-26s %-7s %-8s %10.4f %10.1f %10.0f", std::string(dtype_name(c.dtype)).c_str(),
+                  decode ? "decode" : "prefill", shape, c.causal ? "causal" : "none", path, ms,
+                  flops / (ms * 1e-3) / 1e12, kv_bytes / (ms * 1e-3) / 1e9);
+      if (decode) std::printf("   %.2f of copy", kv_bytes / (ms * 1e-3) / 1e9 / copy);
+      std::printf("\n");
     }
-    const NnKernels* nn = backend.nn();
-    const AttentionArgs args{1.0 / std::sqrt(static_cast<double>(c.d)), c.causal, 0};
-    const View vq = ops::view_of(q);
-    const double ms = time_ms(backend, decode ? 20 : 5, decode ? 50 : 3, [&](int i) {
-      const Tensor& k = ks[static_cast<size_t>(i % sets)];
-      const Tensor& v = vs[static_cast<size_t>(i % sets)];
-      (void)nn->attention(vq, ops::view_of(k), ops::view_of(v), nullptr, args);
-    });
-    const double flops = 4.0 * c.b * c.h * c.t_q * c.t_kv * c.d * (c.causal && !decode ? 0.5 : 1.0);
-    char shape[64];
-    std::snprintf(shape, sizeof shape, "b%lld h%lld/%lld t%lld/%lld d%lld", static_cast<long long>(c.b),
-                  static_cast<long long>(c.h), static_cast<long long>(c.h_kv), static_cast<long long>(c.t_q),
-                  static_cast<long long>(c.t_kv), static_cast<long long>(c.d));
-    std::printf("%-6s %-8s %-26s %-7s %10.4f %10.1f %10.0f", std::string(dtype_name(c.dtype)).c_str(),
-                decode ? "decode" : "prefill", shape, c.causal ? "causal" : "none", ms, flops / (ms * 1e-3) / 1e12,
-                kv_bytes / (ms * 1e-3) / 1e9);
-    if (decode) std::printf("   %.2f of copy", kv_bytes / (ms * 1e-3) / 1e9 / copy);
-    std::printf("\n");
-  }
+  backend.set_option("attention", "library");
   return 0;
 }

@@ -304,45 +304,66 @@ TEST_P(AttentionTest, KvCacheBadArguments) {
 
 // ---- a Llama-style attention block ---------------------------------------------------------------
 
-// x + o(attention(rope(q(n)), rope(k(n)), v(n))) with n = rms_norm(x), grouped heads; rope by the
-// halves of each head (GPT-NeoX pairs), written with tensor ops.
+// x + o(attention(rope(q(n)), rope(k(n)), v(n))) with n = rms_norm(x), grouped heads, rope by the
+// halves of each head (GPT-NeoX pairs). forward() runs it as a model does, with the nn wing and a
+// KvCache; composed() runs the same block from primitives over the whole prefix: the norm, rope and
+// a causal softmax written with tensor ops, each key head repeated for its group.
 struct Block {
   int64_t dim, heads, kv_heads, head_dim;
   Tensor norm, wq, wk, wv, wo;  // weights as (in, out)
+  static constexpr double kTheta = 10000, kEps = 1e-5;
 
-  // cos and sin of positions start .. start + t - 1: (t, head_dim / 2).
-  std::pair<Tensor, Tensor> tables(int64_t start, int64_t t, Device dev) const {
-    const int64_t half = head_dim / 2;
-    std::vector<double> c(static_cast<size_t>(t * half)), s(c.size());
-    for (int64_t p = 0; p < t; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = static_cast<double>(start + p) *
-                             std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
-        c[static_cast<size_t>(p * half + i)] = std::cos(angle);
-        s[static_cast<size_t>(p * half + i)] = std::sin(angle);
-      }
-    return {Tensor::from_vector(c, {t, half}, dev).to_dtype(DType::F32),
-            Tensor::from_vector(s, {t, half}, dev).to_dtype(DType::F32)};
-  }
-  // x (b, h, t, d) turned by the angles of its positions.
-  Tensor rope(const Tensor& x, int64_t start) const {
-    const auto [c, s] = tables(start, x.dim(2), x.device());
-    const Tensor a = x.narrow(3, 0, head_dim / 2), b = x.narrow(3, head_dim / 2, head_dim / 2);
-    return cat({a.mul(c).sub(b.mul(s)), a.mul(s).add(b.mul(c))}, 3);
-  }
-  // (b, t, dim) -> (b, h, t, head_dim) projections of rows start .. start + t - 1.
+  // (b, t, dim) -> (b, h, t, head_dim) projections.
   Tensor heads_of(const Tensor& n, const Tensor& w, int64_t h) const {
     return n.matmul(w).reshape({n.dim(0), n.dim(1), h, head_dim}).transpose(1, 2);
   }
-  Tensor forward(const Tensor& x, int64_t start, nn::KvCache* cache) const {
-    const Tensor n = nn::rms_norm(x, norm, 1e-5);
-    const Tensor q = rope(heads_of(n, wq, heads), start);
-    Tensor k = rope(heads_of(n, wk, kv_heads), start), v = heads_of(n, wv, kv_heads);
-    if (cache) std::tie(k, v) = cache->append(k, v);
+  Tensor project_out(const Tensor& x, const Tensor& a) const {
+    return x.add(a.transpose(1, 2).reshape({x.dim(0), x.dim(1), heads * head_dim}).matmul(wo));
+  }
+
+  // Rows start .. start + t - 1 of the sequence, with their keys and values appended to the cache.
+  Tensor forward(const Tensor& x, int64_t start, nn::KvCache& cache) const {
+    const Tensor n = nn::rms_norm(x, norm, kEps);
+    const nn::RopeTables rt = nn::rope_tables(head_dim, x.dim(1), kTheta, start, DType::F32, x.device());
+    const Tensor q = nn::rope(heads_of(n, wq, heads), rt.cos, rt.sin);
+    const Tensor k = nn::rope(heads_of(n, wk, kv_heads), rt.cos, rt.sin);
+    const auto [keys, values] = cache.append(k, heads_of(n, wv, kv_heads));
     nn::AttentionOptions o;
     o.causal = true;
-    const Tensor a = nn::scaled_dot_product_attention(q, k, v, o);
-    return x.add(a.transpose(1, 2).reshape({x.dim(0), x.dim(1), heads * head_dim}).matmul(wo));
+    return project_out(x, nn::scaled_dot_product_attention(q, keys, values, o));
+  }
+
+  // The whole sequence x (b, t, dim) from primitives, no cache.
+  Tensor composed(const Tensor& x) const {
+    const int64_t t = x.dim(1), half = head_dim / 2, group = heads / kv_heads;
+    const Tensor n = x.div(x.sqr().mean(2, true).add(kEps).sqrt()).mul(norm);
+    std::vector<double> c(static_cast<size_t>(t * half)), s(c.size());
+    for (int64_t p = 0; p < t; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle =
+            static_cast<double>(p) * std::pow(kTheta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+        c[static_cast<size_t>(p * half + i)] = std::cos(angle);
+        s[static_cast<size_t>(p * half + i)] = std::sin(angle);
+      }
+    const Tensor cs = Tensor::from_vector(c, {t, half}, x.device()).to_dtype(DType::F32);
+    const Tensor sn = Tensor::from_vector(s, {t, half}, x.device()).to_dtype(DType::F32);
+    const auto rope = [&](const Tensor& h) {
+      const Tensor a = h.narrow(3, 0, half), b = h.narrow(3, half, half);
+      return cat({a.mul(cs).sub(b.mul(sn)), a.mul(sn).add(b.mul(cs))}, 3);
+    };
+    const auto repeat = [&](const Tensor& h) {  // (b, kv_heads, t, d) -> (b, heads, t, d)
+      return h.unsqueeze(2)
+          .broadcast_as({x.dim(0), kv_heads, group, t, head_dim})
+          .reshape({x.dim(0), heads, t, head_dim});
+    };
+    const Tensor q = rope(heads_of(n, wq, heads));
+    const Tensor k = repeat(rope(heads_of(n, wk, kv_heads))), v = repeat(heads_of(n, wv, kv_heads));
+    const Tensor pos = Tensor::arange(t, DType::I64, x.device());
+    const Tensor hidden = pos.reshape({1, t}).gt(pos.reshape({t, 1}));  // key after query
+    const Tensor scores = q.matmul(k.transpose(2, 3)).mul(1 / std::sqrt(static_cast<double>(head_dim)));
+    const Tensor masked = hidden.where_cond(Tensor::scalar(-1e30, DType::F32, x.device()), scores);
+    const Tensor e = masked.sub(masked.max(3, true)).exp();
+    return project_out(x, e.div(e.sum(3, true)).matmul(v));
   }
 };
 
@@ -361,16 +382,15 @@ TEST_P(AttentionTest, LlamaBlockDecodesWithACache) {
                     w(dim, kv_heads * head_dim),
                     w(heads * head_dim, dim)};
   const Tensor x = randn({b, prefill + steps, dim});
+  const Tensor expected = block.composed(x);
   nn::KvCache cache(b, kv_heads, prefill + steps, head_dim, DType::F32, dev());
-  // Prefill, then one token at a time; each step against the block run over the whole prefix.
-  const Tensor first = block.forward(x.narrow(1, 0, prefill), 0, &cache);
-  expect_close(first, block.forward(x.narrow(1, 0, prefill), 0, nullptr));
+  // Prefill, then one token at a time, each against the composed block's row.
+  expect_close(block.forward(x.narrow(1, 0, prefill), 0, cache), expected.narrow(1, 0, prefill), 1e-5);
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = prefill + s;
-    const Tensor step = block.forward(x.narrow(1, t, 1), t, &cache);
+    const Tensor step = block.forward(x.narrow(1, t, 1), t, cache);
     EXPECT_EQ(cache.size(), t + 1);
-    const Tensor full = block.forward(x.narrow(1, 0, t + 1), 0, nullptr);
-    expect_close(step, full.narrow(1, t, 1), 1e-5);
+    expect_close(step, expected.narrow(1, t, 1), 1e-5);
   }
 }
 

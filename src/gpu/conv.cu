@@ -51,17 +51,6 @@ std::string describe(const ConvCall& c) {
                          p.output_padding[0], ", ", p.output_padding[1], "), groups ", p.groups);
 }
 
-bool GpuBackend::set_option(std::string_view key, std::string_view value) {
-  if (key != "conv") return false;
-  if (value == "gemm")
-    conv_own_path_ = true;
-  else if (value == "library")
-    conv_own_path_ = false;
-  else
-    return false;
-  return true;
-}
-
 StoragePtr GpuBackend::conv(const View& x, const View& k, const ConvParams& p, int spatial, bool transposed) {
   activate();
   const Shape out_shape = conv_output_shape(x.layout.shape(), k.layout.shape(), p, spatial, transposed);

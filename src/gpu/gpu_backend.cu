@@ -1,4 +1,5 @@
 // GPU devices, memory, host transfers and the device-side error record.
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -166,6 +167,35 @@ void GpuBackend::sync_and_raise() {
 }
 
 void GpuBackend::set_seed(uint64_t seed) { random_.reset(seed); }
+
+bool GpuBackend::set_option(std::string_view key, std::string_view value) {
+  if (key == "conv") {
+    if (value != "gemm" && value != "library") return false;
+    conv_own_path_ = value == "gemm";
+    return true;
+  }
+  if (key == "attention") {
+    if (value == "library")
+      attention_path_ = AttentionPath::Library;
+    else if (value == "own")
+      attention_path_ = AttentionPath::Own;
+    else if (value == "rows")
+      attention_path_ = AttentionPath::Rows;
+    else
+      return false;
+    return true;
+  }
+  return false;
+}
+
+GpuBackend::AttentionPath GpuBackend::attention_path() const {
+  static const AttentionPath env = [] {
+    const char* v = std::getenv("WICK_ATTENTION");
+    const std::string_view s = v ? v : "";
+    return s == "own" ? AttentionPath::Own : s == "rows" ? AttentionPath::Rows : AttentionPath::Library;
+  }();
+  return env != AttentionPath::Library ? env : attention_path_;
+}
 
 // ---- timing -----------------------------------------------------------------------------------
 

@@ -22,9 +22,7 @@ class GpuBackend final : public Backend {
 
   std::string name() const override;
   Device device() const override { return Device(kDeviceType, index_); }
-  bool supports(OpKey op, std::span<const DType> dtypes) const override {
-    return default_supports(*this, op, dtypes);
-  }
+  bool supports(OpKey op, std::span<const DType> dtypes) const override { return default_supports(*this, op, dtypes); }
 
   StoragePtr alloc(size_t nbytes) override;
   using Backend::alloc;
@@ -43,7 +41,13 @@ class GpuBackend final : public Backend {
   void set_seed(uint64_t seed) override;
   const NnKernels* nn() const override { return &nn_; }
   // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
+  // "attention": "library" (cuDNN's fused attention where it serves, else wick's own kernels; the
+  // default), "own" (wick's kernels, on the matrix units where the device has them) or "rows"
+  // (wick's kernels without the matrix units: the path of a device that has none).
   bool set_option(std::string_view key, std::string_view value) override;
+  enum class AttentionPath { Library, Own, Rows };
+  // The "attention" option, unless WICK_ATTENTION=own or rows in the environment forces one.
+  AttentionPath attention_path() const;
 
   // For the kernels of this backend.
   Stream stream() const { return stream_; }
@@ -77,6 +81,7 @@ class GpuBackend final : public Backend {
   int64_t guard_violations_ = 0;
   RandomStreams random_;
   bool conv_own_path_ = false;
+  AttentionPath attention_path_ = AttentionPath::Library;
   const GpuNnKernels nn_{*this};
 };
 

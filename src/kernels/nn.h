@@ -96,17 +96,62 @@ WICK_HD inline I rope_second(I i, I half, bool interleaved) {
 
 // ---- attention ------------------------------------------------------------------------------
 
-// The keys [lo, hi) that a query at position pos sees among t_kv: up to its own position when
-// causal, above pos - window when window > 0. Empty (lo == hi) when none is left.
+// The position of query i of t_q against t_kv keys: the last t_q positions.
+WICK_HD inline int64_t attention_position(int64_t i, int64_t t_q, int64_t t_kv) { return t_kv - t_q + i; }
+
+// Whether the query at position `pos` sees the key at position `key`: causal, keys up to its own
+// position; window w > 0, keys above pos - w.
+WICK_HD inline bool attention_sees(int64_t key, int64_t pos, bool causal, int64_t window) {
+  return (!causal || key <= pos) && (window <= 0 || key > pos - window);
+}
+
+// The keys [begin, end) that queries at positions first .. last may see among t_kv (empty when
+// end <= begin).
+WICK_HD inline int64_t attention_keys_begin(int64_t first, int64_t window) {
+  const int64_t b = window > 0 ? first - window + 1 : 0;
+  return b > 0 ? b : 0;
+}
+WICK_HD inline int64_t attention_keys_end(int64_t last, bool causal, int64_t t_kv) {
+  if (!causal) return t_kv;
+  return last + 1 < t_kv ? last + 1 : t_kv;
+}
+
+template <typename M>
+WICK_HD inline M attention_neg_inf() {
+  return -std::numeric_limits<M>::infinity();
+}
+
+// The factor that carries sums accumulated under the running maximum `old_max` to `new_max`
+// (new_max >= old_max): 0 while nothing has been seen, where old_max is still -inf.
+template <typename M>
+WICK_HD inline M attention_rescale(M old_max, M new_max) {
+  return old_max == attention_neg_inf<M>() ? M(0) : math::exp(old_max - new_max);
+}
+
+// The weight of a score under the running maximum: a hidden key (-inf) weighs 0.
+template <typename M>
+WICK_HD inline M attention_weight(M score, M max) {
+  return score == attention_neg_inf<M>() ? M(0) : math::exp(score - max);
+}
+
+// The output of an accumulated row: zeros where no key was seen (sum 0).
+template <typename M>
+WICK_HD inline M attention_output(M acc, M sum) {
+  return sum == M(0) ? M(0) : acc / sum;
+}
+
+// a * b + c in one rounding (dot products and accumulations).
+WICK_HD inline float attention_fma(float a, float b, float c) { return ::fmaf(a, b, c); }
+WICK_HD inline double attention_fma(double a, double b, double c) { return ::fma(a, b, c); }
+
+// The keys [lo, hi) that a query at position pos sees among t_kv (lo == hi when none is left).
 struct KeyRange {
   int64_t lo;
   int64_t hi;
 };
 WICK_HD inline KeyRange attention_keys(int64_t pos, int64_t t_kv, bool causal, int64_t window) {
-  int64_t hi = causal && pos + 1 < t_kv ? pos + 1 : t_kv;
-  const int64_t lo = window > 0 && pos >= window ? pos - window + 1 : 0;  // pos - window cannot wrap
-  if (hi < lo) hi = lo;
-  return {lo, hi};
+  const int64_t lo = attention_keys_begin(pos, window), hi = attention_keys_end(pos, causal, t_kv);
+  return {lo, hi > lo ? hi : lo};
 }
 
 // The online softmax of one query row of attention (flash attention), fed a block of scores at a

@@ -45,8 +45,15 @@ void add_softmax(std::vector<Case>& cases, DType dt, NnOp op) {
   for (const Variant& v : nn_variants(dt)) {
     for (int dim = -1; dim < v.shape.rank(); ++dim) {
       if (dim == v.shape.rank() - 1) continue;  // -1 already
-      cases.push_back({OpKey(op).name(), label(dt), shape_label(v.shape, "dim " + std::to_string(dim)), v.name, op,
-                       {dt}, Compare::Float, false, [=](Ctx& c) {
+      cases.push_back({OpKey(op).name(),
+                       label(dt),
+                       shape_label(v.shape, "dim " + std::to_string(dim)),
+                       v.name,
+                       op,
+                       {dt},
+                       Compare::Float,
+                       false,
+                       [=](Ctx& c) {
                          const Tensor x = tensor(c.input(dt, v.shape, v.form(0, 1), v.values));
                          return result(log ? nn::log_softmax(x, dim) : nn::softmax(x, dim));
                        }});
@@ -61,8 +68,15 @@ void add_norm(std::vector<Case>& cases, DType dt, NnOp op) {
     for (bool with_bias : {true, false}) {
       if (op == NnOp::RmsNorm && !with_bias) continue;
       const std::string extra = op == NnOp::RmsNorm ? "" : with_bias ? "bias" : "no bias";
-      cases.push_back({OpKey(op).name(), label(dt), shape_label(v.shape, extra), v.name, op, {dt}, Compare::Float,
-                       false, [=](Ctx& c) {
+      cases.push_back({OpKey(op).name(),
+                       label(dt),
+                       shape_label(v.shape, extra),
+                       v.name,
+                       op,
+                       {dt},
+                       Compare::Float,
+                       false,
+                       [=](Ctx& c) {
                          const Tensor x = tensor(c.input(dt, v.shape, v.form(0, 3), v.values));
                          const int64_t d = v.shape[v.shape.rank() - 1];
                          auto param = [&](int k) {
@@ -151,8 +165,10 @@ Output run_rope(Ctx& c, DType dt, NnOp op, const RopeVariant& v) {
 
 void add_rope(std::vector<Case>& cases, DType dt, NnOp op) {
   for (const RopeVariant& v : rope_variants()) {
-    cases.push_back({OpKey(op).name(), label(dt), shape_label(v.shape), v.name, op, {dt}, Compare::Float, false,
-                     [=](Ctx& c) { return run_rope(c, dt, op, v); }});
+    cases.push_back(
+        {OpKey(op).name(), label(dt), shape_label(v.shape), v.name, op, {dt}, Compare::Float, false, [=](Ctx& c) {
+           return run_rope(c, dt, op, v);
+         }});
   }
 }
 
@@ -203,6 +219,10 @@ std::vector<AttnVariant> attention_variants() {
       {"decode", 2, 4, 2, 1, 700, 64, true},
       {"decode", 1, 8, 1, 1, 700, 32, false, 0, Mask::Padding},
       {"decode", 1, 4, 4, 1, 300, 16, true, 100},
+      {"decode", 1, 8, 2, 1, 2000, 128, true, 0, Mask::None, L::Narrow},  // a cache's filled part
+      {"decode", 2, 8, 8, 3, 1500, 64, true},                             // three tokens at once
+      {"prefill", 1, 4, 2, 300, 300, 128, true, 0, Mask::None, L::Bthd},
+      {"prefill", 1, 4, 1, 200, 260, 64, false, 0, Mask::Full},
       {"t_q<t_kv", 1, 4, 2, 5, 23, 16, true},
       {"t_q>t_kv", 2, 2, 1, 7, 3, 8, true},  // rows 0..3 see no key
       {"t_q>t_kv", 1, 2, 2, 7, 3, 8, false},
@@ -260,27 +280,40 @@ Tensor attention_mask(Ctx& c, DType dt, const AttnVariant& v) {
   return {};
 }
 
+// A GPU backend runs each attention case through each of its paths: the vendor library where it
+// serves (else wick's kernels), wick's kernels ("own": the matrix units where the device has
+// them) and wick's kernels without the matrix units ("rows").
 void add_attention(std::vector<Case>& cases, DType dt) {
-  for (const AttnVariant& v : attention_variants()) {
-    std::string extra = "kv " + std::to_string(v.h_kv) + "x" + std::to_string(v.t_kv);
-    if (v.causal) extra += " causal";
-    if (v.window) extra += " window " + std::to_string(v.window);
-    if (v.mask != Mask::None)
-      extra += v.mask == Mask::Full ? " mask" : v.mask == Mask::Square ? " mask (t_q, t_kv) -inf" : " mask padding";
-    const std::string layout = v.layout == AttnLayout::Bthd ? v.name + ".bthd" : v.name;
-    cases.push_back({OpKey(NnOp::Attention).name(), label(dt), shape_label({v.b, v.h, v.t_q, v.d}, extra), layout,
-                     NnOp::Attention, {dt}, Compare::Float, false, [=](Ctx& c) {
-                       const Tensor q = attention_operand(c, dt, v, v.h, v.t_q);
-                       const Tensor k = attention_operand(c, dt, v, v.h_kv, v.t_kv);
-                       const Tensor val = attention_operand(c, dt, v, v.h_kv, v.t_kv);
-                       nn::AttentionOptions o;
-                       o.causal = v.causal;
-                       o.window = v.window;
-                       o.mask = attention_mask(c, dt, v);
-                       if (v.scale > 0) o.scale = v.scale;
-                       return result(nn::scaled_dot_product_attention(q, k, val, o));
-                     }});
-  }
+  for (const AttnVariant& v : attention_variants())
+    for (const char* path : {"library", "own", "rows"}) {
+      std::string extra = "kv " + std::to_string(v.h_kv) + "x" + std::to_string(v.t_kv);
+      if (v.causal) extra += " causal";
+      if (v.window) extra += " window " + std::to_string(v.window);
+      if (v.mask != Mask::None)
+        extra += v.mask == Mask::Full ? " mask" : v.mask == Mask::Square ? " mask (t_q, t_kv) -inf" : " mask padding";
+      std::string layout = v.layout == AttnLayout::Bthd ? v.name + ".bthd" : v.name;
+      if (std::string_view(path) != "library") layout += std::string(".") + path;
+      cases.push_back({OpKey(NnOp::Attention).name(),
+                       label(dt),
+                       shape_label({v.b, v.h, v.t_q, v.d}, extra),
+                       layout,
+                       NnOp::Attention,
+                       {dt},
+                       Compare::Float,
+                       false,
+                       [=](Ctx& c) {
+                         BackendOption guard(c.backend(), "attention", path);
+                         const Tensor q = attention_operand(c, dt, v, v.h, v.t_q);
+                         const Tensor k = attention_operand(c, dt, v, v.h_kv, v.t_kv);
+                         const Tensor val = attention_operand(c, dt, v, v.h_kv, v.t_kv);
+                         nn::AttentionOptions o;
+                         o.causal = v.causal;
+                         o.window = v.window;
+                         o.mask = attention_mask(c, dt, v);
+                         if (v.scale > 0) o.scale = v.scale;
+                         return result(nn::scaled_dot_product_attention(q, k, val, o));
+                       }});
+    }
 }
 
 }  // namespace

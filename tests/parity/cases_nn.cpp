@@ -87,14 +87,6 @@ ConvParams params(std::initializer_list<int64_t> stride, std::initializer_list<i
   return p;
 }
 
-// Selects a backend's convolution path ("library" or "gemm") for one case; backends with one
-// path ignore it.
-struct ConvPath {
-  Backend& b;
-  ConvPath(Backend& backend, const char* path) : b(backend) { b.set_option("conv", path); }
-  ~ConvPath() { b.set_option("conv", "library"); }
-};
-
 void add_conv(std::vector<Case>& cases, DType dt, int spatial, bool transposed) {
   const OpCode code = spatial == 1 ? (transposed ? OpCode::ConvTranspose1d : OpCode::Conv1d)
                                    : (transposed ? OpCode::ConvTranspose2d : OpCode::Conv2d);
@@ -142,7 +134,7 @@ void add_conv(std::vector<Case>& cases, DType dt, int spatial, bool transposed) 
                          Compare::Float,
                          false,
                          [=](Ctx& c) {
-                           ConvPath guard(c.backend(), path);
+                           BackendOption guard(c.backend(), "conv", path);
                            Arg x = c.input(dt, x_shape, l.x);
                            Arg k = c.input(dt, k_shape, l.k);
                            Backend& b = c.backend();

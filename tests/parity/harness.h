@@ -69,6 +69,17 @@ class Ctx {
   std::mt19937_64 rng_;
 };
 
+// Sets a backend option (a GPU's "conv" or "attention" path) for one case and restores the
+// default, "library", after it; backends without the option ignore it.
+struct BackendOption {
+  Backend& b;
+  const char* key;
+  BackendOption(Backend& backend, const char* k, const char* value) : b(backend), key(k) { b.set_option(key, value); }
+  ~BackendOption() { b.set_option(key, "library"); }
+  BackendOption(const BackendOption&) = delete;
+  BackendOption& operator=(const BackendOption&) = delete;
+};
+
 struct Case {
   std::string op;      // Backend method with its variant: "unary.exp", "cast", "reduce.argmax"
   std::string dtype;   // "f32"; "f32/i64" (value/index); "f32->bf16" (cast)

@@ -1,15 +1,14 @@
 // Attention, softmax(q k^T * scale + mask) v, without a score tensor in memory. Three kernels:
-//   matrix units (attention_mma.cuh): f16 and bf16 when a key head has more than kMaxRows query
-//     rows (prefill), on devices with the instructions, with WICK_ATTENTION_MMA=1 (below);
-//   rows: any float dtype; a block holds up to kMaxRows query rows of one key head (when decoding,
-//     every query head of a GQA group, so that K and V are read once) and its 16-lane groups take
-//     keys in turn, each with its own online softmax, merged at the end. When the blocks would
-//     not fill the device, the keys are split across blocks (flash decoding): each writes its
-//     maximum, sum and unnormalised output to scratch, and a second kernel combines them;
+//   matrix units (attention_mma.cuh): f16 and bf16 on devices with the instructions, prefill and
+//     decoding (unless the "attention" option or WICK_ATTENTION is "rows");
+//   rows: f32 and f64, and the halves without matrix units; a block holds up to kMaxRows query
+//     rows of one key head (when decoding, every query head of a GQA group, so that K and V are
+//     read once) and its 16-lane groups take keys in turn, each with its own online softmax,
+//     merged at the end. When the blocks would not fill the device, the keys are split across
+//     blocks (flash decoding): each writes its maximum, sum and unnormalised output to scratch,
+//     and a second kernel combines them;
 //   generic: a thread per query row, for head dims past what the rows kernel holds in registers.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "core/dispatch.h"
@@ -17,8 +16,8 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/mma.cuh"
 #include "gpu/nn/attention.cuh"
-#include "gpu/nn/attention_math.cuh"
 #include "gpu/nn/nn_kernels.h"
+#include "kernels/nn.h"
 
 namespace wick::gpu {
 
@@ -275,11 +274,21 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
   }
 }
 
-// Merges the split key ranges of each output row: out = sum_s o_s e^(m_s - m) / sum_s l_s e^(m_s - m).
+template <typename M>
+__device__ inline M base2_power(M x) {
+  if constexpr (std::is_same_v<M, float>)
+    return exp2f(x);
+  else
+    return ::exp2(x);
+}
+
+// Merges the split key ranges of each output row: out = sum_s o_s e^(m_s - m) / sum_s l_s e^(m_s - m),
+// or with 2^ for maxima in base 2 (the matrix-unit kernel's).
 template <typename T>
 __global__ __launch_bounds__(kBlock) void attention_combine_kernel(const kernels::opmath_t<T>* part_o,
                                                                    const kernels::opmath_t<T>* part_ml, T* out,
-                                                                   int64_t rows, int64_t d, int64_t splits) {
+                                                                   int64_t rows, int64_t d, int64_t splits,
+                                                                   bool base2) {
   using M = kernels::opmath_t<T>;
   const int64_t n = rows * d, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step) {
@@ -289,7 +298,10 @@ __global__ __launch_bounds__(kBlock) void attention_combine_kernel(const kernels
     M sum = M(0), acc = M(0);
     for (int64_t s = 0; s < splits; ++s) {
       const int64_t at = s * rows + row;
-      const M f = kernels::attention_rescale(part_ml[at * 2], m);
+      const M m_s = part_ml[at * 2];
+      const M f = !base2                                   ? kernels::attention_rescale(m_s, m)
+                  : m_s == kernels::attention_neg_inf<M>() ? M(0)
+                                                           : base2_power(m_s - m);
       sum += part_ml[at * 2 + 1] * f;
       acc += part_o[at * d + feat] * f;
     }
@@ -353,25 +365,6 @@ const void* element_ptr(const View& x) {
 template <int R, int P>
 inline constexpr int kRowsKeys = std::max(1, (R * P <= 4 ? 4 : 2) / P);
 
-// The number of key ranges per block of rows: the fewest rounds of `capacity` resident blocks,
-// each range costing its keys plus a block's fixed work (about 64 keys' worth), ranges of at
-// least 64 keys. Splitting pays when the blocks of rows alone would leave the device idle.
-int64_t choose_splits(int64_t base, int64_t t_kv, int64_t capacity) {
-  constexpr int64_t kBlockCost = 64, kMinKeys = 64;
-  int64_t best = 1;
-  double best_cost = 0;
-  for (int64_t s = 1; s <= std::max<int64_t>(1, t_kv / kMinKeys); ++s) {
-    const int64_t rounds = (base * s + capacity - 1) / capacity, keys = (t_kv + s - 1) / s;
-    const double cost = static_cast<double>(rounds) * static_cast<double>(keys + kBlockCost);
-    if (s == 1 || cost < best_cost) {
-      best = s;
-      best_cost = cost;
-    }
-    if (base * s >= 64 * capacity) break;
-  }
-  return best;
-}
-
 template <typename T, int R, int P>
 void launch_rows(const nn::AttentionGeom& g, GpuBackend& b, int64_t rows_kv) {
   using M = kernels::opmath_t<T>;
@@ -387,7 +380,7 @@ void launch_rows(const nn::AttentionGeom& g, GpuBackend& b, int64_t rows_kv) {
   pl.groups = (rows_kv + R - 1) / R;
   pl.rows = g.batch * g.heads * g.t_q;
   const int64_t base = g.batch * g.kv_heads * pl.groups;
-  pl.splits = base < capacity ? choose_splits(base, g.t_kv, capacity) : 1;
+  pl.splits = base < capacity ? nn::attention_splits(base, g.t_kv, capacity, 64) : 1;
   pl.split_keys = (g.t_kv + pl.splits - 1) / pl.splits;
   pl.splits = (g.t_kv + pl.split_keys - 1) / pl.split_keys;
   StoragePtr part;
@@ -400,12 +393,9 @@ void launch_rows(const nn::AttentionGeom& g, GpuBackend& b, int64_t rows_kv) {
   const int64_t blocks = base * pl.splits;
   kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)), kRowsBlock, 0, b.stream()>>>(g, pl);
   WICK_GPU_CHECK_LAUNCH();
-  if (pl.splits > 1) {
-    attention_combine_kernel<T><<<grid_for(pl.rows * g.d), kBlock, 0, b.stream()>>>(
-        static_cast<const M*>(pl.part_o), static_cast<const M*>(pl.part_ml), static_cast<T*>(g.out), pl.rows, g.d,
-        pl.splits);
-    WICK_GPU_CHECK_LAUNCH();
-  }
+  if (pl.splits > 1)
+    nn::launch_attention_combine<T>(static_cast<const M*>(pl.part_o), static_cast<const M*>(pl.part_ml),
+                                    static_cast<T*>(g.out), pl.rows, g.d, pl.splits, /*base2=*/false, b);
 }
 
 template <typename T, int P>
@@ -419,18 +409,6 @@ void launch_rows_r(int rows, const nn::AttentionGeom& g, GpuBackend& b, int64_t 
   launch_rows<T, 1, P>(g, b, rows_kv);
 }
 
-// The matrix-unit kernel is off unless WICK_ATTENTION_MMA=1: on inputs of wide magnitude (parity's
-// wide_values cases, f16 and bf16, values up to 1e6) it gives -inf or NaN where the composition is
-// finite, and until that is found and fixed, the rows kernel (right on every parity case) serves
-// f16 and bf16 too. The switch stays for measuring it.
-bool mma_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("WICK_ATTENTION_MMA");
-    return v != nullptr && std::string_view(v) == "1";
-  }();
-  return on;
-}
-
 template <typename T>
 void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
   using M = kernels::opmath_t<T>;
@@ -438,7 +416,8 @@ void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
   g.vec_out = g.d % E == 0 && aligned(g.out, 16);
   const int64_t rows_kv = g.group * g.t_q;
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-    if (rows_kv > kMaxRows && mma_enabled() && mma::available(b.props()) && nn::launch_attention_mma<T>(g, b))
+    const GpuBackend::AttentionPath path = b.attention_path();
+    if (path != GpuBackend::AttentionPath::Rows && mma::available(b.props()) && nn::launch_attention_mma<T>(g, b))
       return;
   }
   const int64_t packs = (g.d + E - 1) / E;
@@ -463,6 +442,39 @@ void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
 }
 
 }  // namespace
+
+namespace nn {
+
+int64_t attention_splits(int64_t blocks, int64_t t_kv, int64_t capacity, int64_t min_keys) {
+  constexpr int64_t kBlockCost = 64;  // a block's fixed work, in keys
+  int64_t best = 1;
+  double best_cost = 0;
+  for (int64_t s = 1; s <= std::max<int64_t>(1, t_kv / min_keys); ++s) {
+    const int64_t rounds = (blocks * s + capacity - 1) / capacity, keys = (t_kv + s - 1) / s;
+    const double cost = static_cast<double>(rounds) * static_cast<double>(keys + kBlockCost);
+    if (s == 1 || cost < best_cost) {
+      best = s;
+      best_cost = cost;
+    }
+    if (blocks * s >= 64 * capacity) break;
+  }
+  return best;
+}
+
+template <typename T>
+void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels::opmath_t<T>* part_ml, T* out,
+                              int64_t rows, int64_t d, int64_t splits, bool base2, GpuBackend& backend) {
+  attention_combine_kernel<T>
+      <<<grid_for(rows * d), kBlock, 0, backend.stream()>>>(part_o, part_ml, out, rows, d, splits, base2);
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+template void launch_attention_combine<f16>(const float*, const float*, f16*, int64_t, int64_t, int64_t, bool,
+                                            GpuBackend&);
+template void launch_attention_combine<bf16>(const float*, const float*, bf16*, int64_t, int64_t, int64_t, bool,
+                                             GpuBackend&);
+
+}  // namespace nn
 
 StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, const View* mask,
                                    const AttentionArgs& args) const {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/numeric.h"
+
 namespace wick::gpu {
 
 class GpuBackend;
@@ -29,8 +31,23 @@ struct AttentionGeom {
   bool vec_q, vec_k, vec_v, vec_out;
 };
 
+// The number of key ranges to split each of `blocks` blocks of rows into, so that `capacity`
+// resident blocks finish soonest: the fewest rounds, each range costing its keys plus a block's
+// fixed work, ranges of at least min_keys keys. Splitting pays when the blocks of rows alone
+// would leave the device idle (decoding).
+int64_t attention_splits(int64_t blocks, int64_t t_kv, int64_t capacity, int64_t min_keys);
+
+// Queues the merge of `splits` key ranges of each of `rows` output rows (flash decoding):
+// part_o (splits, rows, d) unnormalised outputs, part_ml (splits, rows, 2) each range's maximum
+// and sum, maxima in base 2 when base2 (else natural); out (rows, d) = sum of outputs over sum of
+// sums, each range scaled to the common maximum.
+template <typename T>
+void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels::opmath_t<T>* part_ml, T* out,
+                              int64_t rows, int64_t d, int64_t splits, bool base2, GpuBackend& backend);
+
 // Queues the matrix-unit kernel for T = f16 or bf16 when d fits one of its head-dim tiles and the
-// device gives the shared memory; false (nothing queued) otherwise.
+// device gives the shared memory; false (nothing queued) otherwise. Any t_q: decoding splits the
+// keys across blocks and merges them with launch_attention_combine.
 template <typename T>
 bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend);
 

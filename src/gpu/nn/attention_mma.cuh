@@ -1,10 +1,14 @@
 // The matrix-unit attention kernel for f16 and bf16 (flash style). A block takes BM query rows of
-// one (batch, head), held in shared memory, and streams the keys and values it may see through
-// shared memory BN at a time: the next key tile is copied while P V is computed, the value tile
-// while S = Q K^T and its softmax are. Each wave owns MT 16-row tiles of S and of the output
-// accumulator, in registers; the online softmax keeps a running maximum and sum per row. Memory:
-// O(BM + BN) rows of shared memory, never a t_q x t_kv score tensor. Written against gpu/mma.cuh
-// only, so the same source runs on 32- and 64-lane waves.
+// one (batch, key head): the rows of every query head of its GQA group, so that the group reads
+// each key and value once (when decoding, the group's heads are the block's rows). The rows wait
+// in shared memory; the keys and values the block may see stream through shared memory BN at a
+// time: the next key tile is copied while P V is computed, the value tile while S = Q K^T and its
+// softmax are. Each wave owns MT 16-row tiles of S and of the output accumulator, in registers;
+// the online softmax keeps a running maximum and sum per row. When the blocks of rows alone would
+// leave the device idle (decoding), the keys are split into ranges, one block each, whose
+// unnormalised outputs a second kernel combines (flash decoding). Memory: O(BM + BN) rows of
+// shared memory, never a t_q x t_kv score tensor. Written against gpu/mma.cuh only, so the same
+// source runs on 32- and 64-lane waves.
 #pragma once
 
 #include <algorithm>
@@ -16,9 +20,27 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/mma.cuh"
 #include "gpu/nn/attention.cuh"
-#include "gpu/nn/attention_math.cuh"
+#include "kernels/nn.h"
 
 namespace wick::gpu::nn {
+
+struct MmaParams {
+  float scale_log2;    // scale * log2(e): scores are taken to base 2 by one rounded product
+  float log2e;         // a mask value joins a base-2 score as mask * log2(e)
+  int64_t rows_kv;     // query rows per key head: group * t_q (row r is head r / t_q, query r % t_q)
+  int64_t m_blocks;    // blocks of BM rows per (batch, key head)
+  int64_t splits;      // key ranges per block of rows (1: the block writes the output)
+  int64_t split_keys;  // keys per range, a multiple of BN
+  int64_t out_rows;    // rows of the output, batch * heads * t_q
+  float* part_o;       // splits > 1: (splits, out_rows, d) unnormalised outputs
+  float* part_ml;      // (splits, out_rows, 2): each range's base-2 maximum and sum
+};
+
+// Where each of a block's rows lives, in shared memory beside the tiles: its offset in q (-1 for
+// a row past rows_kv), its output row, its position among the keys and its offset in the mask.
+struct MmaRow {
+  int64_t q, out, pos, mask;
+};
 
 // A tile shape: D features (the head dim rounded up to one of these, a multiple of 16), W waves
 // of MT 16-row tiles each, BN keys per step.
@@ -30,14 +52,8 @@ struct MmaTile {
   static constexpr int kLd = D + 8;
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return size_t(BM + 2 * BN) * kLd * sizeof(T);
+    return size_t(BM + 2 * BN) * kLd * sizeof(T) + BM * sizeof(MmaRow);
   }
-};
-
-struct MmaParams {
-  float scale_log2;  // scale * log2(e): scores are taken to base 2 by one rounded product
-  float log2e;       // a mask value joins a base-2 score as mask * log2(e)
-  int64_t m_blocks;  // blocks of BM query rows per (batch, head)
 };
 
 using Chunk = Pack<uint32_t, 4>;  // 16 bytes
@@ -98,6 +114,40 @@ __device__ inline float mask_value(T x) {
     return static_cast<float>(x);
 }
 
+// Fills the block's row table (rows gr0 .. gr0 + BM - 1 of key head kvh of batch b) and copies
+// its queries into the shared tile `sq` (zeros past rows_kv and d).
+template <typename T, typename Tile>
+__device__ inline void load_rows(MmaRow* rows, T* sq, const AttentionGeom& g, const MmaParams& p, int64_t b,
+                                 int64_t kvh, int64_t gr0) {
+  constexpr int BM = Tile::BM, kChunks = Tile::D / 8, kThreads = Tile::W * mma::kWave;
+  for (int r = static_cast<int>(threadIdx.x); r < BM; r += kThreads) {
+    const int64_t gr = gr0 + r, head = kvh * g.group + gr / g.t_q, i = gr % g.t_q;
+    const bool valid = gr < p.rows_kv;
+    rows[r].q = valid ? b * g.q_stride[0] + head * g.q_stride[1] + i * g.q_stride[2] : -1;
+    rows[r].out = (b * g.heads + head) * g.t_q + i;
+    rows[r].pos = kernels::attention_position(i, g.t_q, g.t_kv);
+    rows[r].mask = b * g.mask_stride[0] + head * g.mask_stride[1] + i * g.mask_stride[2];
+  }
+  __syncthreads();
+  const T* q = static_cast<const T*>(g.q);
+#pragma unroll 1
+  for (int idx = static_cast<int>(threadIdx.x); idx < BM * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    T* dst = sq + r * Tile::kLd + c * 8;
+    if (rows[r].q >= 0 && c * 8 < g.d) {
+      const T* from = q + rows[r].q + c * 8 * g.q_stride[3];
+      if (g.vec_q) {
+        mma::copy_async_16(dst, from);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = c * 8 + e < g.d ? from[e * g.q_stride[3]] : T{};
+      }
+    } else {
+      *reinterpret_cast<Chunk*>(dst) = Chunk{};
+    }
+  }
+}
+
 template <typename T, typename Tile>
 __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(AttentionGeom g, MmaParams p) {
 #if WICK_GPU_MMA
@@ -105,32 +155,35 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
   constexpr int ND = D / 16, NN = BN / 16, kSlots = mma::kRowSlots, kThreads = Tile::W * mma::kWave;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ Chunk attention_smem[];
-  T* sq = reinterpret_cast<T*>(attention_smem);
+  MmaRow* rows = reinterpret_cast<MmaRow*>(attention_smem);
+  T* sq = reinterpret_cast<T*>(rows + BM);
   T* sk = sq + BM * kLd;
   T* sv = sk + BN * kLd;
   const int row_base = static_cast<int>(threadIdx.x) / mma::kWave * MT * 16;  // the wave's first row
-  const T* q_all = static_cast<const T*>(g.q);
   const T* k_all = static_cast<const T*>(g.k);
   const T* v_all = static_cast<const T*>(g.v);
   const T* mask = static_cast<const T*>(g.mask);
-  T* out = static_cast<T*>(g.out);
-  const int64_t bh_count = g.batch * g.heads;
-  const int64_t total = p.m_blocks * bh_count;
+  const int64_t bkv_count = g.batch * g.kv_heads;
+  const int64_t total = p.splits * p.m_blocks * bkv_count;
 
   for (int64_t blk = blockIdx.x; blk < total; blk += gridDim.x) {
     // Blocks of the last rows first: under a causal mask they see the most keys.
-    const int64_t mb = p.m_blocks - 1 - blk / bh_count;
-    const int64_t bh = blk % bh_count, b = bh / g.heads, h = bh % g.heads, kvh = h / g.group;
-    const int64_t i0 = mb * BM;
-    const int64_t first = kernels::attention_position(i0, g.t_q, g.t_kv);
-    const int64_t last = kernels::attention_position(std::min<int64_t>(i0 + BM, g.t_q) - 1, g.t_q, g.t_kv);
-    const int64_t key_lo = kernels::attention_keys_begin(first, g.window);
-    const int64_t key_hi = kernels::attention_keys_end(last, g.causal, g.t_kv);
+    const int64_t split = blk % p.splits, rest = blk / p.splits;
+    const int64_t mb = p.m_blocks - 1 - rest / bkv_count, bkv = rest % bkv_count;
+    const int64_t b = bkv / g.kv_heads, kvh = bkv % g.kv_heads;
+    const int64_t gr0 = mb * BM, gr1 = std::min(gr0 + BM, p.rows_kv) - 1;
+    // The positions the block's rows take: a range of one head's queries, or every query when the
+    // rows reach into the next head.
+    const bool one_head = gr0 / g.t_q == gr1 / g.t_q;
+    const int64_t first = kernels::attention_position(one_head ? gr0 % g.t_q : 0, g.t_q, g.t_kv);
+    const int64_t last = kernels::attention_position(one_head ? gr1 % g.t_q : g.t_q - 1, g.t_q, g.t_kv);
+    const int64_t key_lo = std::max(kernels::attention_keys_begin(first, g.window), split * p.split_keys);
+    const int64_t key_hi = std::min(kernels::attention_keys_end(last, g.causal, g.t_kv), (split + 1) * p.split_keys);
     const T* kb = k_all + b * g.k_stride[0] + kvh * g.k_stride[1];
     const T* vb = v_all + b * g.v_stride[0] + kvh * g.v_stride[1];
 
-    load_tile<T, BM, D, kThreads>(sq, q_all + b * g.q_stride[0] + h * g.q_stride[1] + i0 * g.q_stride[2], g.t_q - i0,
-                                  g.q_stride[2], g.q_stride[3], g.d, g.vec_q);
+    __syncthreads();  // the last block is done with the row table and sq
+    load_rows<T, Tile>(rows, sq, g, p, b, kvh, gr0);
     mma::copy_async_commit();
     const int64_t tile_first = key_lo / BN;
     const int64_t tiles = key_hi > key_lo ? (key_hi + BN - 1) / BN - tile_first : 0;
@@ -161,7 +214,7 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
                                     g.vec_v);
       mma::copy_async_commit();
 
-      // S = Q K^T, raw.
+      // S = Q K^T.
       mma::FragC s[MT][NN];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -192,31 +245,31 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
           for (int e = 0; e < mma::kAccum; ++e) s[mt][nt].v[e] = __fmul_rn(s[mt][nt].v[e], p.scale_log2);
 
       // Hidden keys become -inf; the mask joins as mask * log2(e). Tiles inside every row's range
-      // skip this. Positions relative to the tile in 32 bits: row r (of the block), column c (of the
-      // tile) is query position first + r and key k0 + c.
+      // (no mask, no end of the keys, no diagonal or window edge) skip this.
       const bool inside =
           !mask && k0 + BN <= g.t_kv && (!g.causal || k0 + BN - 1 <= first) && (g.window <= 0 || k0 > last - g.window);
       if (!inside) {
-        const int to_diag = near_int(first - k0);                                      // causal: c <= r + to_diag
-        const int to_window = g.window > 0 ? near_int(first - k0 - g.window) : -kFar;  // c > r + to_window
-        const int to_end = near_int(g.t_kv - k0);                                      // c < to_end
-        const int to_rows = near_int(g.t_q - i0);                                      // r < to_rows (mask rows)
-        const T* mask_tile =
-            mask ? mask + b * g.mask_stride[0] + h * g.mask_stride[1] + i0 * g.mask_stride[2] + k0 * g.mask_stride[3]
-                 : nullptr;
+        // Key k0 + c of row r is seen when c < to_end, c <= diag (causal) and c > low (window):
+        // distances from the tile, clamped into 32 bits (a tile spans far fewer than kFar keys).
+        const int to_end = near_int(g.t_kv - k0);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int nt = 0; nt < NN; ++nt)
+          for (int e = 0; e < mma::kAccum; ++e) {
+            const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
+            const int64_t rel = row.pos - k0;
+            const int diag = g.causal ? near_int(rel) : kFar;
+            const int low = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
 #pragma unroll
-            for (int e = 0; e < mma::kAccum; ++e) {
-              const int r = row_base + mt * 16 + mma::accum_row(e), c = nt * 16 + mma::accum_col(e);
+            for (int nt = 0; nt < NN; ++nt) {
+              const int c = nt * 16 + mma::accum_col(e);
+              const bool seen = c < to_end && c <= diag && c > low;
               float x = s[mt][nt].v[e];
-              if (mask_tile && r < to_rows && c < to_end)
-                x = fmaf(mask_value(mask_tile[r * g.mask_stride[2] + c * g.mask_stride[3]]), p.log2e, x);
-              const bool hidden = c >= to_end || (g.causal && c > r + to_diag) || c <= r + to_window;
-              s[mt][nt].v[e] = hidden ? kNegInf : x;
+              if (mask && seen && row.q >= 0)
+                x = fmaf(mask_value(mask[row.mask + (k0 + c) * g.mask_stride[3]]), p.log2e, x);
+              s[mt][nt].v[e] = seen ? x : kNegInf;
             }
+          }
       }
 
       // Online softmax: new maxima, rescale what was accumulated, then P = 2^(S - max). While a row
@@ -279,6 +332,33 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
     mma::copy_async_wait_all();
     __syncthreads();  // every wave is done with sq
 
+    if (p.splits > 1) {
+      // A key range: its unnormalised output, maximum and sum, for attention_combine.
+      const int64_t part = split * p.out_rows;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float sum[kSlots];
+#pragma unroll
+        for (int sl = 0; sl < kSlots; ++sl) sum[sl] = mma::row_sum(l[mt][sl]);
+#pragma unroll
+        for (int e = 0; e < mma::kAccum; ++e) {
+          const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
+          if (row.q < 0) continue;
+          const int64_t at = part + row.out;
+#pragma unroll
+          for (int nd = 0; nd < ND; ++nd) {
+            const int col = nd * 16 + mma::accum_col(e);
+            if (col < g.d) p.part_o[at * g.d + col] = o[mt][nd].v[e];
+          }
+          if (mma::accum_col(e) == 0) {
+            p.part_ml[at * 2] = m[mt][mma::accum_slot(e)];
+            p.part_ml[at * 2 + 1] = sum[mma::accum_slot(e)];
+          }
+        }
+      }
+      continue;
+    }
+
     // O / sum (zeros for a row that saw nothing), staged in the wave's own rows of sq.
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -297,19 +377,19 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
     }
     __syncthreads();
     constexpr int kChunks = D / 8;
-    for (int idx = static_cast<int>(threadIdx.x); idx < BM * kChunks; idx += static_cast<int>(blockDim.x)) {
+    T* out = static_cast<T*>(g.out);
+    for (int idx = static_cast<int>(threadIdx.x); idx < BM * kChunks; idx += kThreads) {
       const int r = idx / kChunks, c = idx % kChunks;
-      const int64_t i = i0 + r, f = int64_t(c) * 8;
-      if (i >= g.t_q || f >= g.d) continue;
+      const int64_t f = int64_t(c) * 8;
+      if (rows[r].q < 0 || f >= g.d) continue;
       const T* src = sq + r * kLd + c * 8;
-      T* dst = out + (bh * g.t_q + i) * g.d + f;
+      T* dst = out + rows[r].out * g.d + f;
       if (g.vec_out) {
         *reinterpret_cast<Chunk*>(dst) = *reinterpret_cast<const Chunk*>(src);
       } else {
         for (int e = 0; e < 8 && f + e < g.d; ++e) dst[e] = src[e];
       }
     }
-    __syncthreads();  // the next block's Q may overwrite sq
   }
 #else
   (void)g;
@@ -317,32 +397,69 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 #endif
 }
 
-// Queues the kernel with tile shape Tile if the device gives its shared memory.
+// Queues the kernel with tile shape Tile if the device gives its shared memory: the rows of each
+// key head in blocks of BM, the keys split into ranges when those blocks alone would leave the
+// device idle.
 template <typename T, typename Tile>
 bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
   const DeviceProps& props = backend.props();
   const size_t smem = Tile::template smem_bytes<T>();
   if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return false;
   const auto kernel = attention_mma_kernel<T, Tile>;
+  const int threads = Tile::W * props.warp_size;
   if (smem > props.shared_per_block)
     WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
-  MmaParams p;
+  static const int per_sm = [&] {
+    int n = 0;
+    WICK_GPU_CHECK(kernel_blocks_per_sm(&n, reinterpret_cast<const void*>(kernel), threads, smem));
+    return std::max(n, 1);
+  }();
+  MmaParams p{};
   p.scale_log2 = static_cast<float>(g.scale * 1.4426950408889634);
   p.log2e = 1.4426950408889634f;
-  p.m_blocks = (g.t_q + Tile::BM - 1) / Tile::BM;
-  const int64_t blocks = p.m_blocks * g.batch * g.heads;
+  p.rows_kv = g.group * g.t_q;
+  p.m_blocks = (p.rows_kv + Tile::BM - 1) / Tile::BM;
+  p.out_rows = g.batch * g.heads * g.t_q;
+  const int64_t base = p.m_blocks * g.batch * g.kv_heads;
+  const int64_t capacity = int64_t(per_sm) * std::max(1, props.multiprocessors);
+  const int64_t splits = base < capacity ? attention_splits(base, g.t_kv, capacity, Tile::BN) : 1;
+  p.split_keys = (g.t_kv + splits - 1) / splits;
+  p.split_keys = (p.split_keys + Tile::BN - 1) / Tile::BN * Tile::BN;
+  p.splits = (g.t_kv + p.split_keys - 1) / p.split_keys;
+  StoragePtr part;
+  if (p.splits > 1) {
+    const int64_t o_elems = p.splits * p.out_rows * g.d;
+    part = backend.alloc(static_cast<size_t>(o_elems + p.splits * p.out_rows * 2) * sizeof(float));
+    p.part_o = part->as<float>();
+    p.part_ml = p.part_o + o_elems;
+  }
+  const int64_t blocks = p.splits * base;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22));
-  kernel<<<grid, Tile::W * props.warp_size, smem, backend.stream()>>>(g, p);
+  kernel<<<grid, threads, smem, backend.stream()>>>(g, p);
   WICK_GPU_CHECK_LAUNCH();
+  if (p.splits > 1)
+    launch_attention_combine<T>(p.part_o, p.part_ml, static_cast<T*>(g.out), p.out_rows, g.d, p.splits,
+                                /*base2=*/true, backend);
   return true;
 }
 
-// Blocks of 128 query rows. Head dims up to 128: two 16-row tiles a wave, so that every K and V
+// Head dims up to 128, prefill: blocks of 128 rows, two 16-row tiles a wave, so that every K and V
 // fragment read from shared memory serves 32 rows; 64 takes 128 keys a step, to halve the steps'
-// fixed costs. 256: one tile a wave (its accumulator is twice as wide), eight waves. Smaller
-// tiles where shared memory is short (64 KiB on AMD).
+// fixed costs. 256: one tile a wave (its accumulator is twice as wide), eight waves. Decoding (a
+// key head's rows fit 16): one wave of one tile, the keys split across blocks. Smaller tiles where
+// shared memory is short (64 KiB on AMD).
 template <typename T>
 bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend) {
+  if (g.group * g.t_q <= 16) {
+    if (g.d <= 64) return launch_mma_tile<T, MmaTile<64, 1, 1, 64>>(g, backend);
+    if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 1, 1, 64>>(g, backend);
+    if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 1, 1, 64>>(g, backend);
+    if (g.d <= 128) return launch_mma_tile<T, MmaTile<128, 1, 1, 64>>(g, backend);
+    if (g.d <= 256)
+      return launch_mma_tile<T, MmaTile<256, 1, 1, 64>>(g, backend) ||
+             launch_mma_tile<T, MmaTile<256, 1, 1, 32>>(g, backend);
+    return false;
+  }
   if (g.d <= 64)
     return launch_mma_tile<T, MmaTile<64, 2, 4, 128>>(g, backend) ||
            launch_mma_tile<T, MmaTile<64, 2, 4, 64>>(g, backend);
