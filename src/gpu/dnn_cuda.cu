@@ -10,7 +10,6 @@
 #include <cudnn.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,114 +18,21 @@
 #include <vector>
 
 #include "gpu/conv.h"
+#include "gpu/cudnn_graph.h"
 #include "gpu/gpu_backend.h"
 
 namespace wick::gpu {
 
 namespace {
 
-// Raises a failed call as wick::Error naming the convolution (when known) and cuDNN's status.
-[[noreturn]] void fail(cudnnStatus_t s, const char* call, const char* file, int line, const ConvCall* c = nullptr) {
-  const char* base = std::strrchr(file, '/');
-  std::string msg = detail::str_cat(c ? describe(*c) : std::string("conv"), ": cuDNN call ", call, " failed at ",
-                                    base ? base + 1 : file, ":", line, ": ", cudnnGetErrorString(s));
-  if (s == CUDNN_STATUS_ALLOC_FAILED) throw OutOfMemoryError(msg);
-  throw ::wick::Error(msg);
-}
-#define WICK_CUDNN_FOR(c, call)                                                         \
-  do {                                                                                  \
-    cudnnStatus_t wick_s_ = (call);                                                     \
-    if (wick_s_ != CUDNN_STATUS_SUCCESS) fail(wick_s_, #call, __FILE__, __LINE__, (c)); \
-  } while (0)
-#define WICK_CUDNN(call) WICK_CUDNN_FOR(nullptr, call)
-
-constexpr cudnnStatus_t kOk = CUDNN_STATUS_SUCCESS;
+using cudnn::alignment_of;
+using cudnn::data_type;
+using cudnn::Desc;
+using cudnn::kOk;
 
 void log_status(const char* what, cudnnStatus_t s) { conv_log("%s: %s", what, cudnnGetErrorString(s)); }
 
-cudnnHandle_t handle_for(GpuBackend& b) {
-  static std::mutex mutex;
-  static std::vector<cudnnHandle_t> handles;  // kept for the process
-  std::lock_guard<std::mutex> lock(mutex);
-  const size_t i = static_cast<size_t>(b.device().index());
-  if (handles.size() <= i) handles.resize(i + 1, nullptr);
-  if (!handles[i]) {
-    WICK_CUDNN(cudnnCreate(&handles[i]));
-    WICK_CUDNN(cudnnSetStream(handles[i], b.stream()));
-  }
-  return handles[i];
-}
-
-cudnnDataType_t data_type(DType dt) {
-  switch (dt) {
-    case DType::F16: return CUDNN_DATA_HALF;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    default: return CUDNN_DATA_DOUBLE;
-  }
-}
-
-// One graph-API descriptor. Attribute setters record the first failing status, which finalize()
-// returns: building a graph cuDNN cannot serve is not an error, the caller falls back.
-class Desc {
- public:
-  explicit Desc(cudnnBackendDescriptorType_t type) { WICK_CUDNN(cudnnBackendCreateDescriptor(type, &d_)); }
-  Desc(Desc&& o) noexcept
-      : d_(std::exchange(o.d_, nullptr)),
-        status_(o.status_),
-        finalized_(o.finalized_),
-        failed_attribute_(o.failed_attribute_) {}
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  Desc& operator=(Desc&& o) noexcept {
-    std::swap(d_, o.d_);
-    std::swap(status_, o.status_);
-    std::swap(finalized_, o.finalized_);
-    std::swap(failed_attribute_, o.failed_attribute_);
-    return *this;
-  }
-  ~Desc() {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-  }
-
-  cudnnBackendDescriptor_t get() const { return d_; }
-  int failed_attribute() const { return failed_attribute_; }
-  template <typename T>
-  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values, int64_t n = 1) {
-    if (status_ == kOk) {
-      status_ = cudnnBackendSetAttribute(d_, name, type, n, values);
-      if (status_ != kOk) failed_attribute_ = name;
-    }
-    return *this;
-  }
-  Desc& set(cudnnBackendAttributeName_t name, const Desc& other) {
-    cudnnBackendDescriptor_t o = other.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &o);
-  }
-  cudnnStatus_t finalize() {
-    if (status_ == kOk && !finalized_) {
-      status_ = cudnnBackendFinalize(d_);
-      finalized_ = true;
-    }
-    return status_;
-  }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-  cudnnStatus_t status_ = kOk;
-  bool finalized_ = false;
-  int failed_attribute_ = -1;
-};
-
 enum Uid : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
-
-// The largest power of two up to 16 that divides the address: what cuDNN may assume of it.
-int64_t alignment_of(const void* p) {
-  const auto a = reinterpret_cast<uintptr_t>(p);
-  int64_t al = 16;
-  while (al > 1 && a % static_cast<uintptr_t>(al) != 0) al /= 2;
-  return al;
-}
 
 // A 4-d tensor. A size-1 dim gets the stride a packed layout of the dims inside it would give, so
 // that cuDNN reads the intended memory order from the strides alone.
@@ -213,70 +119,32 @@ bool build_graph(Conv& c, cudnnHandle_t handle, DType dt, const Layout& x_l, con
 
 // The engine configurations a heuristic proposes for a graph, best first.
 std::vector<Desc> engine_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
-  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  cudnnStatus_t s = heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-                        .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode)
-                        .finalize();
-  int64_t count = 0;
-  if (s == kOk)
-    s = cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr);
-  if (s != kOk) {
-    log_status("heuristics failed", s);
-    return {};
-  }
-  std::vector<Desc> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < count; ++i) raw.push_back(configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
-  s = cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count,
-                               raw.data());
-  if (s != kOk) {
-    log_status("reading the heuristics' results failed", s);
-    return {};
-  }
-  if (count < static_cast<int64_t>(configs.size())) configs.erase(configs.begin() + count, configs.end());
+  std::string error;
+  std::vector<Desc> configs = cudnn::engine_configs(graph, mode, &error);
+  if (!error.empty()) conv_log("%s", error.c_str());
   return configs;
 }
 
 // The engine's global index, or -1 when its numerics break wick's contract for this dtype.
 int64_t admissible_engine(const Desc& config, DType dt) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  cudnnBackendDescriptor_t e = engine.get();
-  int64_t n = 0, index = -1;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  cudnnStatus_t s =
-      cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e);
-  if (s == kOk) s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index);
-  if (s == kOk)
-    s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes);
-  if (s != kOk) {
-    log_status("reading an engine failed", s);
+  const cudnn::EngineInfo engine = cudnn::read_engine(config);
+  if (!engine.error.empty()) {
+    conv_log("%s", engine.error.c_str());
     return -1;
   }
+  const int64_t index = engine.index;
   // Runtime-compiled engines are left out: their first run compiles kernels (milliseconds), and one
   // of them (engine 71 of cuDNN 9 on an H100) writes bf16 outputs of small grouped convolutions at
   // misaligned addresses, a fault that ends the CUDA context.
-  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  int64_t nb = 0;
-  s = cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &nb, behavior);
-  if (s != kOk) {
-    log_status("reading an engine's behavior notes failed", s);
+  if (engine.has(CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION)) {
+    conv_log("engine %lld left out (compiled at run time)", static_cast<long long>(index));
     return -1;
   }
-  for (int64_t i = 0; i < nb; ++i) {
-    if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) {
-      conv_log("engine %lld left out (compiled at run time)", static_cast<long long>(index));
-      return -1;
-    }
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const bool tf32 = notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dt == DType::F32 && !allow_tf32();
-    if (tf32 || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
-        notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
-        notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) {
-      conv_log("engine %lld left out (numerical note %d)", static_cast<long long>(index), static_cast<int>(notes[i]));
+  for (const cudnnBackendNumericalNote_t note : engine.numerical) {
+    const bool tf32 = note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dt == DType::F32 && !allow_tf32();
+    if (tf32 || note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+        note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION || note == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) {
+      conv_log("engine %lld left out (numerical note %d)", static_cast<long long>(index), static_cast<int>(note));
       return -1;
     }
   }
@@ -284,14 +152,9 @@ int64_t admissible_engine(const Desc& config, DType dt) {
 }
 
 cudnnStatus_t execute(cudnnHandle_t handle, const Desc& plan, void* x, void* w, void* y, void* workspace) {
-  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   const int64_t uids[3] = {kUidX, kUidW, kUidY};
   void* pointers[3] = {x, w, y};
-  cudnnStatus_t s = pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 3)
-                        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers, 3)
-                        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
-                        .finalize();
-  return s == kOk ? cudnnBackendExecute(handle, plan.get(), pack.get()) : s;
+  return cudnn::execute(handle, plan, 3, uids, pointers, workspace);
 }
 
 // Times the admissible candidates of the heuristics on the call's buffers and keeps the fastest
@@ -312,17 +175,13 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
     const int64_t engine = admissible_engine(config, dt);
     if (engine < 0 || std::find(tried.begin(), tried.end(), engine) != tried.end()) continue;
     tried.push_back(engine);
-    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    if (const cudnnStatus_t s = plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
-                                    .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config)
-                                    .finalize();
-        s != kOk) {
+    std::unique_ptr<Desc> plan = cudnn::make_plan(handle, config);
+    if (const cudnnStatus_t s = plan->finalize(); s != kOk) {
       log_status(detail::str_cat("engine ", engine, ": no plan").c_str(), s);
       continue;
     }
-    int64_t workspace = 0, n = 0;
-    WICK_CUDNN_FOR(&call, cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                   CUDNN_TYPE_INT64, 1, &n, &workspace));
+    int64_t workspace = 0;
+    WICK_CUDNN_FOR(describe(call), cudnn::workspace_size(*plan, &workspace));
     StoragePtr ws;
     try {
       if (workspace > 0) ws = b.alloc(static_cast<size_t>(workspace));
@@ -349,7 +208,7 @@ void choose_plan(Conv& c, const ConvCall& call, GpuBackend& b, cudnnHandle_t han
       continue;
     }
     std::vector<double> times(kRuns);
-    for (double& t : times) WICK_CUDNN_FOR(&call, timed_run(&t));
+    for (double& t : times) WICK_CUDNN_FOR(describe(call), timed_run(&t));
     std::sort(times.begin(), times.end());
     const double ms = times[kRuns / 2];
     conv_log("engine %lld, workspace %lld B: %.4f ms", static_cast<long long>(engine),
@@ -387,7 +246,7 @@ StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, co
   const View &x = call.x, &k = call.k;
   const ConvParams& p = call.p;
   const DType dt = x.dtype;
-  cudnnHandle_t handle = handle_for(b);
+  cudnnHandle_t handle = cudnn::handle_for(b, "conv");
   const size_t size = static_cast<size_t>(dtype_size(dt));
   // The filter must be packed.
   StoragePtr packed;
@@ -437,7 +296,8 @@ StoragePtr conv_library(GpuBackend& b, const ConvCall& call, bool transposed, co
   }
   if (!conv->plan) return nullptr;
   StoragePtr workspace = conv->workspace ? b.alloc(static_cast<size_t>(conv->workspace)) : nullptr;
-  WICK_CUDNN_FOR(&call, execute(handle, *conv->plan, in_p, wp, res_p, workspace ? workspace->data() : nullptr));
+  WICK_CUDNN_FOR(describe(call),
+                 execute(handle, *conv->plan, in_p, wp, res_p, workspace ? workspace->data() : nullptr));
   return out;
 }
 

@@ -1,10 +1,12 @@
-// What the GPU attention kernels share: the problem as the host lays it out for them, and the
-// launcher of the matrix-unit kernel (attention_mma.cuh), one translation unit per half dtype.
+// What the GPU attention kernels share: the problem as the host lays it out for them, the
+// launcher of the matrix-unit kernel (attention_mma.cuh), one translation unit per half dtype, and
+// the vendor library's fused attention.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/numeric.h"
+#include "wick/dtype.h"
 
 namespace wick::gpu {
 
@@ -50,6 +52,12 @@ void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels:
 // keys across blocks and merges them with launch_attention_combine.
 template <typename T>
 bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend);
+
+// Queues cuDNN's fused flash attention (attention_cudnn.cu) on the backend's stream and returns
+// true, or returns false with nothing queued when it does not serve the call: it serves f16 and
+// bf16 with d a multiple of 8 up to 256, no mask, no window, causal only with t_q <= t_kv,
+// contiguous features, 16-byte aligned rows, and what cuDNN accepts of the rest. ROCm: always false.
+bool launch_attention_cudnn(const AttentionGeom& g, DType dt, GpuBackend& backend);
 
 }  // namespace nn
 }  // namespace wick::gpu
