@@ -223,6 +223,7 @@ std::vector<AttnVariant> attention_variants() {
       {"decode", 2, 8, 8, 3, 1500, 64, true},                             // three tokens at once
       {"prefill", 1, 4, 2, 300, 300, 128, true, 0, Mask::None, L::Bthd},
       {"prefill", 1, 4, 1, 200, 260, 64, false, 0, Mask::Full},
+      {"prefill", 2, 8, 2, 160, 400, 64, true},  // causal, fewer queries than keys
       {"t_q<t_kv", 1, 4, 2, 5, 23, 16, true},
       {"t_q>t_kv", 2, 2, 1, 7, 3, 8, true},  // rows 0..3 see no key
       {"t_q>t_kv", 1, 2, 2, 7, 3, 8, false},

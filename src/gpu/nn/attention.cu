@@ -1,4 +1,6 @@
-// Attention, softmax(q k^T * scale + mask) v, without a score tensor in memory. Three kernels:
+// Attention, softmax(q k^T * scale + mask) v, without a score tensor in memory. On CUDA, f16 and
+// bf16 go to cuDNN's fused attention first where it serves them (attention_cudnn.cu; the
+// "attention" option "library", the default). Then wick's three kernels:
 //   matrix units (attention_mma.cuh): f16 and bf16 on devices with the instructions, prefill and
 //     decoding (unless the "attention" option or WICK_ATTENTION is "rows");
 //   rows: f32 and f64, and the halves without matrix units; a block holds up to kMaxRows query
@@ -28,6 +30,8 @@ constexpr int kLanes = 16;  // lanes of the group that takes one key
 constexpr int kGroups = kRowsBlock / kLanes;
 constexpr int kMaxRows = 8;   // query rows a rows block holds
 constexpr int kMaxPacks = 8;  // 16-byte packs of a row a lane holds (so d <= 128 packs)
+
+constexpr int64_t kLibraryMinQueries = 128;  // fewer queries (decoding) stay with wick's kernels
 
 template <typename T>
 inline constexpr int kPackElems = 16 / static_cast<int>(sizeof(T));
@@ -417,6 +421,11 @@ void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
   const int64_t rows_kv = g.group * g.t_q;
   if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
     const GpuBackend::AttentionPath path = b.attention_path();
+    // cuDNN plans each shape once, on its first call: prefill, not decoding, whose every step
+    // would be a new shape.
+    if (path == GpuBackend::AttentionPath::Library && g.t_q >= kLibraryMinQueries &&
+        nn::launch_attention_cudnn(g, dtype_of<T>, b))
+      return;
     if (path != GpuBackend::AttentionPath::Rows && mma::available(b.props()) && nn::launch_attention_mma<T>(g, b))
       return;
   }
