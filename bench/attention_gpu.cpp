@@ -6,7 +6,8 @@
 // events; each figure is the median over batches of back-to-back calls; decoding rotates among
 // enough KV sets to keep them out of L2.
 //
-//   bench_attention_gpu [--quick]
+//   bench_attention_gpu [--quick] [--only TEXT]   (--only: the rows whose first five columns,
+//                                                  single-spaced, contain TEXT)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -59,7 +60,18 @@ double copy_gbps(Backend& backend, Device dev, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_attention_gpu [--quick] [--only TEXT]\n");
+      return 2;
+    }
+  }
   Device dev = Device::cpu();
   for (const Device& d : available_devices())
     if (d.type() != DeviceType::Cpu) dev = d;
@@ -89,8 +101,15 @@ int main(int argc, char** argv) {
   for (const BenchCase& c : cases)
     for (const char* path : {"library", "own"}) {
       if (c.dtype == DType::F32 && std::strcmp(path, "own") == 0) continue;  // one path for f32
-      backend.set_option("attention", path);
       const bool decode = c.t_q == 1;
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "b%lld h%lld/%lld t%lld/%lld d%lld", static_cast<long long>(c.b),
+                    static_cast<long long>(c.h), static_cast<long long>(c.h_kv), static_cast<long long>(c.t_q),
+                    static_cast<long long>(c.t_kv), static_cast<long long>(c.d));
+      const std::string label = std::string(dtype_name(c.dtype)) + " " + (decode ? "decode" : "prefill") + " " +
+                                shape + " " + (c.causal ? "causal" : "none") + " " + path;
+      if (label.find(only) == std::string::npos) continue;
+      backend.set_option("attention", path);
       const double kv_bytes = 2.0 * c.b * c.h_kv * c.t_kv * c.d * dtype_size(c.dtype);
       // Enough KV sets that a round over them is four times the L2 (decoding only).
       const int sets = decode ? static_cast<int>(std::clamp(200e6 / kv_bytes, 1.0, 16.0)) : 1;
@@ -109,10 +128,6 @@ int main(int argc, char** argv) {
         (void)nn->attention(vq, ops::view_of(k), ops::view_of(v), nullptr, args);
       });
       const double flops = 4.0 * c.b * c.h * c.t_q * c.t_kv * c.d * (c.causal && !decode ? 0.5 : 1.0);
-      char shape[64];
-      std::snprintf(shape, sizeof shape, "b%lld h%lld/%lld t%lld/%lld d%lld", static_cast<long long>(c.b),
-                    static_cast<long long>(c.h), static_cast<long long>(c.h_kv), static_cast<long long>(c.t_q),
-                    static_cast<long long>(c.t_kv), static_cast<long long>(c.d));
       std::printf("%-6s %-8s %-26s %-7s %-8s %10.4f %10.1f %10.0f", std::string(dtype_name(c.dtype)).c_str(),
                   decode ? "decode" : "prefill", shape, c.causal ? "causal" : "none", path, ms,
                   flops / (ms * 1e-3) / 1e12, kv_bytes / (ms * 1e-3) / 1e9);

@@ -286,30 +286,61 @@ __device__ inline M base2_power(M x) {
     return ::exp2(x);
 }
 
+// The weight of a range whose maximum is m_s under the row's maximum m (0 for a range that saw
+// nothing), in base e or base 2.
+template <typename M>
+__device__ inline M combine_weight(M m_s, M m, bool base2) {
+  if (!base2) return kernels::attention_rescale(m_s, m);
+  return m_s == kernels::attention_neg_inf<M>() ? M(0) : base2_power(m_s - m);
+}
+
 // Merges the split key ranges of each output row: out = sum_s o_s e^(m_s - m) / sum_s l_s e^(m_s - m),
-// or with 2^ for maxima in base 2 (the matrix-unit kernel's).
+// or with 2^ for maxima in base 2 (the matrix-unit kernel's). A block takes kCombineLanes features
+// of one row; its kCombineGroups groups of lanes each merge every kCombineGroups-th range (a decode
+// step may have a hundred) under the group's own maximum, and the groups meet in shared memory.
+inline constexpr int kCombineLanes = 32, kCombineGroups = 8;
+
 template <typename T>
-__global__ __launch_bounds__(kBlock) void attention_combine_kernel(const kernels::opmath_t<T>* part_o,
-                                                                   const kernels::opmath_t<T>* part_ml, T* out,
-                                                                   int64_t rows, int64_t d, int64_t splits,
-                                                                   bool base2) {
+__global__ __launch_bounds__(kCombineLanes* kCombineGroups) void attention_combine_kernel(
+    const kernels::opmath_t<T>* part_o, const kernels::opmath_t<T>* part_ml, T* out, int64_t rows, int64_t d,
+    int64_t splits, bool base2) {
   using M = kernels::opmath_t<T>;
-  const int64_t n = rows * d, step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n; idx += step) {
-    const int64_t row = idx / d, feat = idx % d;
+  __shared__ M red_acc[kCombineGroups][kCombineLanes];
+  __shared__ M red_ml[kCombineGroups][2];
+  const int lane = static_cast<int>(threadIdx.x) % kCombineLanes, group = static_cast<int>(threadIdx.x) / kCombineLanes;
+  const int64_t chunks = (d + kCombineLanes - 1) / kCombineLanes;
+  for (int64_t blk = blockIdx.x; blk < rows * chunks; blk += gridDim.x) {
+    const int64_t row = blk / chunks, feat = blk % chunks * kCombineLanes + lane;
     M m = kernels::attention_neg_inf<M>();
-    for (int64_t s = 0; s < splits; ++s) m = part_ml[(s * rows + row) * 2] > m ? part_ml[(s * rows + row) * 2] : m;
+    for (int64_t s = group; s < splits; s += kCombineGroups) m = fmax(m, part_ml[(s * rows + row) * 2]);
     M sum = M(0), acc = M(0);
-    for (int64_t s = 0; s < splits; ++s) {
+#pragma unroll 4
+    for (int64_t s = group; s < splits; s += kCombineGroups) {
       const int64_t at = s * rows + row;
-      const M m_s = part_ml[at * 2];
-      const M f = !base2                                   ? kernels::attention_rescale(m_s, m)
-                  : m_s == kernels::attention_neg_inf<M>() ? M(0)
-                                                           : base2_power(m_s - m);
+      const M f = combine_weight(part_ml[at * 2], m, base2);
       sum += part_ml[at * 2 + 1] * f;
-      acc += part_o[at * d + feat] * f;
+      if (feat < d) acc += part_o[at * d + feat] * f;
     }
-    out[idx] = static_cast<T>(kernels::attention_output(acc, sum));
+    red_acc[group][lane] = acc;
+    if (lane == 0) {
+      red_ml[group][0] = m;
+      red_ml[group][1] = sum;
+    }
+    __syncthreads();
+    if (group == 0 && feat < d) {
+      M top = kernels::attention_neg_inf<M>();
+#pragma unroll
+      for (int gi = 0; gi < kCombineGroups; ++gi) top = fmax(top, red_ml[gi][0]);
+      M total = M(0), total_acc = M(0);
+#pragma unroll
+      for (int gi = 0; gi < kCombineGroups; ++gi) {
+        const M f = combine_weight(red_ml[gi][0], top, base2);
+        total += red_ml[gi][1] * f;
+        total_acc += red_acc[gi][lane] * f;
+      }
+      out[row * d + feat] = static_cast<T>(kernels::attention_output(total_acc, total));
+    }
+    __syncthreads();  // the next row reuses the shared sums
   }
 }
 
@@ -473,8 +504,10 @@ int64_t attention_splits(int64_t blocks, int64_t t_kv, int64_t capacity, int64_t
 template <typename T>
 void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels::opmath_t<T>* part_ml, T* out,
                               int64_t rows, int64_t d, int64_t splits, bool base2, GpuBackend& backend) {
-  attention_combine_kernel<T>
-      <<<grid_for(rows * d), kBlock, 0, backend.stream()>>>(part_o, part_ml, out, rows, d, splits, base2);
+  const int64_t blocks = rows * ((d + kCombineLanes - 1) / kCombineLanes);
+  attention_combine_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)),
+                                kCombineLanes * kCombineGroups, 0, backend.stream()>>>(part_o, part_ml, out, rows, d,
+                                                                                       splits, base2);
   WICK_GPU_CHECK_LAUNCH();
 }
 

@@ -3,12 +3,12 @@
 // each key and value once (when decoding, the group's heads are the block's rows). The rows wait
 // in shared memory; the keys and values the block may see stream through shared memory BN at a
 // time: the next key tile is copied while P V is computed, the value tile while S = Q K^T and its
-// softmax are. Each wave owns MT 16-row tiles of S and of the output accumulator, in registers;
-// the online softmax keeps a running maximum and sum per row. When the blocks of rows alone would
-// leave the device idle (decoding), the keys are split into ranges, one block each, whose
-// unnormalised outputs a second kernel combines (flash decoding). Memory: O(BM + BN) rows of
-// shared memory, never a t_q x t_kv score tensor. Written against gpu/mma.cuh only, so the same
-// source runs on 32- and 64-lane waves.
+// softmax are (the first key and value tiles together). Each wave owns MT 16-row tiles of S and of
+// the output accumulator, in registers; the online softmax keeps a running maximum and sum per
+// row. When the blocks of rows alone would leave the device idle (decoding), the keys are split
+// into ranges, one block each, whose unnormalised outputs a second kernel combines (flash
+// decoding). Memory: O(BM + BN) rows of shared memory, never a t_q x t_kv score tensor. Written
+// against gpu/mma.cuh only, so the same source runs on 32- and 64-lane waves.
 #pragma once
 
 #include <algorithm>
@@ -187,9 +187,12 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
     mma::copy_async_commit();
     const int64_t tile_first = key_lo / BN;
     const int64_t tiles = key_hi > key_lo ? (key_hi + BN - 1) / BN - tile_first : 0;
-    if (tiles > 0) {
-      load_tile<T, BN, D, kThreads>(sk, kb + tile_first * BN * g.k_stride[2], g.t_kv - tile_first * BN, g.k_stride[2],
-                                    g.k_stride[3], g.d, g.vec_k);
+    if (tiles > 0) {  // the first K and V tiles at once: a decoding block may have only one
+      const int64_t k0 = tile_first * BN;
+      load_tile<T, BN, D, kThreads>(sk, kb + k0 * g.k_stride[2], g.t_kv - k0, g.k_stride[2], g.k_stride[3], g.d,
+                                    g.vec_k);
+      load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
+                                    g.vec_v);
       mma::copy_async_commit();
     }
 
@@ -208,11 +211,13 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 
     for (int64_t jt = 0; jt < tiles; ++jt) {
       const int64_t k0 = (tile_first + jt) * BN;
-      mma::copy_async_wait_all();  // K (and, first time, Q) has landed
+      mma::copy_async_wait_all();  // K (and, first time, Q and V) has landed
       __syncthreads();             // ... for every thread; every wave is done with the last V
-      load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
-                                    g.vec_v);
-      mma::copy_async_commit();
+      if (jt > 0) {
+        load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
+                                      g.vec_v);
+        mma::copy_async_commit();
+      }
 
       // S = Q K^T.
       mma::FragC s[MT][NN];
