@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/nn/rows.h"
 #include "kernels/cast.h"
 #include "kernels/philox.h"
 #include "wick/dtype.h"
@@ -877,6 +878,50 @@ TEST(DTypeTable, CxxTypesMapToTheirDTypes) {
   static_assert(dtype_of<float> == DType::F32 && dtype_of<double> == DType::F64);
   static_assert(sizeof(f16) == 2 && sizeof(bf16) == 2 && sizeof(f8e4m3) == 1);
   SUCCEED();
+}
+
+
+// The CPU nn kernels' vectorised row conversions (cpu/nn/rows.h) give the scalar conversions' bits:
+// every half widened, and rounding to halves at and around every half, its ties, and random bits.
+TEST(RowConversions, MatchTheScalarConversionsBitForBit) {
+  std::vector<bf16> b(65536);
+  std::vector<f16> h(65536);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    b[i] = bf16::from_bits(static_cast<uint16_t>(i));
+    h[i] = f16::from_bits(static_cast<uint16_t>(i));
+  }
+  std::vector<float> wide(65536);
+  cpu::rows::widen_row(b.data(), 65535, wide.data());  // odd: the loop's tail too
+  for (uint32_t i = 0; i < 65535; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(static_cast<float>(b[i]))) << "bf16 " << i;
+  cpu::rows::widen_row(h.data(), 65535, wide.data());
+  for (uint32_t i = 0; i < 65535; ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(static_cast<float>(h[i]))) << "f16 " << i;
+
+  std::vector<float> x;
+  for (uint32_t i = 0; i < 65536; ++i)
+    for (const float base : {static_cast<float>(b[i]), static_cast<float>(h[i])})
+      for (const int32_t step : {0, 1, -1, 0x0fff, 0x1000, 0x1001, 0x7fff, 0x8000, 0x8001})
+        x.push_back(std::bit_cast<float>(std::bit_cast<uint32_t>(base) + static_cast<uint32_t>(step)));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1 << 20; ++i) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::denorm_min());
+  x.push_back(65520.f);
+  x.push_back(65519.996f);
+  x.push_back(std::ldexp(1.f, -25));
+  x.push_back(std::ldexp(1.5f, -25));
+  const int64_t n = static_cast<int64_t>(x.size()) - 3;  // a tail again
+  std::vector<bf16> nb(x.size());
+  std::vector<f16> nh(x.size());
+  cpu::rows::narrow_row(x.data(), n, nb.data());
+  cpu::rows::narrow_row(x.data(), n, nh.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[static_cast<size_t>(i)]);
+    ASSERT_EQ(nb[static_cast<size_t>(i)].bits, bf16(x[static_cast<size_t>(i)]).bits) << "to bf16 from " << bits;
+    ASSERT_EQ(nh[static_cast<size_t>(i)].bits, f16(x[static_cast<size_t>(i)]).bits) << "to f16 from " << bits;
+  }
 }
 
 }  // namespace

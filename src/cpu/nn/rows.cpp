@@ -116,6 +116,62 @@ WICK_ROW_CLONES void affine(const float* x, int64_t n, float shift, float s, con
   }
 }
 
+// The conversions as branch-free selects on the bits, which the compiler vectorises; each is the
+// scalar conversion of float_types.h case for case.
+WICK_ROW_CLONES void widen_row(const bf16* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(x[i].bits) << 16;
+    std::memcpy(out + i, &u, sizeof u);
+  }
+}
+
+WICK_ROW_CLONES void widen_row(const f16* x, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t h = x[i].bits, sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    const float sub = static_cast<float>(static_cast<int32_t>(m)) * 5.9604644775390625e-8f;  // m * 2^-24
+    uint32_t sub_bits;
+    std::memcpy(&sub_bits, &sub, sizeof sub_bits);
+    const uint32_t u = e == 0x1fu ? sign | 0x7f800000u | (m << 13)
+                       : e == 0   ? sign | sub_bits
+                                  : sign | ((e + 112u) << 23) | (m << 13);
+    std::memcpy(out + i, &u, sizeof u);
+  }
+}
+
+WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, bf16* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    out[i].bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
+WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, f16* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u, ax = u & 0x7fffffffu;
+    // Normal results: the exponent rebiased, 13 bits dropped, rounded to nearest even (a carry
+    // into the exponent is right, up to inf).
+    const uint32_t r = ax - ((127u - 15u) << 23);
+    const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+    // Subnormal results count units of 2^-24: adding 0.5 (2^-1) aligns the float's significand so
+    // that the hardware's round to nearest even lands on the unit; the low bits are the count.
+    float mag;
+    std::memcpy(&mag, &ax, sizeof mag);
+    const float aligned = mag + 0.5f;
+    uint32_t aligned_bits;
+    std::memcpy(&aligned_bits, &aligned, sizeof aligned_bits);
+    const uint32_t sub = aligned_bits - 0x3f000000u;
+    const uint32_t h = ax > 0x7f800000u   ? 0x7e00u | ((ax >> 13) & 0x3ffu)
+                       : ax >= 0x477ff000u ? 0x7c00u
+                       : ax >= 0x38800000u ? normal
+                                           : sub;
+    out[i].bits = static_cast<uint16_t>(sign | h);
+  }
+}
+
 WICK_ROW_CLONES void subtract(const float* x, int64_t n, float shift, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift;
 }

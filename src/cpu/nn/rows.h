@@ -39,11 +39,21 @@ inline constexpr bool kTakes = std::is_same_v<kernels::opmath_t<T>, float>;
 // where the host cannot give it).
 float* thread_buffer(int64_t n);
 
+// Rows of halves to f32 and back in vectorised loops, bit for bit the conversions of f16 and bf16
+// (round to nearest even; NaN stays NaN, with its payload as the scalar conversions keep it).
+void widen_row(const bf16* x, int64_t n, float* out);
+void widen_row(const f16* x, int64_t n, float* out);
+void narrow_row(const float* x, int64_t n, bf16* out);
+void narrow_row(const float* x, int64_t n, f16* out);
+
 // A row of T as f32: the row itself for f32, else widened into buf.
 template <typename T>
 const float* widen(const T* row, int64_t n, float* buf) {
   if constexpr (std::is_same_v<T, float>) {
     return row;
+  } else if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    widen_row(row, n, buf);
+    return buf;
   } else {
     for (int64_t i = 0; i < n; ++i) buf[i] = kernels::to_opmath(row[i]);
     return buf;
@@ -60,7 +70,9 @@ float* results(T* out, float* buf) {
 }
 template <typename T>
 void narrow(const float* buf, int64_t n, T* out) {
-  if constexpr (!std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) {
+    narrow_row(buf, n, out);
+  } else if constexpr (!std::is_same_v<T, float>) {
     for (int64_t i = 0; i < n; ++i) out[i] = kernels::from_opmath<T>(buf[i]);
   }
 }
