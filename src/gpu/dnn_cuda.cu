@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "gpu/conv.h"
-#include "gpu/cudnn_graph.h"
+#include "gpu/dnn_graph_cuda.h"
 #include "gpu/gpu_backend.h"
 
 namespace wick::gpu {

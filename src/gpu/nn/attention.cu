@@ -1,5 +1,5 @@
 // Attention, softmax(q k^T * scale + mask) v, without a score tensor in memory. On CUDA, f16 and
-// bf16 go to cuDNN's fused attention first where it serves them (attention_cudnn.cu; the
+// bf16 go to cuDNN's fused attention first where it serves them (dnn_attention_cuda.cu; the
 // "attention" option "library", the default). Then wick's three kernels:
 //   matrix units (attention_mma.cuh): f16 and bf16 on devices with the instructions, prefill and
 //     decoding (unless the "attention" option or WICK_ATTENTION is "rows");

@@ -53,7 +53,7 @@ void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels:
 template <typename T>
 bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend);
 
-// Queues cuDNN's fused flash attention (attention_cudnn.cu) on the backend's stream and returns
+// Queues cuDNN's fused flash attention (dnn_attention_cuda.cu) on the backend's stream and returns
 // true, or returns false with nothing queued when it does not serve the call: it serves f16 and
 // bf16 with d a multiple of 8 up to 256, no mask, no window, causal only with t_q <= t_kv,
 // contiguous features, 16-byte aligned rows, and what cuDNN accepts of the rest. ROCm: always false.

@@ -1,4 +1,4 @@
-// What wick's users of cuDNN's graph API share (dnn_cuda.cu: convolutions; nn/attention_cudnn.cu:
+// What wick's users of cuDNN's graph API share (dnn_cuda.cu: convolutions; dnn_attention_cuda.cu:
 // fused attention): descriptors that remember why cuDNN refused them, errors that name the op, one
 // handle per device, the heuristics' engine configurations, plans and their execution. CUDA only.
 #pragma once

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/cudnn_graph.h"
+#include "gpu/dnn_graph_cuda.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/attention.cuh"
 
