@@ -67,6 +67,7 @@ class Timer {
 inline constexpr size_t kMaxAllocBytes = size_t(1) << 56;
 
 class NnKernels;
+class QuantKernels;
 
 class Backend {
  public:
@@ -179,6 +180,11 @@ class Backend {
   // This backend's fused transformer kernels (backend/nn_kernels.h), or null: the front end then
   // composes every nn op from the methods above.
   virtual const NnKernels* nn() const { return nullptr; }
+
+  // ---- quantized weights -----------------------------------------------------------------------
+  // This backend's kernels for the GGUF block formats (backend/quant_kernels.h), or null: the front
+  // end then dequantizes on the host and multiplies with matmul.
+  virtual const QuantKernels* quant() const { return nullptr; }
 
   // ---- random -----------------------------------------------------------------------------
   // Philox4x32-10 (src/kernels/philox.h): each call consumes one stream of the generator.

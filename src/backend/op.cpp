@@ -28,6 +28,10 @@ std::string_view op_name(NnOp op) {
   switch (op) { WICK_FORALL_NN_OPS(WICK_NAME_CASE) }
   return "?";
 }
+std::string_view op_name(QuantOp op) {
+  switch (op) { WICK_FORALL_QUANT_OPS(WICK_NAME_CASE) }
+  return "?";
+}
 std::string_view op_name(OpCode op) {
   switch (op) { WICK_FORALL_OPCODES(WICK_NAME_CASE) }
   return "?";
@@ -42,6 +46,7 @@ std::string OpKey::name() const {
     case OpCode::Cmp: return base + "." + std::string(op_name(static_cast<CmpOp>(variant)));
     case OpCode::Reduce: return base + "." + std::string(op_name(static_cast<ReduceOp>(variant)));
     case OpCode::Nn: return base + "." + std::string(op_name(static_cast<NnOp>(variant)));
+    case OpCode::Quant: return base + "." + std::string(op_name(static_cast<QuantOp>(variant)));
     default: return base;
   }
 }
@@ -66,6 +71,9 @@ std::span<const OpKey> OpKey::all() {
           break;
         case OpCode::Nn:
           for (int v = 0; v < kNumNnOps; ++v) k.emplace_back(static_cast<NnOp>(v));
+          break;
+        case OpCode::Quant:
+          for (int v = 0; v < kNumQuantOps; ++v) k.emplace_back(static_cast<QuantOp>(v));
           break;
         default: k.emplace_back(code);
       }
@@ -108,6 +116,7 @@ bool op_defined(OpKey op, std::span<const DType> dtypes) {
     case OpCode::Unary: return is_float(dt) || unary_defined_for_int(static_cast<UnaryOp>(op.variant));
     case OpCode::Where: return is_index_dtype(dtypes[0]);
     case OpCode::Nn: return dt == DType::F64 || dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
+    case OpCode::Quant: return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
     case OpCode::Gather:
     case OpCode::ScatterSet:
     case OpCode::ScatterAddSet:

@@ -70,6 +70,14 @@ namespace wick {
   X(RopeThd, "rope_thd")       \
   X(Attention, "attention")
 
+// The quantized-weight ops (src/quant, include/wick/quant.h). Every backend runs them: through
+// its own kernels (Backend::quant()), or by the front end (dequantize on the host; dequantize then
+// matmul). The dtype is the float side: the result of dequantize, x of matmul, the input of quantize.
+#define WICK_FORALL_QUANT_OPS(X) \
+  X(Quantize, "quantize")        \
+  X(Dequantize, "dequantize")    \
+  X(Matmul, "matmul")
+
 // Backend methods that compute (memory management, seeding and sync are always supported), and
 // the nn family.
 #define WICK_FORALL_OPCODES(X)               \
@@ -104,7 +112,8 @@ namespace wick {
   X(UpsampleNearest1d, "upsample_nearest1d") \
   X(UpsampleNearest2d, "upsample_nearest2d") \
   X(UpsampleBilinear2d, "upsample_bilinear2d") \
-  X(Nn, "nn")
+  X(Nn, "nn")                                \
+  X(Quant, "quant")
 
 #define WICK_ENUM_ENTRY(e, ...) e,
 enum class UnaryOp : uint8_t { WICK_FORALL_UNARY_OPS(WICK_ENUM_ENTRY) };
@@ -112,6 +121,7 @@ enum class BinaryOp : uint8_t { WICK_FORALL_BINARY_OPS(WICK_ENUM_ENTRY) };
 enum class CmpOp : uint8_t { WICK_FORALL_CMP_OPS(WICK_ENUM_ENTRY) };
 enum class ReduceOp : uint8_t { WICK_FORALL_REDUCE_OPS(WICK_ENUM_ENTRY) };
 enum class NnOp : uint8_t { WICK_FORALL_NN_OPS(WICK_ENUM_ENTRY) };
+enum class QuantOp : uint8_t { WICK_FORALL_QUANT_OPS(WICK_ENUM_ENTRY) };
 enum class OpCode : uint8_t { WICK_FORALL_OPCODES(WICK_ENUM_ENTRY) };
 #undef WICK_ENUM_ENTRY
 
@@ -121,6 +131,7 @@ inline constexpr int kNumBinaryOps = 0 WICK_FORALL_BINARY_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumCmpOps = 0 WICK_FORALL_CMP_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumReduceOps = 0 WICK_FORALL_REDUCE_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumNnOps = 0 WICK_FORALL_NN_OPS(WICK_COUNT_ENTRY);
+inline constexpr int kNumQuantOps = 0 WICK_FORALL_QUANT_OPS(WICK_COUNT_ENTRY);
 inline constexpr int kNumOpCodes = 0 WICK_FORALL_OPCODES(WICK_COUNT_ENTRY);
 #undef WICK_COUNT_ENTRY
 
@@ -141,6 +152,7 @@ std::string_view op_name(BinaryOp op);
 std::string_view op_name(CmpOp op);
 std::string_view op_name(ReduceOp op);
 std::string_view op_name(NnOp op);
+std::string_view op_name(QuantOp op);
 std::string_view op_name(OpCode op);
 
 // One Backend op, with the variant for the families (unary.exp, binary.add, reduce.argmax).
@@ -154,6 +166,7 @@ struct OpKey {
   OpKey(CmpOp op) : code(OpCode::Cmp), variant(static_cast<uint8_t>(op)) {}        // NOLINT
   OpKey(ReduceOp op) : code(OpCode::Reduce), variant(static_cast<uint8_t>(op)) {}  // NOLINT
   OpKey(NnOp op) : code(OpCode::Nn), variant(static_cast<uint8_t>(op)) {}          // NOLINT
+  OpKey(QuantOp op) : code(OpCode::Quant), variant(static_cast<uint8_t>(op)) {}    // NOLINT
 
   // "unary.exp", "cast", "nn.softmax", ...
   std::string name() const;

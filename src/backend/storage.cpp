@@ -2,6 +2,7 @@
 
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
+#include "backend/quant_kernels.h"
 #include "wick/error.h"
 
 namespace wick {
@@ -22,6 +23,10 @@ StoragePtr Backend::alloc(DType dtype, int64_t numel) {
 
 bool default_supports(const Backend& backend, OpKey op, std::span<const DType> dtypes) {
   if (!op_defined(op, dtypes)) return false;
+  if (op.code == OpCode::Quant) {
+    const QuantKernels* q = backend.quant();
+    return q != nullptr && q->supports(static_cast<QuantOp>(op.variant), dtypes[0]);
+  }
   if (op.code != OpCode::Nn) return true;
   const NnKernels* nn = backend.nn();
   return nn != nullptr && nn->supports(static_cast<NnOp>(op.variant), dtypes[0]);

@@ -9,6 +9,7 @@
 #include "backend/random_streams.h"
 #include "cpu/block_cache.h"
 #include "cpu/nn/nn_kernels.h"
+#include "cpu/quant/quant_kernels.h"
 
 namespace wick::cpu {
 
@@ -32,12 +33,14 @@ class CpuBackend final : public Backend {
   WICK_BACKEND_OP_OVERRIDES
 
   const NnKernels* nn() const override { return &nn_; }
+  const QuantKernels* quant() const override { return &quant_; }
 
   void set_seed(uint64_t seed) override;
 
  private:
   BlockCache cache_;
   const CpuNnKernels nn_{*this};
+  const CpuQuantKernels quant_{*this};
   RandomStreams random_;
   std::atomic<bool> check_poison_{false};
   std::atomic<size_t> check_guard_{0};

@@ -12,6 +12,7 @@
 #include "backend/random_streams.h"
 #include "gpu/gpu_api.h"
 #include "gpu/nn/nn_kernels.h"
+#include "gpu/quant/quant_kernels.h"
 #include "gpu/runtime.h"
 
 namespace wick::gpu {
@@ -40,6 +41,7 @@ class GpuBackend final : public Backend {
 
   void set_seed(uint64_t seed) override;
   const NnKernels* nn() const override { return &nn_; }
+  const QuantKernels* quant() const override { return &quant_; }
   // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
   // "attention": "library" (cuDNN's fused attention where it serves, else wick's own kernels; the
   // default), "own" (wick's kernels, on the matrix units where the device has them) or "rows"
@@ -83,6 +85,7 @@ class GpuBackend final : public Backend {
   bool conv_own_path_ = false;
   AttentionPath attention_path_ = AttentionPath::Library;
   const GpuNnKernels nn_{*this};
+  const GpuQuantKernels quant_{*this};
 };
 
 }  // namespace wick::gpu

@@ -1,0 +1,31 @@
+// The optional kernel interface of the quantized-weight ops (Backend::quant()). The front end
+// (src/quant) has checked every argument and calls a kernel only where supports() says it exists;
+// elsewhere it dequantizes on the host and multiplies with Backend::matmul. Blocks are read from
+// the start of `w`: `rows` rows of quant::row_bytes(qtype, cols) bytes each.
+#pragma once
+
+#include "backend/backend.h"
+#include "backend/op.h"
+#include "wick/quant.h"
+
+namespace wick {
+
+class QuantKernels {
+ public:
+  virtual ~QuantKernels() = default;
+
+  // Whether the kernel of `op` exists for the float dtype `dtype` (never beyond op_defined).
+  virtual bool supports(QuantOp op, DType dtype) const = 0;
+
+  // The (rows, cols) values of the blocks as new contiguous storage of `dtype`: ggml's values bit
+  // for bit (kernels/quant.h's dequantize_group), rounded to dtype.
+  virtual StoragePtr dequantize(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
+                                DType dtype) const = 0;
+
+  // x (m, cols), a contiguous view of a float dtype, times the blocks transposed: new contiguous
+  // storage (m, rows) of x's dtype, accumulated in f32.
+  virtual StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows,
+                            int64_t cols) const = 0;
+};
+
+}  // namespace wick

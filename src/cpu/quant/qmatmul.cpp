@@ -1,0 +1,178 @@
+// The CPU kernels of the block formats: dequantize, and the product x W^T with x rounded to 8 bits
+// per 32 values (kernels/quant.h's quantize_act) and integer dot products against the weight's
+// unpacked bytes, multithreaded over weight rows. Each block is unpacked once for all rows of x.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "cpu/nn/rows.h"
+#include "cpu/parallel.h"
+#include "cpu/quant/quant_kernels.h"
+#include "kernels/quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
+#define WICK_QUANT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define WICK_QUANT_CLONES
+#endif
+
+namespace wick::cpu {
+
+namespace kq = kernels::quant;
+using quant::QType;
+
+namespace {
+
+// ---- dequantize -------------------------------------------------------------------------------
+
+template <QType Q, typename T>
+void dequantize_blocks(const uint8_t* blocks, int64_t nblocks, T* out) {
+  using F = kq::Format<Q>;
+  const auto* b = reinterpret_cast<const typename F::Block*>(blocks);
+  parallel_for(nblocks, 256, [&](int64_t begin, int64_t end) {
+    float values[F::kValues];
+    for (int64_t i = begin; i < end; ++i) {
+      for (int g = 0; g < F::kGroups; ++g) kq::dequantize_group<Q>(b[i], g, values + g * F::kGroup);
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(out + i * F::kValues, values, sizeof values);
+      } else {
+        rows::narrow(values, F::kValues, out + i * F::kValues);
+      }
+    }
+  });
+}
+
+// ---- matmul -----------------------------------------------------------------------------------
+
+// x rounded per 32 values: q (m * k bytes) and one ActScale per 32.
+struct RoundedX {
+  std::vector<int8_t> q;
+  std::vector<kq::ActScale> scale;
+};
+
+template <typename T>
+RoundedX round_x(const T* x, int64_t m, int64_t k) {
+  RoundedX r;
+  r.q.resize(static_cast<size_t>(m * k));
+  r.scale.resize(static_cast<size_t>(m * k / 32));
+  parallel_for(m, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> buf(static_cast<size_t>(k));
+    for (int64_t t = begin; t < end; ++t) {
+      const float* row = rows::widen(x + t * k, k, buf.data());
+      for (int64_t u = 0; u < k / 32; ++u)
+        r.scale[static_cast<size_t>(t * (k / 32) + u)] = kq::quantize_act(row + 32 * u, r.q.data() + t * k + 32 * u);
+    }
+  });
+  return r;
+}
+
+// The integer dot product of 32 bytes: u the weight's (below 128), a the activations'.
+WICK_QUANT_CLONES int dot32(const uint8_t* u, const int8_t* a) {
+  int acc = 0;
+  for (int i = 0; i < 32; ++i) acc += static_cast<int8_t>(u[i]) * a[i];
+  return acc;
+}
+
+// Rows [r0, r1) of the weight times every row of x: out[t, r] for t < m.
+template <QType Q>
+void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m, float* out,
+                 int64_t n) {
+  using F = kq::Format<Q>;
+  const int64_t nb = k / F::kValues;
+  constexpr int kUnits = F::kValues / 32;
+  const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
+  alignas(64) uint8_t u[F::kValues];
+  kq::GroupScale s[F::kGroups];
+  std::vector<float> acc(static_cast<size_t>(m));
+  for (int64_t r = r0; r < r1; ++r) {
+    std::fill(acc.begin(), acc.end(), 0.f);
+    for (int64_t i = 0; i < nb; ++i) {
+      const typename F::Block& b = blocks[r * nb + i];
+      for (int g = 0; g < F::kGroups; ++g) {
+        s[g] = kq::group_scale<Q>(b, g);
+        for (int v = 0; v < F::kGroup / 4; ++v) {
+          const uint32_t word = kq::group_word<Q>(b, g, v);
+          std::memcpy(u + g * F::kGroup + 4 * v, &word, 4);
+        }
+      }
+      for (int64_t t = 0; t < m; ++t) {
+        const int8_t* a = x.q.data() + t * k + i * F::kValues;
+        const kq::ActScale* as = x.scale.data() + t * (k / 32) + i * kUnits;
+        float sum = 0.f;
+        for (int j = 0; j < kUnits; ++j) {
+          if constexpr (F::kGroup == 32) {
+            const int dot = dot32(u + 32 * j, a + 32 * j);
+            sum += s[j].d * as[j].d * static_cast<float>(dot) - kq::group_bias<Q>(s[j]) * (as[j].s0 + as[j].s1);
+          } else {
+            int d0 = 0, d1 = 0;
+            for (int e = 0; e < 16; ++e) {
+              d0 += static_cast<int8_t>(u[32 * j + e]) * a[32 * j + e];
+              d1 += static_cast<int8_t>(u[32 * j + 16 + e]) * a[32 * j + 16 + e];
+            }
+            const kq::GroupScale g0 = s[2 * j], g1 = s[2 * j + 1];
+            sum += as[j].d * (g0.d * static_cast<float>(d0) + g1.d * static_cast<float>(d1)) -
+                   (kq::group_bias<Q>(g0) * as[j].s0 + kq::group_bias<Q>(g1) * as[j].s1);
+          }
+        }
+        acc[static_cast<size_t>(t)] += sum;
+      }
+    }
+    for (int64_t t = 0; t < m; ++t) out[t * n + r] = acc[static_cast<size_t>(t)];
+  }
+}
+
+}  // namespace
+
+StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
+  StoragePtr out = backend_.alloc(dtype, rows * cols);
+  const auto* blocks = static_cast<const uint8_t*>(w.data());
+  kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    const int64_t nblocks = rows * (cols / kq::Format<Q>::kValues);
+    dispatch(dtype, [&]<typename T>() {
+      if constexpr (rows::kTakes<T>) {
+        dequantize_blocks<Q>(blocks, nblocks, out->as<T>());
+      } else {
+        throw_not_supported(backend_, QuantOp::Dequantize, dtype);
+      }
+    });
+  });
+  return out;
+}
+
+StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
+  const int64_t m = x.layout.numel() / cols;
+  if (m > kMaxDotRows) {
+    // Many rows: the weight dequantized once to f32, then the GEMM (OpenBLAS), in f32 throughout.
+    StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
+    const Layout wt({cols, rows}, {1, cols}, 0);
+    if (x.dtype == DType::F32) return backend_.matmul(x, View{*wf, wt, DType::F32});
+    StoragePtr xf = backend_.cast(x, DType::F32);
+    const Layout xl({m, cols});
+    StoragePtr y = backend_.matmul(View{*xf, xl, DType::F32}, View{*wf, wt, DType::F32});
+    const Layout yl({m, rows});
+    return backend_.cast(View{*y, yl, DType::F32}, x.dtype);
+  }
+  StoragePtr out = backend_.alloc(x.dtype, m * rows);
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (rows::kTakes<T>) {
+      const RoundedX rx = round_x(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m, cols);
+      std::vector<float> result;
+      float* y = rows::results(out->as<T>(), nullptr);
+      if (y == nullptr) {
+        result.resize(static_cast<size_t>(m * rows));
+        y = result.data();
+      }
+      const auto* blocks = static_cast<const uint8_t*>(w.data());
+      kq::dispatch_qtype(qtype, [&]<QType Q>() {
+        parallel_for(rows, 16, [&](int64_t begin, int64_t end) { weight_rows<Q>(blocks, begin, end, cols, rx, m, y, rows); });
+      });
+      if (!result.empty()) rows::narrow(result.data(), m * rows, out->as<T>());
+    } else {
+      throw_not_supported(backend_, QuantOp::Matmul, x.dtype);
+    }
+  });
+  return out;
+}
+
+}  // namespace wick::cpu

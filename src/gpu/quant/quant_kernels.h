@@ -1,0 +1,30 @@
+// The GPU backend's kernels for the GGUF block formats (backend/quant_kernels.h): dequantize, and
+// qmatmul through integer dot products for few rows of x or dequantize-then-GEMM for many.
+// Compiled by nvcc and hipcc alike.
+#pragma once
+
+#include "backend/quant_kernels.h"
+
+namespace wick::gpu {
+
+class GpuBackend;
+
+class GpuQuantKernels final : public QuantKernels {
+ public:
+  explicit GpuQuantKernels(GpuBackend& backend) : backend_(backend) {}
+
+  // Dequantize and matmul for f32, f16 and bf16; quantize runs in the front end.
+  bool supports(QuantOp op, DType dtype) const override {
+    return op != QuantOp::Quantize && op_defined(op, {&dtype, 1});
+  }
+  StoragePtr dequantize(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols, DType dtype) const override;
+  StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
+
+  // The most rows of x the integer-dot kernel takes; more go through dequantize and the GEMM.
+  static constexpr int64_t kMaxDotRows = 16;
+
+ private:
+  GpuBackend& backend_;
+};
+
+}  // namespace wick::gpu

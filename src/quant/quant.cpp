@@ -1,0 +1,230 @@
+// The front end of the quantized-weight ops: the format table, QTensor, and quantize, dequantize
+// and qmatmul with their checks, a backend's kernels where it has them, and the host fallback.
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "backend/quant_kernels.h"
+#include "core/checked.h"
+#include "core/checks.h"
+#include "cpu/parallel.h"
+#include "quant/quant_ops.h"
+
+namespace wick::quant {
+
+namespace kq = kernels::quant;
+
+// ---- the format table -------------------------------------------------------------------------
+
+std::string_view qtype_name(QType qtype) {
+  switch (qtype) {
+#define WICK_X(e, name, ggml) \
+  case QType::e: return name;
+    WICK_FORALL_QTYPES(WICK_X)
+#undef WICK_X
+  }
+  return "?";
+}
+
+std::optional<QType> parse_qtype(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (QType q : kAllQTypes)
+    if (qtype_name(q) == lower) return q;
+  return std::nullopt;
+}
+
+int ggml_type(QType qtype) {
+  switch (qtype) {
+#define WICK_X(e, name, ggml) \
+  case QType::e: return ggml;
+    WICK_FORALL_QTYPES(WICK_X)
+#undef WICK_X
+  }
+  return -1;
+}
+
+std::optional<QType> from_ggml_type(int type) {
+  for (QType q : kAllQTypes)
+    if (ggml_type(q) == type) return q;
+  return std::nullopt;
+}
+
+int64_t block_values(QType qtype) {
+  return kq::dispatch_qtype(qtype, []<QType Q>() -> int64_t { return kq::Format<Q>::kValues; });
+}
+
+int64_t block_bytes(QType qtype) {
+  return kq::dispatch_qtype(qtype, []<QType Q>() -> int64_t { return sizeof(typename kq::Format<Q>::Block); });
+}
+
+int64_t row_bytes(QType qtype, int64_t cols) {
+  const int64_t bv = block_values(qtype);
+  WICK_CHECK(cols > 0 && cols % bv == 0, ShapeError, "quant", "a row of ", qtype, " needs a positive multiple of ", bv,
+             " values, got ", cols);
+  return checked::mul(cols / bv, block_bytes(qtype), "quant", " (a row of ", cols, " values of ", qtype, ")");
+}
+
+std::ostream& operator<<(std::ostream& os, QType qtype) { return os << qtype_name(qtype); }
+
+// ---- QTensor ----------------------------------------------------------------------------------
+
+namespace {
+
+// rows * row_bytes, checked; the message names the op and the weight's shape.
+int64_t total_bytes(const char* op, QType qtype, int64_t rows, int64_t cols) {
+  WICK_CHECK(rows >= 0, ShapeError, op, "a ", qtype, " weight needs rows >= 0, got ", rows);
+  const int64_t bv = block_values(qtype);
+  WICK_CHECK(cols > 0 && cols % bv == 0, ShapeError, op, "a ", qtype, " weight of ", rows, " x ", cols,
+             " needs cols a positive multiple of ", bv);
+  return checked::mul(rows, row_bytes(qtype, cols), op, " (a ", qtype, " weight of ", rows, " x ", cols, ")");
+}
+
+std::string describe(const QTensor& w) {
+  return ::wick::detail::str_cat("[", w.rows(), ", ", w.cols(), "] ", w.qtype(), " on ", w.device());
+}
+
+void check_defined(const char* op, const QTensor& w) {
+  WICK_CHECK(w.defined(), Error, op, "the quantized weight is undefined");
+}
+
+}  // namespace
+
+QTensor::QTensor(QType qtype, int64_t rows, int64_t cols, const Tensor& bytes) {
+  ops::check_defined("QTensor", bytes);
+  WICK_CHECK(bytes.dtype() == DType::U8, DTypeError, "QTensor", "the blocks must be a u8 tensor, got ",
+             ops::describe(bytes));
+  const int64_t n = total_bytes("QTensor", qtype, rows, cols);
+  WICK_CHECK(bytes.numel() == n, ShapeError, "QTensor", "a ", qtype, " weight of ", rows, " x ", cols, " takes ", n,
+             " bytes, got ", ops::describe(bytes));
+  qtype_ = qtype;
+  rows_ = rows;
+  cols_ = cols;
+  // The kernels read the blocks from the start of the storage.
+  Tensor c = bytes.contiguous();
+  if (c.offset() != 0) c = c.copy();
+  bytes_ = c.reshape({rows, row_bytes(qtype, cols)});
+}
+
+QTensor QTensor::from_blocks(QType qtype, int64_t rows, int64_t cols, const void* data, int64_t nbytes,
+                             Device device) {
+  const int64_t n = total_bytes("QTensor::from_blocks", qtype, rows, cols);
+  WICK_CHECK(nbytes == n, ShapeError, "QTensor::from_blocks", "a ", qtype, " weight of ", rows, " x ", cols, " takes ",
+             n, " bytes, got ", nbytes);
+  WICK_CHECK(data != nullptr || n == 0, Error, "QTensor::from_blocks", "null data for ", n, " bytes");
+  return QTensor(qtype, rows, cols, Tensor::from_data(data, n, DType::U8, {n}, device));
+}
+
+QTensor QTensor::to_device(Device device) const {
+  check_defined("QTensor::to_device", *this);
+  if (device == this->device()) return *this;
+  return QTensor(qtype_, rows_, cols_, bytes_.to_device(device));
+}
+
+// ---- quantize ---------------------------------------------------------------------------------
+
+namespace detail {
+
+void dequantize_host(QType qtype, const uint8_t* blocks, int64_t rows, int64_t cols, float* out) {
+  kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    using F = kq::Format<Q>;
+    const auto* b = reinterpret_cast<const typename F::Block*>(blocks);
+    const int64_t n = rows * (cols / F::kValues);
+    for (int64_t i = 0; i < n; ++i)
+      for (int g = 0; g < F::kGroups; ++g) kq::dequantize_group<Q>(b[i], g, out + i * F::kValues + g * F::kGroup);
+  });
+}
+
+}  // namespace detail
+
+QTensor quantize(const Tensor& w, QType qtype) {
+  const char* op = "quantize";
+  ops::check_defined(op, w);
+  WICK_CHECK(w.rank() == 2, ShapeError, op, "needs a 2-D weight (rows, cols), got ", ops::describe(w));
+  WICK_CHECK(is_float(w.dtype()) && w.dtype() != DType::F64 && w.dtype() != DType::F8E4M3, DTypeError, op,
+             "needs an f32, f16 or bf16 weight, got ", ops::describe(w));
+  const int64_t rows = w.dim(0), cols = w.dim(1);
+  const int64_t nbytes = total_bytes(op, qtype, rows, cols);
+  const std::vector<float> x = w.to_dtype(DType::F32).to_device(Device::cpu()).contiguous().to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i)
+    WICK_CHECK(std::isfinite(x[i]), Error, op, "needs finite values; element ", i / static_cast<size_t>(cols), ", ",
+               i % static_cast<size_t>(cols), " of ", ops::describe(w), " is ", x[i]);
+  std::vector<uint8_t> out(static_cast<size_t>(nbytes));
+  kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    using F = kq::Format<Q>;
+    auto* b = reinterpret_cast<typename F::Block*>(out.data());
+    const int64_t n = rows * (cols / F::kValues);
+    cpu::parallel_for(n, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) detail::quantize_block<Q>(x.data() + i * F::kValues, b[i]);
+    });
+  });
+  return QTensor::from_blocks(qtype, rows, cols, out.data(), nbytes, w.device());
+}
+
+// ---- dequantize -------------------------------------------------------------------------------
+
+namespace {
+
+const QuantKernels* kernels_for(const Tensor& t, QuantOp op, DType dtype) {
+  Backend& b = ops::backend_of(t);
+  return b.supports(op, {&dtype, 1}) ? b.quant() : nullptr;
+}
+
+void check_float(const char* op, DType dtype, const std::string& what) {
+  WICK_CHECK(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16, DTypeError, op,
+             "needs f32, f16 or bf16 for ", what, ", got ", dtype);
+}
+
+// The fallback: the blocks to the host, ggml's dequantization there, the values back as f32.
+Tensor dequantize_on_host(const QTensor& w) {
+  Backend& b = ops::backend_of(w.bytes());
+  std::vector<uint8_t> blocks(static_cast<size_t>(w.nbytes()));
+  b.to_host(*w.bytes().storage(), static_cast<size_t>(w.bytes().offset()), blocks.size(), blocks.data());
+  std::vector<float> values(static_cast<size_t>(w.rows() * w.cols()));
+  detail::dequantize_host(w.qtype(), blocks.data(), w.rows(), w.cols(), values.data());
+  StoragePtr s = b.from_host(values.data(), values.size() * sizeof(float));
+  return ops::wrap(std::move(s), {w.rows(), w.cols()}, DType::F32);
+}
+
+}  // namespace
+
+Tensor dequantize(const QTensor& w, DType dtype) {
+  const char* op = "dequantize";
+  check_defined(op, w);
+  check_float(op, dtype, "the result");
+  if (w.rows() == 0) return Tensor::zeros({0, w.cols()}, dtype, w.device());
+  if (const QuantKernels* k = kernels_for(w.bytes(), QuantOp::Dequantize, dtype))
+    return ops::wrap(k->dequantize(*w.bytes().storage(), w.qtype(), w.rows(), w.cols(), dtype), {w.rows(), w.cols()},
+                     dtype);
+  return dequantize_on_host(w).to_dtype(dtype);
+}
+
+// ---- qmatmul ----------------------------------------------------------------------------------
+
+Tensor qmatmul(const Tensor& x, const QTensor& w) {
+  const char* op = "qmatmul";
+  ops::check_defined(op, x);
+  check_defined(op, w);
+  check_float(op, x.dtype(), "x " + ops::describe(x));
+  WICK_CHECK(x.device() == w.device(), DeviceError, op, "x ", ops::describe(x), " and the weight ", describe(w),
+             " are on different devices");
+  WICK_CHECK(x.rank() >= 1 && x.dim(-1) == w.cols(), ShapeError, op, "x ", ops::describe(x),
+             " must end in the weight's ", w.cols(), " columns (weight ", describe(w), ")");
+  Shape out_shape = x.shape();
+  out_shape[out_shape.rank() - 1] = w.rows();
+  ops::check_output(op, out_shape, x.dtype(), {&x});
+  const int64_t m = x.numel() / w.cols();
+  if (m == 0 || w.rows() == 0) return Tensor::zeros(out_shape, x.dtype(), x.device());
+  const Tensor x2 = x.contiguous().reshape({m, w.cols()});
+  if (const QuantKernels* k = kernels_for(x, QuantOp::Matmul, x.dtype()))
+    return ops::wrap(k->matmul(ops::view_of(x2), *w.bytes().storage(), w.qtype(), w.rows(), w.cols()), out_shape,
+                     x.dtype());
+  // The composition (the oracle of the kernels): the weight's exact values, the product in f32.
+  const Tensor wf = dequantize(w, DType::F32);
+  return x2.to_dtype(DType::F32).matmul(wf.t()).to_dtype(x.dtype()).reshape(out_shape);
+}
+
+}  // namespace wick::quant
