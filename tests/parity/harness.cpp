@@ -176,7 +176,7 @@ double element(const std::vector<unsigned char>& bytes, DType dt, size_t i) {
 
 // Compares got (backend) with want (reference); fills nmse, max_abs and a message on failure.
 bool compare(const std::vector<unsigned char>& got, const std::vector<unsigned char>& want, DType dt, Compare mode,
-             Record& r) {
+             double limit, Record& r) {
   if (got.size() != want.size()) {
     r.message = detail::str_cat("output has ", got.size(), " bytes, the reference ", want.size());
     return false;
@@ -214,8 +214,8 @@ bool compare(const std::vector<unsigned char>& got, const std::vector<unsigned c
     r.max_abs = std::max(r.max_abs, std::fabs(a - b));
   }
   r.nmse = norm > 0 ? err / norm : err;
-  if (r.nmse > tolerance(dt)) {
-    r.message = detail::str_cat("normalised error ", r.nmse, " above ", tolerance(dt), " for ", dt, " (max abs ",
+  if (r.nmse > limit) {
+    r.message = detail::str_cat("normalised error ", r.nmse, " above ", limit, " for ", dt, " (max abs ",
                                 r.max_abs, ")");
     return false;
   }
@@ -250,9 +250,10 @@ void run_cases(Backend& backend, Backend& reference, const std::vector<Case>& ca
         std::find(options.dtypes.begin(), options.dtypes.end(), c.main_dtype()) == options.dtypes.end())
       continue;
     Record r{&c, backend.name(), Status::Pass, 0, 0, {}};
-    // The nn ops run on every backend (fused, or composed by the front end where the backend has no
-    // kernel); the other ops only where the backend supports them.
-    const bool runs = c.key.code == OpCode::Nn ? op_defined(c.key, c.dtypes) : backend.supports(c.key, c.dtypes);
+    // The nn and quant ops run on every backend (fused, or composed by the front end where the
+    // backend has no kernel); the other ops only where the backend supports them.
+    const bool everywhere = c.key.code == OpCode::Nn || c.key.code == OpCode::Quant;
+    const bool runs = everywhere ? op_defined(c.key, c.dtypes) : backend.supports(c.key, c.dtypes);
     if (!runs) {
       r.status = Status::Unsupported;
       records.push_back(r);
@@ -278,7 +279,7 @@ void run_cases(Backend& backend, Backend& reference, const std::vector<Case>& ca
       } else if (dt_got != dt_want) {
         r.status = Status::Fail;
         r.message = detail::str_cat("output dtype ", dt_got, ", the reference ", dt_want);
-      } else if (!compare(got, want, dt_got, c.compare, r)) {
+      } else if (!compare(got, want, dt_got, c.compare, c.tolerance > 0 ? c.tolerance : tolerance(dt_got), r)) {
         r.status = Status::Fail;
       }
     } catch (const std::exception& e) {
@@ -385,6 +386,7 @@ std::vector<Case> all_cases() {
   add_index_cases(cases);
   add_nn_cases(cases);
   add_fused_cases(cases);
+  add_quant_cases(cases);
   return cases;
 }
 

@@ -90,6 +90,7 @@ struct Case {
   Compare compare = Compare::Exact;
   bool expect_index_error = false;  // both backends must raise IndexError
   std::function<Output(Ctx&)> run;
+  double tolerance = 0;  // the largest normalised error for Compare::Float; 0: tolerance(dtype)
 
   std::string name() const { return op + "/" + dtype + "/" + layout + "/" + shape; }
   // The dtype of the data (the matrix column): the value, not the condition or the indices.
@@ -104,6 +105,7 @@ void add_index_cases(std::vector<Case>& cases);
 void add_copy_cases(std::vector<Case>& cases);
 void add_nn_cases(std::vector<Case>& cases);
 void add_fused_cases(std::vector<Case>& cases);  // the nn wing, through its public functions
+void add_quant_cases(std::vector<Case>& cases);  // the block formats (include/wick/quant.h)
 
 // The largest normalised error a float dtype may show against the reference.
 double tolerance(DType dtype);

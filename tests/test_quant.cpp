@@ -1,0 +1,234 @@
+// The GGUF block formats (include/wick/quant.h): the format table, known blocks, QTensor, and
+// quantize / dequantize / qmatmul on every device. The bytes-for-bytes comparison with ggml's own
+// tools is tests/quant/check_gguf.py (scripts/quant-check); parity compares every backend with
+// the host fallback.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "test_util.h"
+
+namespace wick::test {
+namespace {
+
+using quant::QTensor;
+using quant::QType;
+
+class QuantTest : public ::testing::TestWithParam<Device> {};
+
+std::vector<float> random_values(int64_t n, uint64_t seed, float scale = 1.f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(s >> 11) / 9007199254740992.0;  // [0, 1)
+    x = static_cast<float>((u * 2 - 1) * scale);
+  }
+  return v;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    err += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return err / norm;
+}
+
+// The bits of a tensor's values as f32, for exact comparison; every NaN as one pattern (a GPU's
+// arithmetic does not keep NaN payloads as the host's does).
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  const std::vector<float> v = t.to_device(Device::cpu()).to_dtype(DType::F32).contiguous().reshape({t.numel()}).to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::isnan(v[i])) b[i] = 0x7fc00000u;
+  return b;
+}
+
+TEST(QuantFormats, MatchGgml) {
+  struct Row {
+    QType q;
+    const char* name;
+    int ggml;
+    int64_t values, bytes;
+  };
+  const Row rows[] = {{QType::Q4_0, "q4_0", 2, 32, 18},   {QType::Q4_1, "q4_1", 3, 32, 20},
+                      {QType::Q5_0, "q5_0", 6, 32, 22},   {QType::Q5_1, "q5_1", 7, 32, 24},
+                      {QType::Q8_0, "q8_0", 8, 32, 34},   {QType::Q8_1, "q8_1", 9, 32, 36},
+                      {QType::Q2_K, "q2_k", 10, 256, 84}, {QType::Q3_K, "q3_k", 11, 256, 110},
+                      {QType::Q4_K, "q4_k", 12, 256, 144}, {QType::Q5_K, "q5_k", 13, 256, 176},
+                      {QType::Q6_K, "q6_k", 14, 256, 210}, {QType::Q8_K, "q8_k", 15, 256, 292}};
+  for (const Row& r : rows) {
+    EXPECT_EQ(quant::qtype_name(r.q), r.name);
+    EXPECT_EQ(quant::parse_qtype(r.name), r.q);
+    EXPECT_EQ(quant::ggml_type(r.q), r.ggml);
+    EXPECT_EQ(quant::from_ggml_type(r.ggml), r.q);
+    EXPECT_EQ(quant::block_values(r.q), r.values);
+    EXPECT_EQ(quant::block_bytes(r.q), r.bytes);
+    EXPECT_EQ(quant::row_bytes(r.q, 4 * r.values), 4 * r.bytes);
+  }
+  EXPECT_EQ(quant::parse_qtype("Q4_K"), QType::Q4_K);
+  EXPECT_EQ(quant::parse_qtype("q4_k_m"), std::nullopt);
+  EXPECT_EQ(quant::from_ggml_type(0), std::nullopt);  // f32 is a dtype, not a block format
+  WICK_EXPECT_ERROR(quant::row_bytes(QType::Q4_K, 100), ShapeError, "q4_k", "256", "100");
+}
+
+// One Q4_0 block worked by hand: the value of largest magnitude is -8 d exactly, d = max / -8.
+TEST(QuantFormats, Q4_0BlockByHand) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i - 16) * 0.5f;  // -8 .. 7.5
+  const QTensor q = quant::quantize(Tensor::from_vector(x, {1, 32}), QType::Q4_0);
+  const std::vector<uint8_t> b = q.bytes().reshape({18}).to_vector<uint8_t>();
+  // d = -8 / -8 = 1: f16 0x3c00; value v maps to trunc(v + 8.5), capped at 15.
+  EXPECT_EQ(b[0], 0x00);
+  EXPECT_EQ(b[1], 0x3c);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::min(15, static_cast<int>(x[static_cast<size_t>(j)] + 8.5f));
+    const int hi = std::min(15, static_cast<int>(x[static_cast<size_t>(j + 16)] + 8.5f));
+    EXPECT_EQ(b[static_cast<size_t>(2 + j)], lo | hi << 4) << "byte " << j;
+  }
+  const std::vector<float> back = quant::dequantize(q).reshape({32}).to_vector<float>();
+  for (int j = 0; j < 32; ++j) {
+    const int level = std::min(15, static_cast<int>(x[static_cast<size_t>(j)] + 8.5f));
+    EXPECT_EQ(back[static_cast<size_t>(j)], static_cast<float>(level - 8)) << j;
+  }
+}
+
+// Q8_0 of a block holding 127 and its negatives: d = 1, the values come back exactly.
+TEST(QuantFormats, Q8_0BlockByHand) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 2 ? 127 - i : i - 127);
+  const QTensor q = quant::quantize(Tensor::from_vector(x, {1, 32}), QType::Q8_0);
+  const std::vector<uint8_t> b = q.bytes().reshape({34}).to_vector<uint8_t>();
+  EXPECT_EQ(b[0] | b[1] << 8, 0x3c00);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(static_cast<int8_t>(b[static_cast<size_t>(2 + i)]), x[static_cast<size_t>(i)]);
+  EXPECT_EQ(quant::dequantize(q).reshape({32}).to_vector<float>(), x);
+}
+
+// Reconstruction error of each format on uniform values: a bound per bit width, which a wrong
+// unpacking (a swapped nibble, a misplaced scale) exceeds by orders of magnitude.
+TEST_P(QuantTest, RoundTripErrorFitsTheBitWidth) {
+  const int64_t rows = 6, cols = 512;
+  const std::vector<float> x = random_values(rows * cols, 7, 3.f);
+  const Tensor w = Tensor::from_vector(x, {rows, cols}, GetParam());
+  const std::pair<QType, double> bounds[] = {{QType::Q2_K, 8e-2}, {QType::Q3_K, 2.5e-2}, {QType::Q4_0, 6e-3},
+                                             {QType::Q4_1, 4e-3}, {QType::Q4_K, 3e-3},   {QType::Q5_0, 1.5e-3},
+                                             {QType::Q5_1, 1e-3}, {QType::Q5_K, 8e-4},   {QType::Q6_K, 2e-4},
+                                             {QType::Q8_0, 2e-5}, {QType::Q8_1, 2e-5},   {QType::Q8_K, 2e-5}};
+  for (auto [q, bound] : bounds) {
+    const QTensor qt = quant::quantize(w, q);
+    EXPECT_EQ(qt.device(), GetParam());
+    EXPECT_EQ(qt.nbytes(), quant::row_bytes(q, cols) * rows);
+    const Tensor back = quant::dequantize(qt);
+    EXPECT_EQ(back.shape(), Shape({rows, cols}));
+    const double err = relative_error(back.to_device(Device::cpu()).reshape({rows * cols}).to_vector<float>(), x);
+    EXPECT_LT(err, bound) << q;
+    EXPECT_GT(err, 0) << q;
+  }
+}
+
+// Every device dequantizes the same blocks to the same bits, in f32 and rounded to the halves; the
+// blocks are random bytes, so every bit pattern of the scales (inf and NaN too) is met.
+TEST_P(QuantTest, DequantizeIsBitExactAcrossDevicesAndDtypes) {
+  for (QType q : quant::kAllQTypes) {
+    const int64_t rows = 3, cols = 512;
+    const int64_t n = quant::row_bytes(q, cols) * rows;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n));
+    const std::vector<float> r = random_values(n, 11 + static_cast<int>(q), 128.f);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(static_cast<int>(r[i] + 128.f) & 0xff);
+    const QTensor on_cpu = QTensor::from_blocks(q, rows, cols, bytes.data(), n);
+    const QTensor here = on_cpu.to_device(GetParam());
+    const Tensor want = quant::dequantize(on_cpu);
+    EXPECT_EQ(bits_of(quant::dequantize(here)), bits_of(want)) << q;
+    for (DType dt : {DType::F16, DType::BF16}) {
+      const Tensor got = quant::dequantize(here, dt);
+      EXPECT_EQ(got.dtype(), dt);
+      EXPECT_EQ(bits_of(got), bits_of(want.to_dtype(dt))) << q << " " << dt;
+    }
+  }
+}
+
+// qmatmul against the product of the exact dequantized weight: x's rounding to 8 bits per 32
+// values bounds the difference on the backends that round it.
+TEST_P(QuantTest, QmatmulMatchesTheDequantizedProduct) {
+  const Device dev = GetParam();
+  const int64_t n = 40, k = 512;
+  const Tensor w = Tensor::from_vector(random_values(n * k, 3), {n, k}, dev);
+  for (QType q : {QType::Q4_0, QType::Q5_1, QType::Q8_0, QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q6_K}) {
+    const QTensor qw = quant::quantize(w, q);
+    const Tensor wf = quant::dequantize(qw);
+    for (int64_t m : {1, 5, 16, 17, 70}) {
+      for (DType dt : {DType::F32, DType::BF16}) {
+        const Tensor x = Tensor::from_vector(random_values(m * k, 100 + m), {m, k}, dev).to_dtype(dt);
+        const Tensor got = quant::qmatmul(x, qw);
+        ASSERT_EQ(got.shape(), Shape({m, n}));
+        EXPECT_EQ(got.dtype(), dt);
+        const Tensor want = x.to_dtype(DType::F32).matmul(wf.t());
+        const double err = relative_error(got.to_dtype(DType::F32).to_device(Device::cpu()).reshape({m * n}).to_vector<float>(),
+                                          want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
+        EXPECT_LT(err, dt == DType::BF16 ? 2e-4 : 1e-4) << q << " m " << m << " " << dt;
+      }
+    }
+  }
+}
+
+// Batch dims and strided views of x, as a model's activations come.
+TEST_P(QuantTest, QmatmulTakesBatchesAndViews) {
+  const Device dev = GetParam();
+  const int64_t n = 24, k = 256;
+  const QTensor qw = quant::quantize(Tensor::from_vector(random_values(n * k, 5), {n, k}, dev), QType::Q4_K);
+  const Tensor base = Tensor::from_vector(random_values(k * 6, 9), {k, 2, 3}, dev);
+  const Tensor x = base.permute({1, 2, 0});  // (2, 3, k), not contiguous
+  const Tensor got = quant::qmatmul(x, qw);
+  EXPECT_EQ(got.shape(), Shape({2, 3, n}));
+  const Tensor flat = quant::qmatmul(x.contiguous().reshape({6, k}), qw);
+  EXPECT_EQ(bits_of(got.reshape({6, n})), bits_of(flat));
+  EXPECT_EQ(quant::qmatmul(Tensor::zeros({0, k}, DType::F32, dev), qw).shape(), Shape({0, n}));
+}
+
+TEST_P(QuantTest, QTensorMovesBytesUnchanged) {
+  const Device dev = GetParam();
+  const QTensor q = quant::quantize(Tensor::from_vector(random_values(4 * 256, 1), {4, 256}), QType::Q6_K);
+  const QTensor moved = q.to_device(dev);
+  EXPECT_EQ(moved.device(), dev);
+  EXPECT_EQ(moved.qtype(), QType::Q6_K);
+  EXPECT_EQ(moved.rows(), 4);
+  EXPECT_EQ(moved.cols(), 256);
+  EXPECT_EQ(moved.bytes().to_device(Device::cpu()).reshape({moved.nbytes()}).to_vector<uint8_t>(),
+            q.bytes().reshape({q.nbytes()}).to_vector<uint8_t>());
+  // A view of bytes is taken as the blocks it shows.
+  const Tensor bigger = Tensor::zeros({q.nbytes() + 5}, DType::U8, dev);
+  Tensor window = bigger.narrow(0, 5, q.nbytes());
+  window.copy_from(q.bytes().reshape({q.nbytes()}).to_device(dev));
+  EXPECT_EQ(bits_of(quant::dequantize(QTensor(QType::Q6_K, 4, 256, window))), bits_of(quant::dequantize(q)));
+}
+
+TEST_P(QuantTest, BadArgumentsAreClearErrors) {
+  const Device dev = GetParam();
+  const Tensor w = Tensor::from_vector(random_values(2 * 64, 2), {2, 64}, dev);
+  WICK_EXPECT_ERROR(quant::quantize(w, QType::Q4_K), ShapeError, "quantize", "q4_k", "256");
+  WICK_EXPECT_ERROR(quant::quantize(w.reshape({128}), QType::Q4_0), ShapeError, "quantize", "2-D");
+  WICK_EXPECT_ERROR(quant::quantize(w.to_dtype(DType::I32), QType::Q4_0), DTypeError, "quantize", "i32");
+  std::vector<float> bad = random_values(64, 4);
+  bad[40] = std::numeric_limits<float>::quiet_NaN();
+  WICK_EXPECT_ERROR(quant::quantize(Tensor::from_vector(bad, {2, 32}), QType::Q8_0), Error, "quantize", "finite", "1, 8");
+  const QTensor q = quant::quantize(w, QType::Q4_0);
+  WICK_EXPECT_ERROR(quant::qmatmul(Tensor::zeros({3, 32}, DType::F32, dev), q), ShapeError, "qmatmul", "64");
+  WICK_EXPECT_ERROR(quant::qmatmul(Tensor::zeros({3, 64}, DType::F64, dev), q), DTypeError, "qmatmul", "f64");
+  WICK_EXPECT_ERROR(quant::dequantize(q, DType::I64), DTypeError, "dequantize", "i64");
+  WICK_EXPECT_ERROR(quant::qmatmul(Tensor::zeros({3, 64}), QTensor()), Error, "qmatmul", "undefined");
+  if (!dev.is_cpu())
+    WICK_EXPECT_ERROR(quant::qmatmul(Tensor::zeros({3, 64}), q), DeviceError, "qmatmul", "different devices");
+  const Tensor bytes = Tensor::zeros({35}, DType::U8, dev);
+  WICK_EXPECT_ERROR(QTensor(QType::Q4_0, 2, 32, bytes), ShapeError, "QTensor", "36 bytes");
+  WICK_EXPECT_ERROR(QTensor(QType::Q4_0, 1, 32, bytes.to_dtype(DType::F32)), DTypeError, "QTensor", "u8");
+  WICK_EXPECT_ERROR(QTensor::from_blocks(QType::Q4_0, 1, 32, nullptr, 18), Error, "from_blocks", "null");
+  WICK_EXPECT_ERROR(QTensor::from_blocks(QType::Q4_0, int64_t{1} << 62, 32, nullptr, 0), ShapeError, "overflows");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, QuantTest, ::testing::ValuesIn(devices()), device_name);
+
+}  // namespace
+}  // namespace wick::test
