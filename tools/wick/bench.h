@@ -70,6 +70,8 @@ struct Case {
 
 // Every case of a scale, ceilings first, in a fixed order.
 std::vector<Case> bench_cases(Scale scale);
+// The block formats' cases (bench_quant.cpp), appended last.
+void add_quant_cases(std::vector<Case>& cases, Scale scale);
 
 // "16384x16384"
 std::string dims_label(const Shape& shape);

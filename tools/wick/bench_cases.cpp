@@ -547,6 +547,7 @@ std::vector<Case> bench_cases(Scale scale) {
     cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false, true));
     cases.push_back(conv_case(s.conv_x, s.conv_k, DType::BF16, false, true));
   }
+  add_quant_cases(cases, scale);
   return cases;
 }
 
