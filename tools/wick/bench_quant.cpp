@@ -32,7 +32,7 @@ Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt) {
   const bool decode = m <= 16;
   return {.op = "quant.matmul",
           .dtype = std::string(quant::qtype_name(q)) + "/" + parity::label(dt),
-          .shape = std::to_string(m) + "x" + std::to_string(k) + " @ " + std::to_string(n) + "x" + std::to_string(k) + "^T",
+          .shape = dims_label({m, k}) + " @ " + dims_label({k, n}),
           .layout = "contiguous",
           .main_dtype = dt,
           .key = QuantOp::Matmul,
@@ -48,10 +48,11 @@ Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt) {
 }
 
 // x (m, k) times a (n, k) weight transposed in x's dtype: the GEMM a quantized prefill competes with.
+// Shapes read as the product's: x (m, k) @ (k, n), the weight stored as (n, k) ("transposed").
 Case gemm_case(int64_t m, int64_t n, int64_t k, DType dt) {
   return {.op = "matmul",
           .dtype = parity::label(dt),
-          .shape = std::to_string(m) + "x" + std::to_string(k) + " @ " + std::to_string(n) + "x" + std::to_string(k) + "^T",
+          .shape = dims_label({m, k}) + " @ " + dims_label({k, n}),
           .layout = "transposed",
           .main_dtype = dt,
           .key = OpCode::Matmul,
