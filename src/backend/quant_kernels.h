@@ -14,8 +14,11 @@ class QuantKernels {
  public:
   virtual ~QuantKernels() = default;
 
-  // Whether the kernel of `op` exists for the float dtype `dtype` (never beyond op_defined).
-  virtual bool supports(QuantOp op, DType dtype) const = 0;
+  // Whether the kernel of `op` exists for the float dtype `dtype` (never beyond op_defined). By
+  // default: dequantize and matmul for every dtype they take; quantize runs in the front end.
+  virtual bool supports(QuantOp op, DType dtype) const {
+    return op != QuantOp::Quantize && op_defined(op, {&dtype, 1});
+  }
 
   // The (rows, cols) values of the blocks as new contiguous storage of `dtype`: ggml's values bit
   // for bit (kernels/quant.h's dequantize_group), rounded to dtype.

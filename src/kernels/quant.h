@@ -289,6 +289,9 @@ WICK_HD float group_bias(GroupScale s) {
 }
 
 // ---- products with activations rounded to 8 bits ------------------------------------------------
+// Values per unit of the products: x's rounding scale and one or two weight groups (not a warp).
+inline constexpr int kUnit = 32;
+
 // The fused qmatmul kernels round each 32 activations to int8 under one f32 scale (as ggml's Q8_0,
 // with an f32 scale): a = d * q, q = round(x / d), d = amax / 127. s0 and s1 are d times the sums of
 // the first and second 16 q (the bias terms of 16- and 32-value groups).
@@ -301,11 +304,11 @@ struct ActScale {
 // Rounds 32 activations (any float type the caller widened) to q and their scale.
 WICK_HD inline ActScale quantize_act(const float* x, int8_t* q) {
   float amax = 0.f;
-  for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  for (int i = 0; i < kUnit; ++i) amax = fmaxf(amax, fabsf(x[i]));
   const float d = amax / 127.f;
   const float id = d != 0.f ? 1.f / d : 0.f;
   int sum0 = 0, sum1 = 0;
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < kUnit; ++i) {
     const int v = static_cast<int>(roundf(x[i] * id));  // |x * id| <= 127, halves away from 0 (ggml)
     q[i] = static_cast<int8_t>(v);
     (i < 16 ? sum0 : sum1) += v;

@@ -55,67 +55,38 @@ template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k) {
   RoundedX r;
   r.q.resize(static_cast<size_t>(m * k));
-  r.scale.resize(static_cast<size_t>(m * k / 32));
+  r.scale.resize(static_cast<size_t>(m * k / kq::kUnit));
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) {
       const float* row = rows::widen(x + t * k, k, buf.data());
-      for (int64_t u = 0; u < k / 32; ++u)
-        r.scale[static_cast<size_t>(t * (k / 32) + u)] = kq::quantize_act(row + 32 * u, r.q.data() + t * k + 32 * u);
+      for (int64_t u = 0; u < k / kq::kUnit; ++u)
+        r.scale[static_cast<size_t>(t * (k / kq::kUnit) + u)] =
+            kq::quantize_act(row + kq::kUnit * u, r.q.data() + t * k + kq::kUnit * u);
     }
   });
   return r;
 }
 
-// The integer dot product of 32 bytes: u the weight's (below 128), a the activations'.
-WICK_QUANT_CLONES int dot32(const uint8_t* u, const int8_t* a) {
-  int acc = 0;
-  for (int i = 0; i < 32; ++i) acc += static_cast<int8_t>(u[i]) * a[i];
-  return acc;
-}
-
-// Rows [r0, r1) of the weight times every row of x: out[t, r] for t < m.
+// Rows [r0, r1) of the weight times every row of x: out[t, r] for t < m. Each unit of 32 weights
+// is unpacked once (kernels/quant.h's load_unit) for all rows of x.
 template <QType Q>
-void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m, float* out,
-                 int64_t n) {
+WICK_QUANT_CLONES void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
+                                   float* out, int64_t n) {
   using F = kq::Format<Q>;
-  const int64_t nb = k / F::kValues;
-  constexpr int kUnits = F::kValues / 32;
+  constexpr int kUnits = F::kValues / kq::kUnit;
+  const int64_t units = k / kq::kUnit;
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
-  alignas(64) uint8_t u[F::kValues];
-  kq::GroupScale s[F::kGroups];
   std::vector<float> acc(static_cast<size_t>(m));
   for (int64_t r = r0; r < r1; ++r) {
     std::fill(acc.begin(), acc.end(), 0.f);
-    for (int64_t i = 0; i < nb; ++i) {
-      const typename F::Block& b = blocks[r * nb + i];
-      for (int g = 0; g < F::kGroups; ++g) {
-        s[g] = kq::group_scale<Q>(b, g);
-        for (int v = 0; v < F::kGroup / 4; ++v) {
-          const uint32_t word = kq::group_word<Q>(b, g, v);
-          std::memcpy(u + g * F::kGroup + 4 * v, &word, 4);
-        }
-      }
+    const typename F::Block* row = blocks + r * (k / F::kValues);
+    for (int64_t u = 0; u < units; ++u) {
+      const kq::Unit unit = kq::load_unit<Q>(row[u / kUnits], static_cast<int>(u % kUnits));
       for (int64_t t = 0; t < m; ++t) {
-        const int8_t* a = x.q.data() + t * k + i * F::kValues;
-        const kq::ActScale* as = x.scale.data() + t * (k / 32) + i * kUnits;
-        float sum = 0.f;
-        for (int j = 0; j < kUnits; ++j) {
-          if constexpr (F::kGroup == 32) {
-            const int dot = dot32(u + 32 * j, a + 32 * j);
-            sum += s[j].d * as[j].d * static_cast<float>(dot) - kq::group_bias<Q>(s[j]) * (as[j].s0 + as[j].s1);
-          } else {
-            int d0 = 0, d1 = 0;
-            for (int e = 0; e < 16; ++e) {
-              d0 += static_cast<int8_t>(u[32 * j + e]) * a[32 * j + e];
-              d1 += static_cast<int8_t>(u[32 * j + 16 + e]) * a[32 * j + 16 + e];
-            }
-            const kq::GroupScale g0 = s[2 * j], g1 = s[2 * j + 1];
-            sum += as[j].d * (g0.d * static_cast<float>(d0) + g1.d * static_cast<float>(d1)) -
-                   (kq::group_bias<Q>(g0) * as[j].s0 + kq::group_bias<Q>(g1) * as[j].s1);
-          }
-        }
-        acc[static_cast<size_t>(t)] += sum;
+        uint32_t aw[8];
+        std::memcpy(aw, x.q.data() + (t * units + u) * kq::kUnit, sizeof aw);
+        acc[static_cast<size_t>(t)] += kq::unit_dot<Q>(unit, aw, x.scale[static_cast<size_t>(t * units + u)], kq::dot4_bytes);
       }
     }
     for (int64_t t = 0; t < m; ++t) out[t * n + r] = acc[static_cast<size_t>(t)];

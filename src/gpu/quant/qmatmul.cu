@@ -75,24 +75,19 @@ void launch_dequantize(const GpuBackend& b, QType qtype, const uint8_t* w, int64
 
 // ---- x rounded to 8 bits ----------------------------------------------------------------------
 
-// One thread per 32 values of x: their bytes (as 8 words) and their ActScale.
+// One thread per unit of x (kq::kUnit = 32 values, unrelated to the warp size): its bytes as 8
+// words and its ActScale.
 template <typename T>
 __global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t units, uint32_t* q,
                                                            kq::ActScale* scale) {
   for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float v[32];
+    float v[kq::kUnit];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) v[i] = kernels::to_opmath(x[u * 32 + i]);
-    int8_t bytes[32];
+    for (int i = 0; i < kq::kUnit; ++i) v[i] = kernels::to_opmath(x[u * kq::kUnit + i]);
+    int8_t bytes[kq::kUnit];
     scale[u] = kq::quantize_act(v, bytes);
-#pragma unroll
-    for (int w = 0; w < 8; ++w) {
-      q[u * 8 + w] = static_cast<uint32_t>(static_cast<uint8_t>(bytes[4 * w])) |
-                     static_cast<uint32_t>(static_cast<uint8_t>(bytes[4 * w + 1])) << 8 |
-                     static_cast<uint32_t>(static_cast<uint8_t>(bytes[4 * w + 2])) << 16 |
-                     static_cast<uint32_t>(static_cast<uint8_t>(bytes[4 * w + 3])) << 24;
-    }
+    __builtin_memcpy(q + u * 8, bytes, sizeof bytes);  // little-endian words, as unit_dot reads them
   }
 }
 
@@ -105,9 +100,9 @@ __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __res
                                                             const kq::ActScale* __restrict__ xs, int m,
                                                             T* __restrict__ out) {
   using F = kq::Format<Q>;
-  constexpr int kUnits = F::kValues / 32;
+  constexpr int kUnits = F::kValues / kq::kUnit;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
-  const int64_t units = k / 32;
+  const int64_t units = k / kq::kUnit;
   for (int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kLanes; row < n;
        row += static_cast<int64_t>(gridDim.x) * (blockDim.x / kLanes)) {
     const auto* blocks = reinterpret_cast<const typename F::Block*>(w + row * row_bytes);
@@ -193,8 +188,8 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
     return b.matmul(x, View{*wd, wt, x.dtype});
   }
   StoragePtr out = b.alloc(x.dtype, m * rows);
-  const int64_t units = m * cols / 32;
-  StoragePtr xq = b.alloc(static_cast<size_t>(units) * 32);
+  const int64_t units = m * cols / kq::kUnit;
+  StoragePtr xq = b.alloc(static_cast<size_t>(units) * kq::kUnit);
   StoragePtr xs = b.alloc(static_cast<size_t>(units) * sizeof(kq::ActScale));
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<kernels::opmath_t<T>, float>) {
