@@ -6,7 +6,6 @@
 //   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM.
 // No kernel depends on the warp or wave size: a group of 32 lanes is a warp on NVIDIA and half a
 // wave on AMD's wave-64 parts.
-#include "core/dispatch.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/slices.cuh"
 #include "kernels/numeric.h"
@@ -75,77 +74,279 @@ void launch_dequantize(const GpuBackend& b, QType qtype, const uint8_t* w, int64
 
 // ---- x rounded to 8 bits ----------------------------------------------------------------------
 
-// One thread per unit of x (kq::kUnit = 32 values, unrelated to the warp size): its bytes as 8
-// words and its ActScale.
+// x rounded to 8 bits per unit (kq::kUnit = 32 values, unrelated to the warp size), laid out for the
+// dot kernel: unit u of row t of x has its first 16 bytes at lo(t, u), its last 16 at hi(t, u)
+// (planes of 16-byte words, so that neighbouring lanes read neighbouring words), and its ActScale
+// at scale[t * units + u].
+struct RoundedX {
+  uint4* words;
+  kq::ActScale* scale;
+  int64_t units;  // per row of x
+  __device__ const uint4& lo(int t, int64_t u) const { return words[2 * t * units + u]; }
+  __device__ const uint4& hi(int t, int64_t u) const { return words[(2 * t + 1) * units + u]; }
+};
+
+// Rounds x (rows of x.units units) with threads [first, first + count) of a launch, 8 per unit and 4
+// values each, so that neighbouring threads read neighbouring values. The arithmetic is
+// quantize_act's, value for value: the amax of the unit, d = amax / 127, q = round(x / d), and d
+// times the sums of each half's q. count is a multiple of 32: every lane of a logical warp takes
+// part in the shuffles.
+constexpr int kRoundLanes = 8;
+
 template <typename T>
-__global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t units, uint32_t* q,
-                                                           kq::ActScale* scale) {
-  for (int64_t u = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; u < units;
-       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float v[kq::kUnit];
+__device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int64_t count) {
+  const int64_t parts = rows * r.units * kRoundLanes;
+  for (int64_t base = 0; base < parts; base += count) {
+    const int64_t i = base + first;
+    const bool valid = i < parts;
+    const int part = static_cast<int>(i % kRoundLanes);
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    if (valid) {
 #pragma unroll
-    for (int i = 0; i < kq::kUnit; ++i) v[i] = kernels::to_opmath(x[u * kq::kUnit + i]);
-    int8_t bytes[kq::kUnit];
-    scale[u] = kq::quantize_act(v, bytes);
-    __builtin_memcpy(q + u * 8, bytes, sizeof bytes);  // little-endian words, as unit_dot reads them
+      for (int e = 0; e < 4; ++e) v[e] = kernels::to_opmath(x[4 * i + e]);
+    }
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+    for (int mask = 1; mask < kRoundLanes; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, kRoundLanes));
+    const float d = amax / 127.f;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    uint32_t word = 0;
+    int sum = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int q = static_cast<int>(roundf(v[e] * id));
+      word |= static_cast<uint32_t>(q & 0xff) << (8 * e);
+      sum += q;
+    }
+    // The sums of the first and the second 16 values: parts 0-3 and 4-7.
+    sum += shfl_xor(sum, 1, kRoundLanes);
+    sum += shfl_xor(sum, 2, kRoundLanes);
+    if (valid) {
+      const int64_t unit = i / kRoundLanes, t = unit / r.units, u = unit % r.units;
+      reinterpret_cast<uint32_t*>(r.words + (2 * t + part / 4) * r.units + u)[part % 4] = word;
+      if (part == 0) {
+        r.scale[unit].d = d;
+        r.scale[unit].s0 = d * static_cast<float>(sum);
+      } else if (part == 4) {
+        r.scale[unit].s1 = d * static_cast<float>(sum);
+      }
+    }
   }
+}
+
+// x rounded into global memory: for the products whose rounded x does not fit in a block's shared
+// memory.
+template <typename T>
+__global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t rows, RoundedX r) {
+  round_x(x, rows, r, blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x,
+          static_cast<int64_t>(gridDim.x) * blockDim.x);
+}
+
+size_t rounded_x_bytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(m * k) + static_cast<size_t>(m * k / kq::kUnit) * sizeof(kq::ActScale);
 }
 
 // ---- few rows: integer dot products -----------------------------------------------------------
 
-// Rows of x at most M (m of them real); out (m, n) of T.
-template <QType Q, int M, typename T>
-__global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
-                                                            int64_t row_bytes, const uint32_t* __restrict__ xq,
-                                                            const kq::ActScale* __restrict__ xs, int m,
-                                                            T* __restrict__ out) {
+// Each group of kLanes lanes takes R weight rows at a time, and of each a chunk of kBlocks blocks,
+// kUnitsPerLane units per lane: about kStepBytes per step, whatever R. The unit of x a lane reads
+// serves R rows. The chunks are read as aligned 16-byte words (any block alignment: a chunk's first
+// word may start before it) into registers one step ahead of the math, then parked in the group's
+// shared memory, from which each lane unpacks its units. R = 1 keeps the most groups at work on a
+// small weight; the largest R, kMaxRows, falls as the rows of x grow (the accumulators' registers).
+constexpr int kGroups = kThreads / kLanes;
+constexpr int kStepBytes = 2304;  // weight bytes a group reads per step, about
+
+template <QType Q>
+constexpr int units_per_lane(int rows) {
   using F = kq::Format<Q>;
-  constexpr int kUnits = F::kValues / kq::kUnit;
-  const int lane = static_cast<int>(threadIdx.x % kLanes);
-  const int64_t units = k / kq::kUnit;
-  for (int64_t row = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kLanes; row < n;
-       row += static_cast<int64_t>(gridDim.x) * (blockDim.x / kLanes)) {
-    const auto* blocks = reinterpret_cast<const typename F::Block*>(w + row * row_bytes);
-    float acc[M];
+  return std::max(1, kStepBytes * (F::kValues / kq::kUnit) / (rows * kLanes * static_cast<int>(sizeof(typename F::Block))));
+}
+
+template <QType Q, int M>
+constexpr int kMaxRows = std::min(units_per_lane<Q>(1), M <= 2 ? 4 : M <= 4 ? 2 : 1);
+
+template <QType Q, int R>
+struct Staging {
+  using Block = typename kq::Format<Q>::Block;
+  static constexpr int kUnitsPerBlock = kq::Format<Q>::kValues / kq::kUnit;
+  static constexpr int kUnitsPerLane = units_per_lane<Q>(R);
+  static constexpr int kBlocks = std::max(1, kUnitsPerLane * kLanes / kUnitsPerBlock);
+  static constexpr int kBytes = kBlocks * static_cast<int>(sizeof(Block));  // of one row's chunk
+  static constexpr int kWords = (kBytes + 30) / 16;  // 16-byte words covering a chunk at any alignment
+  static constexpr int kWordsPerLane = (R * kWords + kLanes - 1) / kLanes;
+  static constexpr int kRowsPerBlock = kGroups * R;
+  static constexpr size_t kSharedBytes = sizeof(uint4) * kGroups * R * kWords;
+};
+
+// Orders the shared-memory writes and reads of one group of kLanes lanes: the warp's barrier on
+// NVIDIA; the block's on AMD, where HIP has no barrier for part of a wave (every group of a block
+// walks the same steps, so the block's barrier is reached uniformly).
+__device__ inline void group_sync() {
+#if defined(__CUDA_ARCH__)
+  __syncwarp();
+#else
+  __syncthreads();
+#endif
+}
+
+// 16 bytes of w at byte `at` (16-aligned), the bytes at or past `size` read as 0.
+__device__ inline uint4 load_word(const uint8_t* w, int64_t at, int64_t size) {
+  if (at + 16 <= size) return *reinterpret_cast<const uint4*>(w + at);
+  uint8_t bytes[16];
+  for (int i = 0; i < 16; ++i) bytes[i] = at + i < size ? w[at + i] : 0;
+  uint4 v;
+  __builtin_memcpy(&v, bytes, sizeof v);
+  return v;
+}
+
+// out (m, n) = x (m, k) times w (n, k) transposed, m <= M. x is rounded to 8 bits by each block into
+// shared memory (round_here), or was rounded into `rx` beforehand. Every group of a block walks the
+// same steps (the block's row groups, each in `chunks` chunks), so that barriers are uniform.
+template <QType Q, int M, int R, typename T>
+__global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                            int64_t row_bytes, const T* __restrict__ x,
+                                                            bool round_here, RoundedX rx, int m,
+                                                            T* __restrict__ out) {
+  using S = Staging<Q, R>;
+  using Block = typename S::Block;
+  extern __shared__ uint4 quant_smem[];
+  const int lane = static_cast<int>(threadIdx.x % kLanes), group = static_cast<int>(threadIdx.x / kLanes);
+  uint4* stage = quant_smem + group * R * S::kWords;
+  const int64_t row_blocks = k / kq::Format<Q>::kValues, size = n * row_bytes;
+  const int chunks = static_cast<int>((row_blocks + S::kBlocks - 1) / S::kBlocks);
+  const int64_t row_groups = (n + S::kRowsPerBlock - 1) / S::kRowsPerBlock;
+
+  // The group's rows of row group g: first_row(g) + r, r < R.
+  auto first_row = [&](int64_t g) { return g * S::kRowsPerBlock + group * R; };
+  uint4 ahead[S::kWordsPerLane];
+  auto fetch = [&](int64_t g, int chunk) {
 #pragma unroll
-    for (int t = 0; t < M; ++t) acc[t] = 0.f;
-    auto add = [&](const kq::Unit& unit, int64_t u) {
+    for (int i = 0; i < S::kWordsPerLane; ++i) {
+      const int word = lane + i * kLanes, r = word / S::kWords;
+      const int64_t row = first_row(g) + r;
+      if (word < R * S::kWords && row < n) {
+        const int64_t from = (row * row_bytes + int64_t{chunk} * S::kBytes) & ~int64_t{15};
+        ahead[i] = load_word(w, from + 16 * (word % S::kWords), size);
+      }
+    }
+  };
+  int64_t g = blockIdx.x;
+  int chunk = 0;
+  if (g < row_groups) fetch(g, chunk);
+
+  if (round_here) {  // under the first fetch
+    rx.words = quant_smem + kGroups * R * S::kWords;
+    rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
+    round_x(x, m, rx, threadIdx.x, blockDim.x);
+  }
+  __syncthreads();  // x is rounded
+
+  float acc[R][M];
 #pragma unroll
-      for (int t = 0; t < M; ++t) {
-        if (t < m) {
-          const uint4* a = reinterpret_cast<const uint4*>(xq + (t * units + u) * 8);
-          const uint4 lo = a[0], hi = a[1];
-          const uint32_t aw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-          acc[t] += kq::unit_dot<Q>(unit, aw, xs[t * units + u], Dot4{});
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < M; ++t) acc[r][t] = 0.f;
+  while (g < row_groups) {
+    group_sync();  // the last step's reads of the stage are done
+#pragma unroll
+    for (int i = 0; i < S::kWordsPerLane; ++i) {
+      const int word = lane + i * kLanes;
+      if (word < R * S::kWords) stage[word] = ahead[i];
+    }
+    group_sync();
+    const int64_t next_g = chunk + 1 < chunks ? g : g + gridDim.x;
+    const int next_chunk = chunk + 1 < chunks ? chunk + 1 : 0;
+    if (next_g < row_groups) fetch(next_g, next_chunk);
+
+    const int blocks = static_cast<int>(std::min<int64_t>(S::kBlocks, row_blocks - int64_t{chunk} * S::kBlocks));
+    int offset[R];  // of each row's chunk in its stage
+#pragma unroll
+    for (int r = 0; r < R; ++r) offset[r] = static_cast<int>(((first_row(g) + r) * row_bytes + int64_t{chunk} * S::kBytes) & 15);
+#pragma unroll
+    for (int i = 0; i < S::kUnitsPerLane; ++i) {
+      const int local = lane + i * kLanes;  // the unit within the chunk
+      if (local < blocks * S::kUnitsPerBlock) {
+        const int64_t u = int64_t{chunk} * S::kBlocks * S::kUnitsPerBlock + local;  // the unit of x
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+          if (t < m) {
+            const uint4 lo = rx.lo(t, u), hi = rx.hi(t, u);
+            const uint32_t aw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            const kq::ActScale a = rx.scale[t * rx.units + u];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+              const auto* bytes = reinterpret_cast<const uint8_t*>(stage + r * S::kWords) + offset[r];
+              const Block& b = reinterpret_cast<const Block*>(bytes)[local / S::kUnitsPerBlock];
+              const kq::Unit unit = kq::load_unit<Q>(b, local % S::kUnitsPerBlock);
+              acc[r][t] += kq::unit_dot<Q>(unit, aw, a, Dot4{});
+            }
+          }
         }
       }
-    };
-    // Two units per lane in flight: the loads of the second are issued before the first's math.
-    int64_t u = lane;
-    for (; u + kLanes < units; u += 2 * kLanes) {
-      const kq::Unit first = kq::load_unit<Q>(blocks[u / kUnits], static_cast<int>(u % kUnits));
-      const int64_t v = u + kLanes;
-      const kq::Unit second = kq::load_unit<Q>(blocks[v / kUnits], static_cast<int>(v % kUnits));
-      add(first, u);
-      add(second, v);
     }
-    if (u < units) add(kq::load_unit<Q>(blocks[u / kUnits], static_cast<int>(u % kUnits)), u);
+    if (chunk == chunks - 1) {  // the rows are done: the lanes sum
 #pragma unroll
-    for (int t = 0; t < M; ++t) {
-      const float sum = nn::group_all<kLanes>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
-      if (t < m && lane == 0) out[t * n + row] = kernels::from_opmath<T>(sum);
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = first_row(g) + r;
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+          const float sum = nn::group_all<kLanes>(acc[r][t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
+          if (t < m && lane == 0 && row < n) out[t * n + row] = kernels::from_opmath<T>(sum);
+          acc[r][t] = 0.f;
+        }
+      }
     }
+    g = next_g;
+    chunk = next_chunk;
   }
 }
 
+constexpr size_t kSharedBudget = 48 * 1024;  // the default limit of a block's shared memory
+
 template <typename T>
-void launch_dot_rows(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const uint32_t* xq,
-                     const kq::ActScale* xs, int m, T* out) {
+void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
   const int64_t row_bytes = quant::row_bytes(qtype, k);
-  const unsigned grid = grid_for(n * kLanes, kThreads);
+  const Stream stream = b.stream();
+  RoundedX rx{nullptr, nullptr, k / kq::kUnit};
+  StoragePtr rounded;
+  bool round_here = true;
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    // One group's rows at a time, R of them.
+    auto launch = [&]<int M, int R>(size_t smem, int64_t row_groups, int per_sm) {
+      const auto kernel = dot_rows_kernel<Q, M, R, T>;
+      if (per_sm == 0)
+        WICK_GPU_CHECK(kernel_blocks_per_sm(&per_sm, reinterpret_cast<const void*>(kernel), kThreads, smem));
+      // As many blocks as the device holds at once, each taking an equal share of the row groups
+      // (one more for some), so that the rounding of x is shared by many rows.
+      const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * b.props().multiprocessors);
+      const int64_t per_block = (row_groups + resident - 1) / resident;
+      const auto grid = static_cast<unsigned>((row_groups + per_block - 1) / per_block);
+      kernel<<<grid, kThreads, smem, stream>>>(w, n, k, row_bytes, x, round_here, rx, m, out);
+    };
     auto go = [&]<int M>() {
-      dot_rows_kernel<Q, M, T><<<grid, kThreads, 0, b.stream()>>>(w, n, k, row_bytes, xq, xs, m, out);
+      constexpr int kRows = kMaxRows<Q, M>;
+      const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
+      // x rounded in every block where it fits beside the stages; else once, into global memory.
+      round_here = stage + rounded_x_bytes(m, k) <= kSharedBudget;
+      if (!round_here) {
+        rounded = b.alloc(rounded_x_bytes(m, k));
+        rx.words = static_cast<uint4*>(rounded->data());
+        rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
+        round_x_kernel<T><<<grid_for(m * rx.units * kRoundLanes, kThreads), kThreads, 0, stream>>>(x, m, rx);
+        WICK_GPU_CHECK_LAUNCH();
+      }
+      const size_t smem = stage + (round_here ? rounded_x_bytes(m, k) : 0);
+      // kRows rows per group where that still gives every slot of the device a block; else one.
+      int per_sm = 0;
+      WICK_GPU_CHECK(kernel_blocks_per_sm(&per_sm, reinterpret_cast<const void*>(dot_rows_kernel<Q, M, kRows, T>),
+                                          kThreads, smem));
+      const int64_t groups = (n + kGroups * kRows - 1) / (kGroups * kRows);
+      if constexpr (kRows > 1) {
+        if (groups < int64_t{per_sm} * b.props().multiprocessors)
+          return launch.template operator()<M, 1>(smem, (n + kGroups - 1) / kGroups, 0);
+      }
+      launch.template operator()<M, kRows>(smem, groups, per_sm);
     };
     if (m == 1)
       go.template operator()<1>();
@@ -157,8 +358,20 @@ void launch_dot_rows(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t
       go.template operator()<8>();
     else
       go.template operator()<16>();
-    WICK_GPU_CHECK_LAUNCH();
   });
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+// Calls f.template operator()<T>() for the float dtypes the kernels take (f32, f16, bf16); any
+// other is the backend's not-supported error.
+template <typename F>
+void dispatch_float(const GpuBackend& b, QuantOp op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32: return f.template operator()<float>();
+    case DType::F16: return f.template operator()<f16>();
+    case DType::BF16: return f.template operator()<bf16>();
+    default: throw_not_supported(b, op, dtype);
+  }
 }
 
 }  // namespace
@@ -167,12 +380,8 @@ StoragePtr GpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t ro
   GpuBackend& b = backend_;
   b.activate();
   StoragePtr out = b.alloc(dtype, rows * cols);
-  dispatch(dtype, [&]<typename T>() {
-    if constexpr (std::is_same_v<kernels::opmath_t<T>, float>) {
-      launch_dequantize(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols, out->as<T>());
-    } else {
-      throw_not_supported(b, QuantOp::Dequantize, dtype);
-    }
+  dispatch_float(b, QuantOp::Dequantize, dtype, [&]<typename T>() {
+    launch_dequantize(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols, out->as<T>());
   });
   return out;
 }
@@ -188,21 +397,9 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
     return b.matmul(x, View{*wd, wt, x.dtype});
   }
   StoragePtr out = b.alloc(x.dtype, m * rows);
-  const int64_t units = m * cols / kq::kUnit;
-  StoragePtr xq = b.alloc(static_cast<size_t>(units) * kq::kUnit);
-  StoragePtr xs = b.alloc(static_cast<size_t>(units) * sizeof(kq::ActScale));
-  dispatch(x.dtype, [&]<typename T>() {
-    if constexpr (std::is_same_v<kernels::opmath_t<T>, float>) {
-      const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
-      round_x_kernel<T><<<grid_for(units, kThreads), kThreads, 0, b.stream()>>>(
-          px, units, static_cast<uint32_t*>(xq->data()), static_cast<kq::ActScale*>(xs->data()));
-      WICK_GPU_CHECK_LAUNCH();
-      launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
-                      static_cast<const uint32_t*>(xq->data()), static_cast<const kq::ActScale*>(xs->data()),
-                      static_cast<int>(m), out->as<T>());
-    } else {
-      throw_not_supported(b, QuantOp::Matmul, x.dtype);
-    }
+  dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
+    launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
+                    static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m), out->as<T>());
   });
   return out;
 }
