@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "cpu/quant/qdot.h"
+#include "kernels/quant.h"
 #include "test_util.h"
 
 namespace wick::test {
@@ -170,6 +172,46 @@ TEST_P(QuantTest, QmatmulMatchesTheDequantizedProduct) {
                                           want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
         EXPECT_LT(err, dt == DType::BF16 ? 2e-4 : 1e-4) << q << " m " << m << " " << dt;
       }
+    }
+  }
+}
+
+// block_scales gives group_scale's values bit for bit, on random bytes as blocks of every format.
+TEST(QuantFormats, BlockScalesAreGroupScales) {
+  namespace kq = kernels::quant;
+  for (QType q : quant::kAllQTypes) {
+    kq::dispatch_qtype(q, [&]<QType Q>() {
+      using F = kq::Format<Q>;
+      for (uint64_t seed = 0; seed < 64; ++seed) {
+        typename F::Block b;
+        const std::vector<float> r = random_values(sizeof b, seed + 7);
+        auto* bytes = reinterpret_cast<uint8_t*>(&b);
+        for (size_t i = 0; i < sizeof b; ++i) bytes[i] = static_cast<uint8_t>(std::fabs(r[i]) * 255.f);
+        kq::GroupScale all[F::kGroups];
+        kq::block_scales<Q>(b, all);
+        for (int g = 0; g < F::kGroups; ++g) {
+          const kq::GroupScale one = kq::group_scale<Q>(b, g);
+          EXPECT_EQ(std::memcmp(&one, &all[g], sizeof one), 0) << q << " group " << g << " seed " << seed;
+        }
+      }
+    });
+  }
+}
+
+// The CPU's SIMD kernels (where this machine has them) and its portable loop take the same integer
+// dot products; only the order of the float sums differs. Every format, every row count they take.
+TEST(QuantCpu, SimdAndPortableLoopsAgree) {
+  const int64_t n = 19, k = 512;
+  const Tensor w = Tensor::from_vector(random_values(n * k, 5), {n, k});
+  for (QType q : quant::kAllQTypes) {
+    const QTensor qw = quant::quantize(w, q);
+    for (int64_t m = 1; m <= cpu::qdot::kMaxRows; ++m) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, 200 + m), {m, k});
+      const std::vector<float> simd = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+      const bool was = cpu::qdot::set_simd(false);
+      const std::vector<float> portable = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+      cpu::qdot::set_simd(was);
+      EXPECT_LT(relative_error(simd, portable), 1e-10) << q << " m " << m;
     }
   }
 }

@@ -210,6 +210,37 @@ WICK_HD GroupScale group_scale(const typename Format<Q>::Block& b, int g) {
   }
 }
 
+// group_scale of every group of block b, the block's f16 fields converted once (the same values).
+template <QType Q>
+WICK_HD void block_scales(const typename Format<Q>::Block& b, GroupScale* s) {
+  using F = Format<Q>;
+  if constexpr (Q == QType::Q2_K) {
+    const float d = half(b.d), dmin = half(b.dmin);
+    WICK_QUANT_UNROLL
+    for (int g = 0; g < F::kGroups; ++g)
+      s[g] = {d * static_cast<float>(b.scales[g] & 0xf), dmin * static_cast<float>(b.scales[g] >> 4)};
+  } else if constexpr (Q == QType::Q3_K) {
+    const float d = half(b.d);
+    WICK_QUANT_UNROLL
+    for (int g = 0; g < F::kGroups; ++g) s[g] = {d * static_cast<float>(q3k_scale(b.scales, g)), 0.f};
+  } else if constexpr (Q == QType::Q4_K || Q == QType::Q5_K) {
+    const float d = half(b.d), dmin = half(b.dmin);
+    WICK_QUANT_UNROLL
+    for (int g = 0; g < F::kGroups; ++g) {
+      int sc, m;
+      k4_scale_min(b.scales, g, sc, m);
+      s[g] = {d * static_cast<float>(sc), dmin * static_cast<float>(m)};
+    }
+  } else if constexpr (Q == QType::Q6_K) {
+    const float d = half(b.d);
+    WICK_QUANT_UNROLL
+    for (int g = 0; g < F::kGroups; ++g) s[g] = {d * static_cast<float>(b.scales[g]), 0.f};
+  } else {
+    WICK_QUANT_UNROLL
+    for (int g = 0; g < F::kGroups; ++g) s[g] = group_scale<Q>(b, g);
+  }
+}
+
 // Values 4w .. 4w+3 of group g as the four bytes of a little-endian word (value 4w in the lowest).
 template <QType Q>
 WICK_HD uint32_t group_word(const typename Format<Q>::Block& b, int g, int w) {

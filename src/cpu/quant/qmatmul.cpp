@@ -8,6 +8,7 @@
 #include "core/dispatch.h"
 #include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
+#include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
 #include "kernels/quant.h"
 
@@ -45,11 +46,7 @@ void dequantize_blocks(const uint8_t* blocks, int64_t nblocks, T* out) {
 
 // ---- matmul -----------------------------------------------------------------------------------
 
-// x rounded per 32 values: q (m * k bytes) and one ActScale per 32.
-struct RoundedX {
-  std::vector<int8_t> q;
-  std::vector<kq::ActScale> scale;
-};
+using qdot::RoundedX;
 
 template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k) {
@@ -75,7 +72,8 @@ WICK_QUANT_CLONES int dot32(const uint8_t* u, const int8_t* a) {
   return acc;
 }
 
-// Rows [r0, r1) of the weight times every row of x: out[t, r] for t < m. Each block is unpacked
+// Rows [r0, r1) of the weight times every row of x: out[t, r] for t < m; the portable loop, where
+// qdot::simd_rows has no kernel for the machine. Each block is unpacked
 // to bytes and scales once, for every row of x, and unit_dot's formula is repeated over byte arrays that
 // the compiler vectorises (3.5x faster on the K-quants than load_unit + unit_dot per unit here).
 template <QType Q>
@@ -168,7 +166,10 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        parallel_for(rows, 16, [&](int64_t begin, int64_t end) { weight_rows<Q>(blocks, begin, end, cols, rx, m, y, rows); });
+        parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+          if (!qdot::simd_rows(Q, blocks, begin, end, cols, rx, m, y, rows))
+            weight_rows<Q>(blocks, begin, end, cols, rx, m, y, rows);
+        });
       });
       if (!result.empty()) rows::narrow(result.data(), m * rows, out->as<T>());
     } else {
