@@ -198,20 +198,43 @@ TEST(QuantFormats, BlockScalesAreGroupScales) {
   }
 }
 
-// The CPU's SIMD kernels (where this machine has them) and its portable loop take the same integer
-// dot products; only the order of the float sums differs. Every format, every row count they take.
+// Each of the CPU's SIMD kernels that this machine runs takes the same integer dot products as the
+// portable loop; only the order of the float sums differs. Every format, every row count of one
+// call (more rows go through them in tiles, or through the GEMM without them).
 TEST(QuantCpu, SimdAndPortableLoopsAgree) {
-  const int64_t n = 19, k = 512;
+  namespace qdot = cpu::qdot;
+  const int64_t n = 19, k = 512 + 32;  // an odd count of 32-value blocks per row
   const Tensor w = Tensor::from_vector(random_values(n * k, 5), {n, k});
+  auto product = [&](const Tensor& x, const QTensor& qw, qdot::Isa isa) {
+    const qdot::Isa was = qdot::set_isa_limit(isa);
+    std::vector<float> y = quant::qmatmul(x, qw).reshape({x.shape()[0] * n}).to_vector<float>();
+    qdot::set_isa_limit(was);
+    return y;
+  };
   for (QType q : quant::kAllQTypes) {
+    if (k % quant::block_values(q) != 0) continue;
     const QTensor qw = quant::quantize(w, q);
-    for (int64_t m = 1; m <= cpu::qdot::kMaxRows; ++m) {
+    for (int64_t m : {1, 2, 3, 5, 8}) {
       const Tensor x = Tensor::from_vector(random_values(m * k, 200 + m), {m, k});
-      const std::vector<float> simd = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
-      const bool was = cpu::qdot::set_simd(false);
-      const std::vector<float> portable = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
-      cpu::qdot::set_simd(was);
-      EXPECT_LT(relative_error(simd, portable), 1e-10) << q << " m " << m;
+      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
+      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+        if (isa > qdot::best_isa()) continue;
+        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
+      }
+    }
+  }
+  // The K-quants, whose rows here hold 256-value blocks.
+  const int64_t kk = 512;
+  const Tensor wk = Tensor::from_vector(random_values(n * kk, 6), {n, kk});
+  for (QType q : {QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::Q8_K}) {
+    const QTensor qw = quant::quantize(wk, q);
+    for (int64_t m : {1, 4, 7, 8}) {
+      const Tensor x = Tensor::from_vector(random_values(m * kk, 300 + m), {m, kk});
+      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
+      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+        if (isa > qdot::best_isa()) continue;
+        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
+      }
     }
   }
 }

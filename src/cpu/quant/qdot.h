@@ -16,15 +16,34 @@ struct RoundedX {
   std::vector<kernels::quant::ActScale> scale;
 };
 
-// Rows [r0, r1) of the weight w (rows of k values of qtype) times every row of x (m of them, at most
-// kMaxRows): out[t * n + r]. Returns false, doing nothing, where this machine or this build has no
-// SIMD kernel for qtype; the caller then runs the portable loop.
-inline constexpr int64_t kMaxRows = 8;
-bool simd_rows(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x,
-               int64_t m, float* out, int64_t n);
+// Rows of a RoundedX as the kernels read them: row t's bytes at q + t * k, its scales at
+// scale + t * (k / 32).
+struct XRows {
+  const int8_t* q;
+  const kernels::quant::ActScale* scale;
+};
 
-// Testing aid: with false, simd_rows declines every call, so that tests reach the portable loop on a
-// machine with SIMD kernels; true restores it. Returns the previous setting.
-bool set_simd(bool enabled);
+// The instruction sets of the SIMD kernels, in order.
+enum class Isa : int {
+  None,        // no SIMD kernel: the caller's portable loop
+  Avx2,        // AVX2 and FMA: 32 bytes per unit, maddubs + madd
+  Avx512Vnni,  // AVX-512 (F, BW, VL) with VNNI: two units per 64-byte vector, dpbusd
+};
+
+// The best instruction set of this machine (None on other architectures or compilers), and the
+// one simd_rows uses: the best, unless a test lowered the limit.
+Isa best_isa();
+Isa active_isa();
+
+// Testing aid: simd_rows uses no instruction set above `limit` (None: it declines every call), so
+// that tests reach every kernel on one machine. Returns the previous limit.
+Isa set_isa_limit(Isa limit);
+
+// Rows [r0, r1) of the weight w (rows of k values of qtype) times m rows of x (at most kMaxRows):
+// out[t * n + r]. Returns false, doing nothing, where active_isa() is None; the caller then runs
+// the portable loop.
+inline constexpr int64_t kMaxRows = 8;
+bool simd_rows(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, int64_t m,
+               float* out, int64_t n);
 
 }  // namespace wick::cpu::qdot

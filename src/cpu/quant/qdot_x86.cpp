@@ -1,18 +1,26 @@
-// AVX2 products of the block formats with x rounded to 8 bits, chosen at run time on x86-64 CPUs
-// that have AVX2 and FMA. Each unit of 32 weights is unpacked to 32 bytes in a vector register
+// x86-64 products of the block formats with x rounded to 8 bits, chosen at run time: AVX2 with FMA,
+// and AVX-512 with VNNI. Each unit of 32 weights is unpacked to 32 bytes in a vector register
 // (Q4_0, Q8_0, Q4_K, Q5_K and Q6_K with their own shifts and masks; the other formats through
 // kernels/quant.h's group_word), multiplied with each row of x's 32 bytes by maddubs (unsigned times
 // signed bytes, pairs summed to 16 bits, never saturating for these ranges) and madd (to 8 sums of
 // 32 bits: the first 4 cover values 0-15, the last 4 values 16-31), and accumulated in floats per
-// lane with each half's scale. The value is unit_dot's: d_w * d_x * dot - bias * s, summed in another
-// order.
+// lane with each half's scale. The AVX-512 kernel takes two units per 64-byte vector and one dpbusd
+// (unsigned times signed bytes, 4 products summed into 32 bits) in place of maddubs and madd; the
+// signed 8-bit weights are offset by 128 there, the offset's product taken back through x's sums.
+// The value is unit_dot's: d_w * d_x * dot - bias * s, summed in another order.
 #include "cpu/quant/qdot.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WICK_QDOT_X86 1
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized reports
+// once they are inlined here: a false report, silenced for this file from the header on.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #else
 #define WICK_QDOT_X86 0
@@ -21,10 +29,12 @@
 namespace wick::cpu::qdot {
 
 namespace {
-std::atomic<bool> simd_on{true};
+std::atomic<Isa> isa_limit{Isa::Avx512Vnni};
 }  // namespace
 
-bool set_simd(bool enabled) { return simd_on.exchange(enabled); }
+Isa set_isa_limit(Isa limit) { return isa_limit.exchange(limit); }
+
+Isa active_isa() { return std::min(best_isa(), isa_limit.load(std::memory_order_relaxed)); }
 
 #if WICK_QDOT_X86
 
@@ -98,43 +108,47 @@ WICK_AVX2 inline float sum8(__m256 v) {
 // into acc and bias.
 template <QType Q, int M>
 WICK_AVX2 inline void add_unit(const typename kq::Format<Q>::Block& b, int j, kq::GroupScale s0, kq::GroupScale s1,
-                               int64_t unit, int64_t k, const RoundedX& x, __m256* acc, float* bias) {
+                               int64_t unit, int64_t k, XRows x, __m256* acc, float* bias) {
   using F = kq::Format<Q>;
   const int64_t units = k / kq::kUnit;
   const __m256i u = unit_bytes<Q>(b, j);
   const float b0 = kq::group_bias<Q>(s0), b1 = kq::group_bias<Q>(s1);
   for (int t = 0; t < M; ++t) {
-    const kq::ActScale& a = x.scale[static_cast<size_t>(t * units + unit)];
-    const __m256i p = dot_bytes<F::kSigned>(u, load32b(x.q.data() + t * k + unit * kq::kUnit));
+    const kq::ActScale& a = x.scale[t * units + unit];
+    const __m256i p = dot_bytes<F::kSigned>(u, load32b(x.q + t * k + unit * kq::kUnit));
     const __m256 scale = _mm256_set_m128(_mm_set1_ps(s1.d * a.d), _mm_set1_ps(s0.d * a.d));
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[t]);
     bias[t] += b0 * a.s0 + b1 * a.s1;
   }
 }
 
-// Rows [r0, r1) times the M rows of x. A block's group scales are read once; units alternate between
-// two sets of accumulators, so that consecutive units do not wait on each other's sums.
+// Rows [r0, r1) times the M rows of x. A block's group scales are read once. For few rows of x,
+// units alternate between two sets of accumulators, so that consecutive units do not wait on each
+// other's sums; more rows are independent sums already (and two sets would not fit the 16 vector
+// registers).
 template <QType Q, int M>
-WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, float* out,
-                         int64_t n) {
+WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
   using F = kq::Format<Q>;
   constexpr int kUnits = F::kValues / kq::kUnit;
+  constexpr int kSets = M <= 4 ? 2 : 1;
   const int64_t nb = k / F::kValues;
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
   for (int64_t r = r0; r < r1; ++r) {
-    __m256 acc[2][M];
-    float bias[2][M];
-    for (int e = 0; e < 2; ++e)
+    __m256 acc[kSets][M];
+    float bias[kSets][M];
+    for (int e = 0; e < kSets; ++e)
       for (int t = 0; t < M; ++t) acc[e][t] = _mm256_setzero_ps(), bias[e][t] = 0.f;
     const typename F::Block* row = blocks + r * nb;
     if constexpr (kUnits == 1) {
       int64_t i = 0;
-      for (; i + 1 < nb; i += 2) {
-        const kq::GroupScale s = kq::group_scale<Q>(row[i], 0), t = kq::group_scale<Q>(row[i + 1], 0);
-        add_unit<Q, M>(row[i], 0, s, s, i, k, x, acc[0], bias[0]);
-        add_unit<Q, M>(row[i + 1], 0, t, t, i + 1, k, x, acc[1], bias[1]);
+      for (; i + kSets <= nb; i += kSets) {
+#pragma GCC unroll 2
+        for (int e = 0; e < kSets; ++e) {
+          const kq::GroupScale s = kq::group_scale<Q>(row[i + e], 0);
+          add_unit<Q, M>(row[i + e], 0, s, s, i + e, k, x, acc[e], bias[e]);
+        }
       }
-      if (i < nb) {
+      for (; i < nb; ++i) {
         const kq::GroupScale s = kq::group_scale<Q>(row[i], 0);
         add_unit<Q, M>(row[i], 0, s, s, i, k, x, acc[0], bias[0]);
       }
@@ -145,27 +159,123 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, co
         constexpr int kStep = F::kGroup == 32 ? 1 : 2;  // groups per unit
 #pragma GCC unroll 8
         for (int j = 0; j < kUnits; ++j)
-          add_unit<Q, M>(row[i], j, s[kStep * j], s[kStep * j + kStep - 1], i * kUnits + j, k, x, acc[j % 2],
-                         bias[j % 2]);
+          add_unit<Q, M>(row[i], j, s[kStep * j], s[kStep * j + kStep - 1], i * kUnits + j, k, x, acc[j % kSets],
+                         bias[j % kSets]);
       }
     }
-    for (int t = 0; t < M; ++t) out[t * n + r] = sum8(_mm256_add_ps(acc[0][t], acc[1][t])) - (bias[0][t] + bias[1][t]);
+    for (int t = 0; t < M; ++t) {
+      __m256 sum = acc[0][t];
+      float b = bias[0][t];
+      for (int e = 1; e < kSets; ++e) sum = _mm256_add_ps(sum, acc[e][t]), b += bias[e][t];
+      out[t * n + r] = sum8(sum) - b;
+    }
   }
 }
 
-bool has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+#define WICK_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// Units j0 of b0 and j1 of b1 (units `unit` and unit + 1 of the row; s: the scales of their groups,
+// two per unit) times the M rows of x, into acc and bias.
+template <QType Q, int M>
+WICK_AVX512 inline void add_pair(const typename kq::Format<Q>::Block& b0, int j0, const typename kq::Format<Q>::Block& b1,
+                                 int j1, const kq::GroupScale* s, int64_t unit, int64_t k, XRows x, __m512* acc,
+                                 float* bias) {
+  using F = kq::Format<Q>;
+  const int64_t units = k / kq::kUnit;
+  __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(unit_bytes<Q>(b0, j0)), unit_bytes<Q>(b1, j1), 1);
+  float bs[4];
+  for (int e = 0; e < 4; ++e) bs[e] = kq::group_bias<Q>(s[e]);
+  if constexpr (F::kSigned) {  // u + 128, unsigned; the extra 128 * d_w * d_x * sum(q) leaves through the bias
+    u = _mm512_xor_si512(u, _mm512_set1_epi8(static_cast<char>(0x80)));
+    for (int e = 0; e < 4; ++e) bs[e] += 128.f * s[e].d;
+  }
+  const __m128 ws = _mm_setr_ps(s[0].d, s[1].d, s[2].d, s[3].d);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int t = 0; t < M; ++t) {
+    const kq::ActScale& a0 = x.scale[t * units + unit];
+    const kq::ActScale& a1 = x.scale[t * units + unit + 1];
+    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(x.q + t * k + unit * kq::kUnit));
+    const __m128 sc = _mm_mul_ps(ws, _mm_setr_ps(a0.d, a0.d, a1.d, a1.d));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(sc)), acc[t]);
+    bias[t] += (bs[0] * a0.s0 + bs[1] * a0.s1) + (bs[2] * a1.s0 + bs[3] * a1.s1);
+  }
+}
+
+// As rows_avx2, two units at a time; pairs alternate between two sets of accumulators. A row of a
+// 32-value format with an odd count of blocks ends with one unit through the AVX2 step.
+template <QType Q, int M>
+WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  using F = kq::Format<Q>;
+  constexpr int kUnits = F::kValues / kq::kUnit;
+  constexpr int kStep = F::kGroup == 32 ? 1 : 2;  // groups per unit
+  const int64_t nb = k / F::kValues;
+  const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
+  for (int64_t r = r0; r < r1; ++r) {
+    __m512 acc[2][M];
+    float bias[2][M];
+    for (int e = 0; e < 2; ++e)
+      for (int t = 0; t < M; ++t) acc[e][t] = _mm512_setzero_ps(), bias[e][t] = 0.f;
+    const typename F::Block* row = blocks + r * nb;
+    if constexpr (kUnits == 1) {
+      int64_t i = 0;
+      for (; i + 4 <= nb; i += 4) {
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; ++e) {
+          const kq::GroupScale g0 = kq::group_scale<Q>(row[i + 2 * e], 0), g1 = kq::group_scale<Q>(row[i + 2 * e + 1], 0);
+          const kq::GroupScale s[4] = {g0, g0, g1, g1};
+          add_pair<Q, M>(row[i + 2 * e], 0, row[i + 2 * e + 1], 0, s, i + 2 * e, k, x, acc[e], bias[e]);
+        }
+      }
+      __m256 tail[M];
+      float tail_bias[M];
+      for (int t = 0; t < M; ++t) tail[t] = _mm256_setzero_ps(), tail_bias[t] = 0.f;
+      for (; i < nb; ++i) {
+        const kq::GroupScale g = kq::group_scale<Q>(row[i], 0);
+        add_unit<Q, M>(row[i], 0, g, g, i, k, x, tail, tail_bias);
+      }
+      for (int t = 0; t < M; ++t) {
+        acc[0][t] = _mm512_add_ps(acc[0][t], _mm512_castps256_ps512(tail[t]));  // upper half: zero
+        bias[0][t] += tail_bias[t];
+      }
+    } else {
+      for (int64_t i = 0; i < nb; ++i) {
+        kq::GroupScale g[F::kGroups];
+        kq::block_scales<Q>(row[i], g);
+        kq::GroupScale s[kUnits][2];  // the two scales of each unit (one group twice for 32-value groups)
+        for (int j = 0; j < kUnits; ++j) s[j][0] = g[kStep * j], s[j][1] = g[kStep * j + kStep - 1];
+#pragma GCC unroll 4
+        for (int j = 0; j < kUnits; j += 2)
+          add_pair<Q, M>(row[i], j, row[i], j + 1, &s[j][0], i * kUnits + j, k, x, acc[j / 2 % 2], bias[j / 2 % 2]);
+      }
+    }
+    for (int t = 0; t < M; ++t)
+      out[t * n + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) - (bias[0][t] + bias[1][t]);
+  }
 }
 
 }  // namespace
 
-bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
-               float* out, int64_t n) {
-  if (!simd_on.load(std::memory_order_relaxed) || !has_avx2() || m > kMaxRows) return false;
+Isa best_isa() {
+  static const Isa best = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vnni"))
+      return Isa::Avx512Vnni;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+    return Isa::None;
+  }();
+  return best;
+}
+
+bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, int64_t m, float* out,
+               int64_t n) {
+  const Isa isa = active_isa();
+  if (isa == Isa::None || m > kMaxRows) return false;
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     [&]<int... M>(std::integer_sequence<int, M...>) {
-      ((m == M + 1 ? rows_avx2<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      if (isa == Isa::Avx512Vnni)
+        ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      else
+        ((m == M + 1 ? rows_avx2<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
     }(std::make_integer_sequence<int, kMaxRows>{});
   });
   return true;
@@ -173,7 +283,9 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
 
 #else
 
-bool simd_rows(quant::QType, const uint8_t*, int64_t, int64_t, int64_t, const RoundedX&, int64_t, float*, int64_t) {
+Isa best_isa() { return Isa::None; }
+
+bool simd_rows(quant::QType, const uint8_t*, int64_t, int64_t, int64_t, XRows, int64_t, float*, int64_t) {
   return false;
 }
 

@@ -77,7 +77,7 @@ WICK_QUANT_CLONES int dot32(const uint8_t* u, const int8_t* a) {
 // to bytes and scales once, for every row of x, and unit_dot's formula is repeated over byte arrays that
 // the compiler vectorises (3.5x faster on the K-quants than load_unit + unit_dot per unit here).
 template <QType Q>
-void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m, float* out,
+void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, qdot::XRows x, int64_t m, float* out,
                  int64_t n) {
   using F = kq::Format<Q>;
   const int64_t nb = k / F::kValues;
@@ -98,8 +98,8 @@ void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const Roun
         }
       }
       for (int64_t t = 0; t < m; ++t) {
-        const int8_t* a = x.q.data() + t * k + i * F::kValues;
-        const kq::ActScale* as = x.scale.data() + t * (k / 32) + i * kUnits;
+        const int8_t* a = x.q + t * k + i * F::kValues;
+        const kq::ActScale* as = x.scale + t * (k / 32) + i * kUnits;
         float sum = 0.f;
         for (int j = 0; j < kUnits; ++j) {
           if constexpr (F::kGroup == 32) {
@@ -143,8 +143,8 @@ StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t ro
 
 StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
   const int64_t m = x.layout.numel() / cols;
-  if (m > kMaxDotRows) {
-    // Many rows: the weight dequantized once to f32, then the GEMM (OpenBLAS), in f32 throughout.
+  if (m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
+    // Many rows and no SIMD kernels: the weight dequantized once to f32, then the GEMM (OpenBLAS).
     StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
     if (x.dtype == DType::F32) return backend_.matmul(x, View{*wf, wt, DType::F32});
@@ -166,9 +166,15 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
-          if (!qdot::simd_rows(Q, blocks, begin, end, cols, rx, m, y, rows))
-            weight_rows<Q>(blocks, begin, end, cols, rx, m, y, rows);
+        // Each task takes a run of weight rows (kept in cache) through every tile of up to
+        // qdot::kMaxRows rows of x.
+        parallel_for(rows, m > kMaxDotRows ? 64 : 16, [&](int64_t begin, int64_t end) {
+          for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
+            const int64_t tile = std::min(qdot::kMaxRows, m - t0);
+            const qdot::XRows xt{rx.q.data() + t0 * cols, rx.scale.data() + t0 * (cols / kq::kUnit)};
+            if (!qdot::simd_rows(Q, blocks, begin, end, cols, xt, tile, y + t0 * rows, rows))
+              weight_rows<Q>(blocks, begin, end, cols, xt, tile, y + t0 * rows, rows);
+          }
         });
       });
       if (!result.empty()) rows::narrow(result.data(), m * rows, out->as<T>());

@@ -12,7 +12,8 @@ class CpuQuantKernels final : public QuantKernels {
   StoragePtr dequantize(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols, DType dtype) const override;
   StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
 
-  // The most rows of x the integer-dot kernel takes; more go through dequantize and the GEMM.
+  // The most rows of x the portable integer-dot loop takes; more go through dequantize and the GEMM
+  // where the machine has no SIMD kernels (qdot.h), which take any number of rows in tiles.
   static constexpr int64_t kMaxDotRows = 8;
 
  private:
