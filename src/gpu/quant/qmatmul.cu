@@ -1,8 +1,10 @@
 // The GPU kernels of the block formats.
 //   dequantize: one thread per 4 values of a group, ggml's values bit for bit.
-//   qmatmul, few rows of x (decode): x rounded to 8 bits per 32 values, then one group of 32 lanes
-//     per weight row; each lane unpacks a unit of 32 weights once, takes its 4-byte integer dot
-//     products (dp4a / sdot4) with every row of x, and the lanes sum. Each weight byte is read once.
+//   qmatmul, few rows of x (decode): x rounded to 8 bits per 32 values (inside each block, into
+//     shared memory, where it fits), then each group of 32 lanes takes 1 to 4 weight rows at a time,
+//     chunk by chunk through shared memory; each lane unpacks a unit of 32 weights once, takes its
+//     4-byte integer dot products (dp4a / sdot4) with every row of x, and the lanes sum. Each weight
+//     byte is read from memory once.
 //   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM.
 // No kernel depends on the warp or wave size: a group of 32 lanes is a warp on NVIDIA and half a
 // wave on AMD's wave-64 parts.
