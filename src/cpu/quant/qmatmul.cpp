@@ -48,6 +48,9 @@ void dequantize_blocks(const uint8_t* blocks, int64_t nblocks, T* out) {
 
 using qdot::RoundedX;
 
+// Weight bytes a task keeps in cache while every tile of x passes over them.
+constexpr int64_t kRunBytes = 256 * 1024;
+
 template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k) {
   RoundedX r;
@@ -166,14 +169,19 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        // Each task takes a run of weight rows (kept in cache) through every tile of up to
-        // qdot::kMaxRows rows of x.
-        parallel_for(rows, m > kMaxDotRows ? 64 : 16, [&](int64_t begin, int64_t end) {
-          for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
-            const int64_t tile = std::min(qdot::kMaxRows, m - t0);
-            const qdot::XRows xt{rx.q.data() + t0 * cols, rx.scale.data() + t0 * (cols / kq::kUnit)};
-            if (!qdot::simd_rows(Q, blocks, begin, end, cols, xt, tile, y + t0 * rows, rows))
-              weight_rows<Q>(blocks, begin, end, cols, xt, tile, y + t0 * rows, rows);
+        // Each task takes its weight rows in runs of about kRunBytes (kept in the core's cache)
+        // through every tile of up to qdot::kMaxRows rows of x, so that the weight is read from
+        // memory once and x, from the shared cache, once per run.
+        const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(qtype, cols));
+        parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+          for (int64_t r0 = begin; r0 < end; r0 += run) {
+            const int64_t r1 = std::min(end, r0 + run);
+            for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
+              const int64_t tile = std::min(qdot::kMaxRows, m - t0);
+              const qdot::XRows xt{rx.q.data() + t0 * cols, rx.scale.data() + t0 * (cols / kq::kUnit)};
+              if (!qdot::simd_rows(Q, blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows))
+                weight_rows<Q>(blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows);
+            }
           }
         });
       });
