@@ -9,18 +9,23 @@
 
 namespace wick::cpu::qdot {
 
-// x (m, k) rounded per 32 values (kernels/quant.h's quantize_act): q (m * k bytes) and one
-// ActScale per 32.
+// x (m, k) rounded per 32 values (kernels/quant.h's quantize_act): q (m * k bytes), and each unit's
+// ActScale split for vector loads: d (one per unit) and s (s0 and s1 of each unit, in turn).
 struct RoundedX {
   std::vector<int8_t> q;
-  std::vector<kernels::quant::ActScale> scale;
+  std::vector<float> d;
+  std::vector<float> s;
 };
 
-// Rows of a RoundedX as the kernels read them: row t's bytes at q + t * k, its scales at
-// scale + t * (k / 32).
+// Rows of a RoundedX from row t0 on, as the kernels read them: row t's bytes at q + t * k, its
+// units' d at d + t * k / 32 and their s0, s1 at s + 2 * t * k / 32.
 struct XRows {
   const int8_t* q;
-  const kernels::quant::ActScale* scale;
+  const float* d;
+  const float* s;
+
+  XRows(const RoundedX& x, int64_t t0, int64_t k)
+      : q(x.q.data() + t0 * k), d(x.d.data() + t0 * (k / 32)), s(x.s.data() + 2 * t0 * (k / 32)) {}
 };
 
 // The instruction sets of the SIMD kernels, in order.

@@ -104,21 +104,31 @@ WICK_AVX2 inline float sum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The two floats at p as the low half of a vector, the high half zero.
+WICK_AVX2 inline __m128 load2(const float* p) { return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
+WICK_AVX2 inline float sum4(__m128 s) {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // Unit j of block b (unit `unit` of the row, its groups' scales s0 and s1) times the M rows of x,
-// into acc and bias.
+// into acc and bias (bias: lanes 0 and 1 hold the terms of the unit's two halves).
 template <QType Q, int M>
 WICK_AVX2 inline void add_unit(const typename kq::Format<Q>::Block& b, int j, kq::GroupScale s0, kq::GroupScale s1,
-                               int64_t unit, int64_t k, XRows x, __m256* acc, float* bias) {
+                               int64_t unit, int64_t k, XRows x, __m256* acc, __m128* bias) {
   using F = kq::Format<Q>;
   const int64_t units = k / kq::kUnit;
   const __m256i u = unit_bytes<Q>(b, j);
-  const float b0 = kq::group_bias<Q>(s0), b1 = kq::group_bias<Q>(s1);
+  const __m128 bs = _mm_setr_ps(kq::group_bias<Q>(s0), kq::group_bias<Q>(s1), 0.f, 0.f);
   for (int t = 0; t < M; ++t) {
-    const kq::ActScale& a = x.scale[t * units + unit];
+    const int64_t at = t * units + unit;
+    const float d = x.d[at];
     const __m256i p = dot_bytes<F::kSigned>(u, load32b(x.q + t * k + unit * kq::kUnit));
-    const __m256 scale = _mm256_set_m128(_mm_set1_ps(s1.d * a.d), _mm_set1_ps(s0.d * a.d));
+    const __m256 scale = _mm256_set_m128(_mm_set1_ps(s1.d * d), _mm_set1_ps(s0.d * d));
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[t]);
-    bias[t] += b0 * a.s0 + b1 * a.s1;
+    bias[t] = _mm_fmadd_ps(bs, load2(x.s + 2 * at), bias[t]);
   }
 }
 
@@ -135,9 +145,9 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
   for (int64_t r = r0; r < r1; ++r) {
     __m256 acc[kSets][M];
-    float bias[kSets][M];
+    __m128 bias[kSets][M];
     for (int e = 0; e < kSets; ++e)
-      for (int t = 0; t < M; ++t) acc[e][t] = _mm256_setzero_ps(), bias[e][t] = 0.f;
+      for (int t = 0; t < M; ++t) acc[e][t] = _mm256_setzero_ps(), bias[e][t] = _mm_setzero_ps();
     const typename F::Block* row = blocks + r * nb;
     if constexpr (kUnits == 1) {
       int64_t i = 0;
@@ -165,9 +175,9 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
     }
     for (int t = 0; t < M; ++t) {
       __m256 sum = acc[0][t];
-      float b = bias[0][t];
-      for (int e = 1; e < kSets; ++e) sum = _mm256_add_ps(sum, acc[e][t]), b += bias[e][t];
-      out[t * n + r] = sum8(sum) - b;
+      __m128 b = bias[0][t];
+      for (int e = 1; e < kSets; ++e) sum = _mm256_add_ps(sum, acc[e][t]), b = _mm_add_ps(b, bias[e][t]);
+      out[t * n + r] = sum8(sum) - sum4(b);
     }
   }
 }
@@ -175,29 +185,29 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
 #define WICK_AVX512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // Units j0 of b0 and j1 of b1 (units `unit` and unit + 1 of the row; s: the scales of their groups,
-// two per unit) times the M rows of x, into acc and bias.
+// two per unit) times the M rows of x, into acc and bias (bias: one lane per half unit).
 template <QType Q, int M>
 WICK_AVX512 inline void add_pair(const typename kq::Format<Q>::Block& b0, int j0, const typename kq::Format<Q>::Block& b1,
                                  int j1, const kq::GroupScale* s, int64_t unit, int64_t k, XRows x, __m512* acc,
-                                 float* bias) {
+                                 __m128* bias) {
   using F = kq::Format<Q>;
   const int64_t units = k / kq::kUnit;
   __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(unit_bytes<Q>(b0, j0)), unit_bytes<Q>(b1, j1), 1);
-  float bs[4];
-  for (int e = 0; e < 4; ++e) bs[e] = kq::group_bias<Q>(s[e]);
+  __m128 bs = _mm_setr_ps(kq::group_bias<Q>(s[0]), kq::group_bias<Q>(s[1]), kq::group_bias<Q>(s[2]),
+                          kq::group_bias<Q>(s[3]));
+  const __m128 ws = _mm_setr_ps(s[0].d, s[1].d, s[2].d, s[3].d);
   if constexpr (F::kSigned) {  // u + 128, unsigned; the extra 128 * d_w * d_x * sum(q) leaves through the bias
     u = _mm512_xor_si512(u, _mm512_set1_epi8(static_cast<char>(0x80)));
-    for (int e = 0; e < 4; ++e) bs[e] += 128.f * s[e].d;
+    bs = _mm_fmadd_ps(_mm_set1_ps(128.f), ws, bs);
   }
-  const __m128 ws = _mm_setr_ps(s[0].d, s[1].d, s[2].d, s[3].d);
   const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (int t = 0; t < M; ++t) {
-    const kq::ActScale& a0 = x.scale[t * units + unit];
-    const kq::ActScale& a1 = x.scale[t * units + unit + 1];
+    const int64_t at = t * units + unit;
     const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_loadu_si512(x.q + t * k + unit * kq::kUnit));
-    const __m128 sc = _mm_mul_ps(ws, _mm_setr_ps(a0.d, a0.d, a1.d, a1.d));
+    const __m128 d = load2(x.d + at);                        // d of the two units
+    const __m128 sc = _mm_mul_ps(ws, _mm_unpacklo_ps(d, d));  // each half's d_w * d_x
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(sc)), acc[t]);
-    bias[t] += (bs[0] * a0.s0 + bs[1] * a0.s1) + (bs[2] * a1.s0 + bs[3] * a1.s1);
+    bias[t] = _mm_fmadd_ps(bs, _mm_loadu_ps(x.s + 2 * at), bias[t]);
   }
 }
 
@@ -212,9 +222,9 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
   for (int64_t r = r0; r < r1; ++r) {
     __m512 acc[2][M];
-    float bias[2][M];
+    __m128 bias[2][M];
     for (int e = 0; e < 2; ++e)
-      for (int t = 0; t < M; ++t) acc[e][t] = _mm512_setzero_ps(), bias[e][t] = 0.f;
+      for (int t = 0; t < M; ++t) acc[e][t] = _mm512_setzero_ps(), bias[e][t] = _mm_setzero_ps();
     const typename F::Block* row = blocks + r * nb;
     if constexpr (kUnits == 1) {
       int64_t i = 0;
@@ -227,15 +237,15 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
         }
       }
       __m256 tail[M];
-      float tail_bias[M];
-      for (int t = 0; t < M; ++t) tail[t] = _mm256_setzero_ps(), tail_bias[t] = 0.f;
+      __m128 tail_bias[M];
+      for (int t = 0; t < M; ++t) tail[t] = _mm256_setzero_ps(), tail_bias[t] = _mm_setzero_ps();
       for (; i < nb; ++i) {
         const kq::GroupScale g = kq::group_scale<Q>(row[i], 0);
         add_unit<Q, M>(row[i], 0, g, g, i, k, x, tail, tail_bias);
       }
       for (int t = 0; t < M; ++t) {
         acc[0][t] = _mm512_add_ps(acc[0][t], _mm512_castps256_ps512(tail[t]));  // upper half: zero
-        bias[0][t] += tail_bias[t];
+        bias[0][t] = _mm_add_ps(bias[0][t], tail_bias[t]);
       }
     } else {
       for (int64_t i = 0; i < nb; ++i) {
@@ -249,7 +259,7 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
       }
     }
     for (int t = 0; t < M; ++t)
-      out[t * n + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) - (bias[0][t] + bias[1][t]);
+      out[t * n + r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) - sum4(_mm_add_ps(bias[0][t], bias[1][t]));
   }
 }
 

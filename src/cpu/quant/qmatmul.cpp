@@ -55,14 +55,19 @@ template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k) {
   RoundedX r;
   r.q.resize(static_cast<size_t>(m * k));
-  r.scale.resize(static_cast<size_t>(m * k / kq::kUnit));
+  r.d.resize(static_cast<size_t>(m * k / kq::kUnit));
+  r.s.resize(2 * r.d.size());
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) {
       const float* row = rows::widen(x + t * k, k, buf.data());
-      for (int64_t u = 0; u < k / kq::kUnit; ++u)
-        r.scale[static_cast<size_t>(t * (k / kq::kUnit) + u)] =
-            kq::quantize_act(row + kq::kUnit * u, r.q.data() + t * k + kq::kUnit * u);
+      for (int64_t u = 0; u < k / kq::kUnit; ++u) {
+        const kq::ActScale a = kq::quantize_act(row + kq::kUnit * u, r.q.data() + t * k + kq::kUnit * u);
+        const auto at = static_cast<size_t>(t * (k / kq::kUnit) + u);
+        r.d[at] = a.d;
+        r.s[2 * at] = a.s0;
+        r.s[2 * at + 1] = a.s1;
+      }
     }
   });
   return r;
@@ -102,12 +107,13 @@ void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, qdot::XRow
       }
       for (int64_t t = 0; t < m; ++t) {
         const int8_t* a = x.q + t * k + i * F::kValues;
-        const kq::ActScale* as = x.scale + t * (k / 32) + i * kUnits;
+        const float* ad = x.d + t * (k / 32) + i * kUnits;  // the units' d, s0 and s1
+        const float* as = x.s + 2 * (t * (k / 32) + i * kUnits);
         float sum = 0.f;
         for (int j = 0; j < kUnits; ++j) {
           if constexpr (F::kGroup == 32) {
             const int dot = dot32(u + 32 * j, a + 32 * j);
-            sum += s[j].d * as[j].d * static_cast<float>(dot) - kq::group_bias<Q>(s[j]) * (as[j].s0 + as[j].s1);
+            sum += s[j].d * ad[j] * static_cast<float>(dot) - kq::group_bias<Q>(s[j]) * (as[2 * j] + as[2 * j + 1]);
           } else {
             int d0 = 0, d1 = 0;
             for (int e = 0; e < 16; ++e) {
@@ -115,8 +121,8 @@ void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, qdot::XRow
               d1 += static_cast<int8_t>(u[32 * j + 16 + e]) * a[32 * j + 16 + e];
             }
             const kq::GroupScale g0 = s[2 * j], g1 = s[2 * j + 1];
-            sum += as[j].d * (g0.d * static_cast<float>(d0) + g1.d * static_cast<float>(d1)) -
-                   (kq::group_bias<Q>(g0) * as[j].s0 + kq::group_bias<Q>(g1) * as[j].s1);
+            sum += ad[j] * (g0.d * static_cast<float>(d0) + g1.d * static_cast<float>(d1)) -
+                   (kq::group_bias<Q>(g0) * as[2 * j] + kq::group_bias<Q>(g1) * as[2 * j + 1]);
           }
         }
         acc[static_cast<size_t>(t)] += sum;
@@ -178,7 +184,7 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
             const int64_t r1 = std::min(end, r0 + run);
             for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
               const int64_t tile = std::min(qdot::kMaxRows, m - t0);
-              const qdot::XRows xt{rx.q.data() + t0 * cols, rx.scale.data() + t0 * (cols / kq::kUnit)};
+              const qdot::XRows xt(rx, t0, cols);
               if (!qdot::simd_rows(Q, blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows))
                 weight_rows<Q>(blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows);
             }
