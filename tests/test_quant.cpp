@@ -239,6 +239,31 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
   }
 }
 
+// Without SIMD kernels the CPU takes up to 8 rows in its portable loop and more through dequantize
+// and the GEMM: both within the rounding tolerance of the exact product.
+TEST(QuantCpu, PortablePathsMatchTheDequantizedProduct) {
+  const int64_t n = 24, k = 512;
+  const Tensor w = Tensor::from_vector(random_values(n * k, 8), {n, k});
+  const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(cpu::qdot::Isa::None);
+  for (QType q : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q6_K}) {
+    const QTensor qw = quant::quantize(w, q);
+    const Tensor wf = quant::dequantize(qw);
+    for (int64_t m : {3, 13}) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, 400 + m), {m, k});
+      const std::vector<float> got = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+      EXPECT_LT(relative_error(got, x.matmul(wf.t()).reshape({m * n}).to_vector<float>()), 1e-4) << q << " m " << m;
+      if (m > cpu::qdot::kMaxRows && was != cpu::qdot::Isa::None && cpu::qdot::best_isa() != cpu::qdot::Isa::None) {
+        // The limit took effect: the GEMM path leaves x unrounded, unlike the kernels.
+        cpu::qdot::set_isa_limit(was);
+        const std::vector<float> simd = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+        cpu::qdot::set_isa_limit(cpu::qdot::Isa::None);
+        EXPECT_GT(relative_error(simd, got), 1e-9) << q;
+      }
+    }
+  }
+  cpu::qdot::set_isa_limit(was);
+}
+
 // Batch dims and strided views of x, as a model's activations come.
 TEST_P(QuantTest, QmatmulTakesBatchesAndViews) {
   const Device dev = GetParam();
