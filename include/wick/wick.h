@@ -8,6 +8,7 @@
 #include "wick/nn.h"
 #include "wick/nn_options.h"
 #include "wick/ops.h"
+#include "wick/io.h"
 #include "wick/quant.h"
 #include "wick/scalar.h"
 #include "wick/shape.h"

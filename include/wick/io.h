@@ -1,0 +1,145 @@
+// Model files: GGUF (llama.cpp's format: metadata, then tensors of any dtype or block format).
+// Files are untrusted input: every count, length, offset and size is checked before it is used, and
+// a file that breaks its format is a FormatError naming the file, the field and what is wrong; a
+// file that cannot be opened or written is an Error naming the file and the system's reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "wick/error.h"
+#include "wick/quant.h"
+#include "wick/tensor.h"
+
+namespace wick::io {
+
+// A file whose contents break its format: "gguf: <file>: <field>: <what>".
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+
+// ---- GGUF ---------------------------------------------------------------------------------------
+
+// The types of GGUF metadata values, with GGUF's numbers.
+enum class GgufType : uint32_t { U8 = 0, I8, U16, I16, U32, I32, F32, Bool, String, Array, U64, I64, F64 };
+
+std::string_view gguf_type_name(GgufType type);
+
+struct GgufValue;
+
+// An array value: its element type and the elements (each of that type).
+struct GgufArray {
+  GgufType type = GgufType::U8;
+  std::vector<GgufValue> items;
+};
+
+// One metadata value. Integers are held widened (unsigned in `u`, signed in `i`), floats as double;
+// `type` keeps the type the file gave.
+struct GgufValue {
+  GgufType type = GgufType::U8;
+  std::variant<uint64_t, int64_t, double, bool, std::string, GgufArray> value;
+
+  static GgufValue u32(uint32_t v) { return {GgufType::U32, uint64_t{v}}; }
+  static GgufValue u64(uint64_t v) { return {GgufType::U64, v}; }
+  static GgufValue i32(int32_t v) { return {GgufType::I32, int64_t{v}}; }
+  static GgufValue i64(int64_t v) { return {GgufType::I64, v}; }
+  static GgufValue f32(float v) { return {GgufType::F32, double{v}}; }
+  static GgufValue f64(double v) { return {GgufType::F64, v}; }
+  static GgufValue boolean(bool v) { return {GgufType::Bool, v}; }
+  static GgufValue string(std::string v) { return {GgufType::String, std::move(v)}; }
+  static GgufValue array(GgufArray v) { return {GgufType::Array, std::move(v)}; }
+
+  // The value as a signed integer (any integer type whose value fits int64), a float (F32, F64),
+  // a bool, a string or an array; anything else is a FormatError naming `key`.
+  int64_t as_int(std::string_view key = "value") const;
+  double as_float(std::string_view key = "value") const;
+  bool as_bool(std::string_view key = "value") const;
+  const std::string& as_string(std::string_view key = "value") const;
+  const GgufArray& as_array(std::string_view key = "value") const;
+};
+
+// One tensor of a GGUF file. shape is row-major, GGUF's dims reversed: a weight with GGUF dims
+// (cols, rows) has shape {rows, cols}. Exactly one of dtype and qtype is set.
+struct GgufTensor {
+  std::string name;
+  Shape shape;
+  uint32_t ggml_type = 0;
+  std::optional<DType> dtype;
+  std::optional<quant::QType> qtype;
+  int64_t offset = 0;  // from the start of the data section
+  int64_t nbytes = 0;
+};
+
+// A parsed GGUF file (version 2 or 3) over its bytes: the file mapped into memory, or a buffer.
+class GgufFile {
+ public:
+  // Maps the file at `path` and parses it.
+  static GgufFile open(const std::string& path);
+  // Parses `bytes` (kept by the GgufFile); `name` stands for the file in messages.
+  static GgufFile parse(std::vector<uint8_t> bytes, std::string name = "<memory>");
+
+  const std::string& name() const { return name_; }
+  uint32_t version() const { return version_; }
+  int64_t alignment() const { return alignment_; }
+  // The metadata in file order, and the value of one key (nullptr where the file has none).
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  const GgufValue* find(std::string_view key) const;
+  // The tensors in file order, and one by name (nullptr where the file has none).
+  const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  const GgufTensor* find_tensor(std::string_view name) const;
+
+  // A tensor's bytes as the file holds them (valid while this GgufFile or a copy lives).
+  std::span<const uint8_t> data(const GgufTensor& t) const;
+  // A tensor of a dtype (F32, F16, BF16, F64, I8..I64) copied to `device`; DTypeError for a block
+  // format (use qtensor).
+  Tensor tensor(const GgufTensor& t, Device device = Device::cpu()) const;
+  // A 2-D tensor of a block format as a QTensor on `device`; DTypeError for a dtype.
+  quant::QTensor qtensor(const GgufTensor& t, Device device = Device::cpu()) const;
+
+ private:
+  struct Bytes;
+  GgufFile() = default;
+  void parse_all();
+
+  std::shared_ptr<const Bytes> bytes_;
+  std::string name_;
+  uint32_t version_ = 0;
+  int64_t alignment_ = 32;
+  int64_t data_start_ = 0;
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::vector<GgufTensor> tensors_;
+};
+
+// Builds a GGUF file (version 3): metadata in the order set, tensors in the order added.
+class GgufWriter {
+ public:
+  // Sets `key` (replacing an earlier value of it). "general.alignment" (U32, a power of two) sets
+  // the data alignment, 32 by default.
+  void set(std::string key, GgufValue value);
+  // Adds a tensor (any dtype GGUF has: F32, F16, BF16, F64, I8, I16, I32, I64; rank 1 to 4) or a
+  // block-format weight; the bytes are copied now. ShapeError for a name used twice.
+  void add(std::string name, const Tensor& t);
+  void add(std::string name, const quant::QTensor& t);
+  // The file's bytes, and the file written to `path`.
+  std::vector<uint8_t> bytes() const;
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> dims;  // GGUF order (ne0 first)
+    uint32_t ggml_type;
+    std::vector<uint8_t> data;
+  };
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::vector<Entry> tensors_;
+};
+
+}  // namespace wick::io

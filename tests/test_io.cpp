@@ -1,0 +1,242 @@
+// GGUF files (include/wick/io.h): written and read back (mapped and from memory), every metadata
+// type, tensors of every dtype GGUF has and of block formats; and hostile files (every truncation,
+// and each field broken on purpose) as FormatErrors that name the file and the field.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "test_util.h"
+#include "wick/io.h"
+
+namespace wick::test {
+namespace {
+
+using io::FormatError;
+using io::GgufArray;
+using io::GgufFile;
+using io::GgufType;
+using io::GgufValue;
+using io::GgufWriter;
+
+// A file name under the temp dir, removed when the test ends.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& stem) : path_(testing::TempDir() + stem + "-" + std::to_string(getpid()) + ".gguf") {}
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<float> ramp(int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>((i * 7919) % 1000) / 1000.f - scale / 2;
+  return v;
+}
+
+GgufWriter sample_writer() {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("llama"));
+  w.set("u8", {GgufType::U8, uint64_t{200}});
+  w.set("i8", {GgufType::I8, int64_t{-100}});
+  w.set("u16", {GgufType::U16, uint64_t{60000}});
+  w.set("i16", {GgufType::I16, int64_t{-30000}});
+  w.set("u32", GgufValue::u32(4000000000u));
+  w.set("i32", GgufValue::i32(-2000000000));
+  w.set("f32", GgufValue::f32(0.1f));
+  w.set("bool", GgufValue::boolean(true));
+  w.set("u64", GgufValue::u64(uint64_t{1} << 63));
+  w.set("i64", GgufValue::i64(-(int64_t{1} << 62)));
+  w.set("f64", GgufValue::f64(-2.5e300));
+  GgufArray tokens{GgufType::String, {}};
+  for (const char* s : {"<s>", "</s>", "\xe2\x96\x81hello", ""}) tokens.items.push_back(GgufValue::string(s));
+  w.set("tokenizer.ggml.tokens", GgufValue::array(tokens));
+  GgufArray nested{GgufType::Array, {GgufValue::array({GgufType::I32, {GgufValue::i32(1), GgufValue::i32(-2)}})}};
+  w.set("nested", GgufValue::array(nested));
+  w.add("a.weight", Tensor::from_vector(ramp(6 * 64, 2.f), {6, 64}));
+  w.add("b.bias", Tensor::from_vector(ramp(5, 1.f), {5}).to_dtype(DType::F16));
+  w.add("c.cube", Tensor::from_vector(ramp(2 * 3 * 4, 1.f), {2, 3, 4}).to_dtype(DType::BF16));
+  w.add("d.ids", Tensor::from_vector(std::vector<int32_t>{1, -2, 3}, {3}));
+  w.add("e.q4k", quant::quantize(Tensor::from_vector(ramp(3 * 256, 1.f), {3, 256}), quant::QType::Q4_K));
+  w.add("f.q8", quant::quantize(Tensor::from_vector(ramp(2 * 64, 1.f), {2, 64}), quant::QType::Q8_0));
+  return w;
+}
+
+void expect_sample(const GgufFile& f) {
+  EXPECT_EQ(f.version(), 3u);
+  EXPECT_EQ(f.alignment(), 32);
+  ASSERT_EQ(f.metadata().size(), 14u);
+  EXPECT_EQ(f.metadata()[0].first, "general.architecture");
+  EXPECT_EQ(f.find("general.architecture")->as_string(), "llama");
+  EXPECT_EQ(f.find("u8")->as_int(), 200);
+  EXPECT_EQ(f.find("i8")->as_int(), -100);
+  EXPECT_EQ(f.find("u16")->as_int(), 60000);
+  EXPECT_EQ(f.find("i16")->as_int(), -30000);
+  EXPECT_EQ(f.find("u32")->as_int(), 4000000000);
+  EXPECT_EQ(f.find("i32")->as_int(), -2000000000);
+  EXPECT_EQ(f.find("f32")->as_float(), static_cast<double>(0.1f));
+  EXPECT_EQ(f.find("f32")->type, GgufType::F32);
+  EXPECT_TRUE(f.find("bool")->as_bool());
+  EXPECT_EQ(std::get<uint64_t>(f.find("u64")->value), uint64_t{1} << 63);
+  WICK_EXPECT_ERROR(f.find("u64")->as_int("u64"), FormatError, "u64", "2^63");
+  EXPECT_EQ(f.find("i64")->as_int(), -(int64_t{1} << 62));
+  EXPECT_EQ(f.find("f64")->as_float(), -2.5e300);
+  const GgufArray& tokens = f.find("tokenizer.ggml.tokens")->as_array();
+  ASSERT_EQ(tokens.items.size(), 4u);
+  EXPECT_EQ(tokens.items[2].as_string(), "\xe2\x96\x81hello");
+  EXPECT_EQ(tokens.items[3].as_string(), "");
+  EXPECT_EQ(f.find("nested")->as_array().items[0].as_array().items[1].as_int(), -2);
+  WICK_EXPECT_ERROR(f.find("u8")->as_string("u8"), FormatError, "u8", "string");
+  EXPECT_EQ(f.find("missing"), nullptr);
+
+  ASSERT_EQ(f.tensors().size(), 6u);
+  for (const io::GgufTensor& t : f.tensors()) EXPECT_EQ(t.offset % f.alignment(), 0) << t.name;
+  const io::GgufTensor* a = f.find_tensor("a.weight");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->shape, Shape({6, 64}));
+  EXPECT_EQ(a->dtype, DType::F32);
+  EXPECT_EQ(f.tensor(*a).to_vector<float>(), ramp(6 * 64, 2.f));
+  const Tensor bias = f.tensor(*f.find_tensor("b.bias"));
+  EXPECT_EQ(bias.dtype(), DType::F16);
+  EXPECT_EQ(bias.to_dtype(DType::F32).to_vector<float>(), Tensor::from_vector(ramp(5, 1.f), {5}).to_dtype(DType::F16).to_dtype(DType::F32).to_vector<float>());
+  const Tensor cube = f.tensor(*f.find_tensor("c.cube"));
+  EXPECT_EQ(cube.shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(cube.dtype(), DType::BF16);
+  EXPECT_EQ(f.tensor(*f.find_tensor("d.ids")).to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
+  const io::GgufTensor* q = f.find_tensor("e.q4k");
+  EXPECT_EQ(q->qtype, quant::QType::Q4_K);
+  EXPECT_EQ(q->ggml_type, 12u);
+  EXPECT_EQ(q->shape, Shape({3, 256}));
+  const quant::QTensor qt = f.qtensor(*q);
+  const quant::QTensor want = quant::quantize(Tensor::from_vector(ramp(3 * 256, 1.f), {3, 256}), quant::QType::Q4_K);
+  EXPECT_EQ(qt.bytes().to_vector<uint8_t>(), want.bytes().to_vector<uint8_t>());
+  WICK_EXPECT_ERROR(f.tensor(*q), DTypeError, "e.q4k", "q4_k", "qtensor");
+  WICK_EXPECT_ERROR(f.qtensor(*a), DTypeError, "a.weight", "f32");
+}
+
+TEST(Gguf, WrittenFilesReadBackMappedAndFromMemory) {
+  const GgufWriter w = sample_writer();
+  TempFile file("wick-io");
+  w.write(file.path());
+  expect_sample(GgufFile::open(file.path()));
+  expect_sample(GgufFile::parse(w.bytes(), "sample"));
+}
+
+TEST(Gguf, AlignmentIsKept) {
+  GgufWriter w;
+  w.set("general.alignment", GgufValue::u32(256));
+  w.add("x", Tensor::from_vector(ramp(3, 1.f), {3}));
+  w.add("y", Tensor::from_vector(ramp(5, 1.f), {5}));
+  const GgufFile f = GgufFile::parse(w.bytes());
+  EXPECT_EQ(f.alignment(), 256);
+  EXPECT_EQ(f.find_tensor("y")->offset, 256);
+  EXPECT_EQ(f.tensor(*f.find_tensor("y")).to_vector<float>(), ramp(5, 1.f));
+  GgufWriter bad;
+  bad.set("general.alignment", GgufValue::u32(48));
+  WICK_EXPECT_ERROR(bad.bytes(), FormatError, "general.alignment", "48");
+}
+
+TEST(Gguf, EveryTruncationIsAFormatError) {
+  GgufWriter w = sample_writer();
+  w.add("z.last", Tensor::from_vector(ramp(8, 1.f), {8}));  // 32 bytes: the file ends with its data
+  const std::vector<uint8_t> whole = w.bytes();
+  EXPECT_EQ(GgufFile::parse(whole).tensors().size(), 7u);
+  for (size_t n = 0; n < whole.size(); ++n) {
+    WICK_EXPECT_ERROR(GgufFile::parse(std::vector<uint8_t>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n)), "cut.gguf"),
+                      FormatError, "gguf: cut.gguf: ");
+  }
+}
+
+// Builds GGUF bytes field by field, for files broken on purpose.
+struct Builder {
+  std::vector<uint8_t> b;
+  template <typename T>
+  Builder& put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof v);
+    return *this;
+  }
+  Builder& str(const std::string& s) {
+    put<uint64_t>(s.size());
+    b.insert(b.end(), s.begin(), s.end());
+    return *this;
+  }
+  Builder& header(uint64_t tensors, uint64_t kvs, uint32_t version = 3) {
+    return put<uint32_t>(0x46554747).put<uint32_t>(version).put<uint64_t>(tensors).put<uint64_t>(kvs);
+  }
+  // A tensor info: name, dims (GGUF order), ggml type, offset.
+  Builder& tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
+    str(name).put<uint32_t>(static_cast<uint32_t>(dims.size()));
+    for (uint64_t d : dims) put<uint64_t>(d);
+    return put<uint32_t>(type).put<uint64_t>(offset);
+  }
+  // Zero padding to 32, then `n` data bytes.
+  Builder& data(size_t n) {
+    b.resize((b.size() + 31) / 32 * 32 + n, 7);
+    return *this;
+  }
+  GgufFile parse() const { return GgufFile::parse(b, "bad.gguf"); }
+};
+
+TEST(Gguf, BrokenFieldsAreNamed) {
+  EXPECT_EQ(Builder().header(1, 0).tensor("t", {4}, 0, 0).data(16).parse().tensors().size(), 1u);
+  WICK_EXPECT_ERROR(Builder().put<uint32_t>(0x46554746).put<uint32_t>(3).parse(), FormatError, "bad.gguf", "magic");
+  WICK_EXPECT_ERROR(Builder().header(0, 0, 1).parse(), FormatError, "version", "1");
+  WICK_EXPECT_ERROR(Builder().header(0, 0, 4).parse(), FormatError, "version", "4");
+  WICK_EXPECT_ERROR(Builder().header(uint64_t{1} << 62, 0).parse(), FormatError, "tensor count", "cannot fit");
+  WICK_EXPECT_ERROR(Builder().header(0, ~uint64_t{0}).parse(), FormatError, "metadata count", "cannot fit");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).put<uint64_t>(uint64_t{1} << 40).put<uint64_t>(0).parse(), FormatError, "metadata entry 0",
+                    "cannot fit");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0).parse(), FormatError, "k", "unknown value type 13");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("flag").put<uint32_t>(7).put<uint8_t>(2).parse(), FormatError, "flag", "bool byte 2");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("s").put<uint32_t>(8).put<uint64_t>(100).parse(), FormatError, "s", "count 100");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("a").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(uint64_t{1} << 60).parse(), FormatError, "a", "cannot fit");
+  {
+    Builder many;  // an array of more small items than the reader holds
+    many.header(0, 1).str("many").put<uint32_t>(9).put<uint32_t>(0).put<uint64_t>((uint64_t{1} << 24) + 1);
+    many.b.resize(many.b.size() + (size_t{1} << 24) + 1, 1);
+    WICK_EXPECT_ERROR(many.parse(), FormatError, "many", "metadata values");
+  }
+  WICK_EXPECT_ERROR(Builder().header(0, 2).str("k").put<uint32_t>(4).put<uint32_t>(1).str("k").put<uint32_t>(4).put<uint32_t>(1).parse(),
+                    FormatError, "k", "twice");
+  {
+    Builder deep;  // arrays of arrays past the nesting limit
+    deep.header(0, 1).str("deep").put<uint32_t>(9);
+    for (int i = 0; i < 6; ++i) deep.put<uint32_t>(9).put<uint64_t>(1);
+    deep.put<uint32_t>(0).put<uint64_t>(0);
+    WICK_EXPECT_ERROR(deep.parse(), FormatError, "deep", "nested");
+  }
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("general.alignment").put<uint32_t>(4).put<uint32_t>(24).parse(), FormatError,
+                    "general.alignment", "power of two");
+  WICK_EXPECT_ERROR(Builder().header(0, 1).str("general.alignment").put<uint32_t>(10).put<uint64_t>(32).parse(), FormatError,
+                    "general.alignment", "u64");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {}, 0, 0).data(0).parse(), FormatError, "t", "0 dims");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {1, 1, 1, 1, 1}, 0, 0).data(4).parse(), FormatError, "t", "5 dims");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {uint64_t{1} << 40, uint64_t{1} << 40}, 0, 0).data(0).parse(), FormatError, "t",
+                    "too many elements");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {~uint64_t{0}}, 0, 0).data(0).parse(), FormatError, "t", "dim 0");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {4}, 99, 0).data(16).parse(), FormatError, "t", "ggml type 99");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {4}, 0, 8).data(64).parse(), FormatError, "t", "offset 8");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {4}, 0, 32).data(16).parse(), FormatError, "t", "pass its end");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {1024}, 0, 0).data(16).parse(), FormatError, "t", "pass its end");
+  WICK_EXPECT_ERROR(Builder().header(1, 0).tensor("t", {48, 2}, 2, 0).data(64).parse(), FormatError, "t", "q4_0 blocks");
+  WICK_EXPECT_ERROR(Builder().header(2, 0).tensor("t", {16}, 0, 0).tensor("u", {4}, 0, 32).data(64).parse(), FormatError, "u",
+                    "overlap", "t");
+  WICK_EXPECT_ERROR(Builder().header(2, 0).tensor("t", {4}, 0, 0).tensor("t", {4}, 0, 32).data(64).parse(), FormatError, "t", "twice");
+}
+
+TEST(Gguf, FilesThatCannotBeOpenedAreErrors) {
+  WICK_EXPECT_ERROR(GgufFile::open("/nonexistent/model.gguf"), Error, "/nonexistent/model.gguf");
+  WICK_EXPECT_ERROR(GgufFile::open(testing::TempDir()), Error, "not a regular file");
+  TempFile empty("wick-empty");
+  GgufWriter().write(empty.path());
+  EXPECT_TRUE(GgufFile::open(empty.path()).tensors().empty());
+  std::FILE* f = std::fopen(empty.path().c_str(), "wb");
+  std::fclose(f);
+  WICK_EXPECT_ERROR(GgufFile::open(empty.path()), FormatError, empty.path(), "magic");
+}
+
+}  // namespace
+}  // namespace wick::test
