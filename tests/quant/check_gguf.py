@@ -99,6 +99,15 @@ class Wick:
                  f"quant_io dequantize {name_of(qtype)}")
         return np.fromfile(dst, dtype=np.float32).reshape(rows, cols)
 
+    def gguf_list(self, path):
+        dst = os.path.join(self.scratch, "listing.txt")
+        run_tool([self.quant_io, "gguf-list", path, dst], f"quant_io gguf-list {os.path.basename(path)}")
+        with open(dst) as f:
+            return f.read().splitlines()
+
+    def gguf_copy(self, path, dst):
+        run_tool([self.quant_io, "gguf-copy", path, dst], f"quant_io gguf-copy {os.path.basename(path)}")
+
 
 class Ggml:
     """ggml's C reference from libggml-base through ctypes, in a child process: an assertion inside
@@ -481,11 +490,62 @@ def sse(values, original):
     return float(np.dot(d, d))
 
 
+def checksum(data):
+    """quant_io's checksum of a tensor's bytes: sum of b[i] * (i % 251 + 1) modulo 2^64."""
+    b = np.asarray(data).reshape(-1).view(np.uint8).astype(np.uint64)
+    return int((b * (np.arange(b.size, dtype=np.uint64) % np.uint64(251) + np.uint64(1))).sum(dtype=np.uint64))
+
+
+def gguf_listing(reader):
+    """What gguf.GGUFReader reads of a file, in quant_io gguf-list's form."""
+    lines = []
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        count = len(field.data) if field.types[0] == gguf.GGUFValueType.ARRAY else 1
+        lines.append(f"kv {name} {WICK_VALUE_TYPES[field.types[0]]} {count}")
+    for t in reader.tensors:
+        dims = ",".join(str(int(d)) for d in reversed(list(t.shape)))
+        lines.append(f"tensor {t.name} {int(t.tensor_type)} {dims} {int(t.n_bytes)} {checksum(t.data)}")
+    return lines
+
+
+WICK_VALUE_TYPES = {gguf.GGUFValueType.UINT8: "u8", gguf.GGUFValueType.INT8: "i8", gguf.GGUFValueType.UINT16: "u16",
+                    gguf.GGUFValueType.INT16: "i16", gguf.GGUFValueType.UINT32: "u32", gguf.GGUFValueType.INT32: "i32",
+                    gguf.GGUFValueType.FLOAT32: "f32", gguf.GGUFValueType.BOOL: "bool",
+                    gguf.GGUFValueType.STRING: "string", gguf.GGUFValueType.ARRAY: "array",
+                    gguf.GGUFValueType.UINT64: "u64", gguf.GGUFValueType.INT64: "i64", gguf.GGUFValueType.FLOAT64: "f64"}
+
+
+def check_gguf_files(tally, wick, path, label):
+    """wick's GGUF reader against gguf.GGUFReader on one file, then the file read and written back by
+    wick and read by gguf.GGUFReader: the same metadata keys, types and counts, and the same tensors,
+    byte for byte."""
+    theirs = gguf_listing(gguf.GGUFReader(path))
+    try:
+        mine = wick.gguf_list(path)
+    except RuntimeError as e:
+        tally.check(False, f"{label}: {e}")
+        return
+    tally.check(mine == theirs, f"{label}: wick reads {len(mine)} entries, gguf.GGUFReader {len(theirs)}; first difference "
+                f"{next(((a, b) for a, b in zip(mine, theirs) if a != b), None)}")
+    copy = path + ".wick.gguf"
+    try:
+        wick.gguf_copy(path, copy)
+    except RuntimeError as e:
+        tally.check(False, f"{label}: {e}")
+        return
+    again = gguf_listing(gguf.GGUFReader(copy))
+    tally.check(again == theirs, f"{label}: wick's rewrite reads differently in gguf.GGUFReader; first difference "
+                f"{next(((a, b) for a, b in zip(again, theirs) if a != b), None)}")
+
+
 def check_llama_quantize(tally, wick, llama_quantize, scratch, rng):
     print(f"-- llama-quantize ({llama_quantize}), a 2-layer llama model of random f32 weights")
     tensors, hp = llama_tensors(rng)
     src = os.path.join(scratch, "model-f32.gguf")
     write_model(src, tensors, hp)
+    check_gguf_files(tally, wick, src, "f32 file")
     wick_blocks = {}  # (tensor, type) -> wick's blocks of its f32 weights, the same in every file type
     for ftype in LLAMA_FTYPES:
         dst = os.path.join(scratch, f"model-{ftype}.gguf")
@@ -494,6 +554,7 @@ def check_llama_quantize(tally, wick, llama_quantize, scratch, rng):
         except RuntimeError as e:
             tally.check(False, str(e))
             continue
+        check_gguf_files(tally, wick, dst, f"{ftype} file")
         # Per tensor type of this file: tensors, blocks, identical blocks, values, dequantization
         # failures, squared errors of wick's and llama-quantize's blocks.
         by_type = {}

@@ -1,8 +1,12 @@
-// A command-line bridge to wick's quantizer and dequantizer over raw files, for the external check
-// against python3-gguf's gguf.quants and llama-quantize (tests/quant/check_gguf.py):
+// A command-line bridge to wick's quantizer, dequantizer and GGUF reader and writer, for the external
+// check against python3-gguf and llama-quantize (tests/quant/check_gguf.py):
 //   quant_io quantize   QTYPE ROWS COLS IN.f32 OUT.blocks
 //   quant_io dequantize QTYPE ROWS COLS IN.blocks OUT.f32 [DEVICE]
-// Files are raw little-endian arrays: f32 values row by row, or the blocks as GGUF stores them.
+//   quant_io gguf-list  IN.gguf OUT.txt     what wick reads: one line per metadata entry
+//                                           ("kv KEY TYPE COUNT") and per tensor ("tensor NAME
+//                                           GGML_TYPE DIMS NBYTES CHECKSUM"), DIMS row-major
+//   quant_io gguf-copy  IN.gguf OUT.gguf    read with wick, written back with wick's writer
+// Raw files are little-endian arrays: f32 values row by row, or the blocks as GGUF stores them.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "wick/io.h"
 #include "wick/quant.h"
 
 namespace {
@@ -26,12 +31,60 @@ void write_file(const std::string& path, const void* data, size_t n) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+// A position-weighted sum of a tensor's bytes, sum of b[i] * (i % 251 + 1) modulo 2^64: what numpy
+// computes in one line on the other side.
+uint64_t checksum(std::span<const uint8_t> bytes) {
+  uint64_t h = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) h += uint64_t{bytes[i]} * (i % 251 + 1);
+  return h;
+}
+
+void gguf_list(const std::string& in, const std::string& out) {
+  const wick::io::GgufFile f = wick::io::GgufFile::open(in);
+  std::ofstream o(out);
+  for (const auto& [key, v] : f.metadata()) {
+    const auto* a = std::get_if<wick::io::GgufArray>(&v.value);
+    o << "kv " << key << " " << wick::io::gguf_type_name(v.type) << " " << (a ? a->items.size() : 1) << "\n";
+  }
+  for (const wick::io::GgufTensor& t : f.tensors()) {
+    o << "tensor " << t.name << " " << t.ggml_type << " ";
+    for (int i = 0; i < t.shape.rank(); ++i) o << (i ? "," : "") << t.shape[i];
+    o << " " << t.nbytes << " " << checksum(f.data(t)) << "\n";
+  }
+  if (!o) throw std::runtime_error("cannot write " + out);
+}
+
+void gguf_copy(const std::string& in, const std::string& out) {
+  const wick::io::GgufFile f = wick::io::GgufFile::open(in);
+  wick::io::GgufWriter w;
+  for (const auto& [key, v] : f.metadata()) w.set(key, v);
+  for (const wick::io::GgufTensor& t : f.tensors()) {
+    if (t.qtype)
+      w.add(t.name, f.qtensor(t));
+    else
+      w.add(t.name, f.tensor(t));
+  }
+  w.write(out);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace wick;
+  if (argc == 4 && (std::string(argv[1]) == "gguf-list" || std::string(argv[1]) == "gguf-copy")) {
+    try {
+      if (std::string(argv[1]) == "gguf-list")
+        gguf_list(argv[2], argv[3]);
+      else
+        gguf_copy(argv[2], argv[3]);
+    } catch (const std::exception& e) {
+      std::cerr << "quant_io: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   if (argc < 7) {
-    std::cerr << "usage: quant_io quantize|dequantize QTYPE ROWS COLS IN OUT [DEVICE]\n";
+    std::cerr << "usage: quant_io quantize|dequantize QTYPE ROWS COLS IN OUT [DEVICE], or gguf-list|gguf-copy IN OUT\n";
     return 2;
   }
   try {
