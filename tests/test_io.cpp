@@ -227,6 +227,22 @@ TEST(Gguf, BrokenFieldsAreNamed) {
   WICK_EXPECT_ERROR(Builder().header(2, 0).tensor("t", {4}, 0, 0).tensor("t", {4}, 0, 32).data(64).parse(), FormatError, "t", "twice");
 }
 
+// Many small entries (as a hostile file may hold) parse in time linear in their number: keys and
+// names are checked for repeats through an index.
+TEST(Gguf, ManySmallEntriesParse) {
+  constexpr int kEntries = 300000;
+  Builder b;
+  b.header(0, kEntries);
+  for (int i = 0; i < kEntries; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof key, "k%d", i);
+    b.str(key).put<uint32_t>(0).put<uint8_t>(static_cast<uint8_t>(i));
+  }
+  const GgufFile f = b.parse();
+  ASSERT_EQ(f.metadata().size(), static_cast<size_t>(kEntries));
+  EXPECT_EQ(f.find("k123457")->as_int(), 123457 % 256);
+}
+
 TEST(Gguf, FilesThatCannotBeOpenedAreErrors) {
   WICK_EXPECT_ERROR(GgufFile::open("/nonexistent/model.gguf"), Error, "/nonexistent/model.gguf");
   WICK_EXPECT_ERROR(GgufFile::open(testing::TempDir()), Error, "not a regular file");

@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -115,6 +116,7 @@ class GgufFile {
   int64_t data_start_ = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<GgufTensor> tensors_;
+  std::unordered_map<std::string, size_t> key_index_, tensor_index_;  // positions in the vectors
 };
 
 // Builds a GGUF file (version 3): metadata in the order set, tensors in the order added.

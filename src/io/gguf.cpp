@@ -256,7 +256,7 @@ void GgufFile::parse_all() {
   for (int64_t i = 0; i < kv_count; ++i) {
     const std::string field = detail::str_cat("metadata entry ", i);
     std::string key = c.string(field);
-    if (find(key) != nullptr) fail(name_, key, "the key appears twice");
+    if (!key_index_.emplace(key, metadata_.size()).second) fail(name_, key, "the key appears twice");
     const uint32_t t = c.read<uint32_t>(key);
     if (!known(t)) fail(name_, key, detail::str_cat("unknown value type ", t));
     GgufValue v = c.value(static_cast<GgufType>(t), key, 0);
@@ -273,7 +273,7 @@ void GgufFile::parse_all() {
   for (int64_t i = 0; i < tensor_count; ++i) {
     GgufTensor t;
     t.name = c.string(detail::str_cat("tensor ", i, " name"));
-    if (find_tensor(t.name) != nullptr) fail(name_, t.name, "the tensor name appears twice");
+    if (!tensor_index_.emplace(t.name, tensors_.size()).second) fail(name_, t.name, "the tensor name appears twice");
     const std::string& f = t.name;
     const uint32_t dims = c.read<uint32_t>(f);
     if (dims < 1 || dims > kMaxDims) fail(name_, f, detail::str_cat(dims, " dims (1 to ", kMaxDims, " allowed)"));
@@ -327,15 +327,13 @@ void GgufFile::parse_all() {
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {
-  for (const auto& [k, v] : metadata_)
-    if (k == key) return &v;
-  return nullptr;
+  const auto it = key_index_.find(std::string(key));
+  return it == key_index_.end() ? nullptr : &metadata_[it->second].second;
 }
 
 const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
-  for (const GgufTensor& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = tensor_index_.find(std::string(name));
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
 std::span<const uint8_t> GgufFile::data(const GgufTensor& t) const {
