@@ -114,6 +114,19 @@ void quantize_q8(const float* x, Block& b) {
 // ---- K-quant helpers (ggml's make_qx_quants, make_q3_quants, make_qkx2_quants) ----------------
 // Levels -nmax .. nmax-1 (stored + nmax) for n values, the scale refined over 18 trial inverse
 // scales to minimise the error weighted by x^2 (rmse_type 1, no importance weights).
+// The first of v[0..n) with the largest magnitude (0 when every one is 0 or NaN), as ggml picks the
+// scale a K-quant block's scales are measured against.
+float largest_magnitude(const float* v, int n) {
+  float best = 0.f, best_abs = 0.f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > best_abs) {
+      best_abs = std::fabs(v[i]);
+      best = v[i];
+    }
+  }
+  return best;
+}
+
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
   float max, amax;
   signed_max(x, n, max, amax);
@@ -346,14 +359,8 @@ void quantize_q2_k(const float* x, kq::BlockQ2_K& b) {
 void quantize_q3_k(const float* x, kq::BlockQ3_K& b) {
   int8_t L[256];
   float scales[16];
-  float max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) {
-      amax = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  for (int j = 0; j < 16; ++j) scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+  const float max_scale = largest_magnitude(scales, 16);
   std::memset(b.scales, 0, sizeof b.scales);
   if (max_scale != 0.f) {
     const float iscale = -32.f / max_scale;
@@ -390,15 +397,9 @@ void quantize_q3_k(const float* x, kq::BlockQ3_K& b) {
 void quantize_q6_k(const float* x, kq::BlockQ6_K& b) {
   int8_t L[256];
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int g = 0; g < 16; ++g) {
-    scales[g] = make_qx_quants(16, 32, x + 16 * g, L + 16 * g);
-    if (std::fabs(scales[g]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[g]);
-      max_scale = scales[g];
-    }
-  }
-  if (max_abs_scale < 1e-15f) {
+  for (int g = 0; g < 16; ++g) scales[g] = make_qx_quants(16, 32, x + 16 * g, L + 16 * g);
+  const float max_scale = largest_magnitude(scales, 16);
+  if (std::fabs(max_scale) < 1e-15f) {
     std::memset(&b, 0, sizeof b);
     return;
   }
