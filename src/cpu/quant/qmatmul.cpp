@@ -1,6 +1,8 @@
 // The CPU kernels of the block formats: dequantize, and the product x W^T with x rounded to 8 bits
 // per 32 values (kernels/quant.h's quantize_act) and integer dot products against the weight's
-// unpacked bytes, multithreaded over weight rows. Each block is unpacked once for all rows of x.
+// unpacked bytes, multithreaded over weight rows: the SIMD kernels of qdot.h where the machine has
+// them (chosen at run time there), else a portable loop that unpacks each block once for all rows
+// of x.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -11,12 +13,6 @@
 #include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
 #include "kernels/quant.h"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
-#define WICK_QUANT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define WICK_QUANT_CLONES
-#endif
 
 namespace wick::cpu {
 
@@ -74,7 +70,7 @@ RoundedX round_x(const T* x, int64_t m, int64_t k) {
 }
 
 // The integer dot product of 32 bytes: u the weight's (below 128), a the activations'.
-WICK_QUANT_CLONES int dot32(const uint8_t* u, const int8_t* a) {
+int dot32(const uint8_t* u, const int8_t* a) {
   int acc = 0;
   for (int i = 0; i < 32; ++i) acc += static_cast<int8_t>(u[i]) * a[i];
   return acc;
