@@ -1,4 +1,5 @@
 // GPU devices, memory, host transfers and the device-side error record.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -38,6 +39,15 @@ GpuBackend::GpuBackend(int index) : index_(index) {
 std::string GpuBackend::name() const { return device().to_string(); }
 
 void GpuBackend::activate() const { WICK_GPU_CHECK(set_device(index_)); }
+
+int GpuBackend::blocks_per_sm(const void* kernel, int threads, size_t shared) const {
+  const std::lock_guard lock(occupancy_mutex_);
+  const auto key = std::make_tuple(kernel, threads, shared);
+  if (auto it = occupancy_.find(key); it != occupancy_.end()) return it->second;
+  int n = 0;
+  WICK_GPU_CHECK(kernel_blocks_per_sm(&n, kernel, threads, shared));
+  return occupancy_[key] = std::max(n, 1);
+}
 
 // ---- memory -----------------------------------------------------------------------------------
 

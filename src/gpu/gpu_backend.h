@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "backend/backend.h"
 #include "backend/random_streams.h"
@@ -57,6 +58,10 @@ class GpuBackend final : public Backend {
   const DeviceProps& props() const { return props_; }
   // Makes this backend's device current on the calling thread.
   void activate() const;
+  // How many blocks of `threads` threads and `shared` bytes of dynamic shared memory of `kernel`
+  // one multiprocessor of this device holds at once (at least 1); asked of the runtime once per
+  // kernel and size, then remembered, so that launchers may ask on every call.
+  int blocks_per_sm(const void* kernel, int threads, size_t shared) const;
   // The seed and a fresh stream number of the random generator.
   RandomStreams::Draw next_random_stream() { return random_.next(); }
 
@@ -82,6 +87,8 @@ class GpuBackend final : public Backend {
   std::map<void*, size_t> guarded_;
   int64_t guard_violations_ = 0;
   RandomStreams random_;
+  mutable std::mutex occupancy_mutex_;
+  mutable std::map<std::tuple<const void*, int, size_t>, int> occupancy_;
   bool conv_own_path_ = false;
   AttentionPath attention_path_ = AttentionPath::Library;
   const GpuNnKernels nn_{*this};

@@ -405,11 +405,7 @@ void launch_rows(const nn::AttentionGeom& g, GpuBackend& b, int64_t rows_kv) {
   using M = kernels::opmath_t<T>;
   constexpr int C = kRowsKeys<R, P>;
   const auto kernel = attention_rows_kernel<T, R, P, C>;
-  static const int per_sm = [&] {
-    int n = 0;
-    WICK_GPU_CHECK(kernel_blocks_per_sm(&n, reinterpret_cast<const void*>(kernel), kRowsBlock, 0));
-    return std::max(n, 1);
-  }();
+  const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(kernel), kRowsBlock, 0);
   const int64_t capacity = int64_t(per_sm) * std::max(1, b.props().multiprocessors);
   RowsPlan pl{};
   pl.groups = (rows_kv + R - 1) / R;

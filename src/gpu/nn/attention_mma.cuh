@@ -414,11 +414,7 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
   const int threads = Tile::W * props.warp_size;
   if (smem > props.shared_per_block)
     WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
-  static const int per_sm = [&] {
-    int n = 0;
-    WICK_GPU_CHECK(kernel_blocks_per_sm(&n, reinterpret_cast<const void*>(kernel), threads, smem));
-    return std::max(n, 1);
-  }();
+  const int per_sm = backend.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
   MmaParams p{};
   p.scale_log2 = static_cast<float>(g.scale * 1.4426950408889634);
   p.log2e = 1.4426950408889634f;
