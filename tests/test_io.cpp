@@ -124,6 +124,27 @@ TEST(Gguf, WrittenFilesReadBackMappedAndFromMemory) {
   expect_sample(GgufFile::parse(w.bytes(), "sample"));
 }
 
+// On the CPU a tensor aliases the file's mapping: two reads of one entry share their elements, a
+// write reaches neither the file nor a later mapping of it, and the tensors outlive the GgufFile.
+TEST(Gguf, CpuTensorsAliasThePrivateMapping) {
+  TempFile file("wick-alias");
+  sample_writer().write(file.path());
+  Tensor first, second;
+  quant::QTensor blocks;
+  {
+    const GgufFile f = GgufFile::open(file.path());
+    first = f.tensor(*f.find_tensor("a.weight"));
+    second = f.tensor(*f.find_tensor("a.weight"));
+    blocks = f.qtensor(*f.find_tensor("f.q8"));
+  }
+  first.copy_from(Tensor::full({6, 64}, 3.f));
+  EXPECT_EQ(second.to_vector<float>(), std::vector<float>(6 * 64, 3.f));
+  EXPECT_EQ(blocks.bytes().to_vector<uint8_t>(),
+            quant::quantize(Tensor::from_vector(ramp(2 * 64, 1.f), {2, 64}), quant::QType::Q8_0).bytes().to_vector<uint8_t>());
+  const GgufFile again = GgufFile::open(file.path());
+  EXPECT_EQ(again.tensor(*again.find_tensor("a.weight")).to_vector<float>(), ramp(6 * 64, 2.f));
+}
+
 TEST(Gguf, AlignmentIsKept) {
   GgufWriter w;
   w.set("general.alignment", GgufValue::u32(256));

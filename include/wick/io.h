@@ -20,6 +20,10 @@
 
 namespace wick::io {
 
+namespace impl {
+struct FileBytes;
+}
+
 // A file whose contents break its format: "gguf: <file>: <field>: <what>".
 class FormatError : public Error {
  public:
@@ -98,18 +102,20 @@ class GgufFile {
 
   // A tensor's bytes as the file holds them (valid while this GgufFile or a copy lives).
   std::span<const uint8_t> data(const GgufTensor& t) const;
-  // A tensor of a dtype (F32, F16, BF16, F64, I8..I64) copied to `device`; DTypeError for a block
-  // format (use qtensor).
+  // A tensor of a dtype (F32, F16, BF16, F64, I16, I32, I64) on `device`; DTypeError for a block
+  // format (use qtensor). On the CPU the tensor aliases the file's mapping without a copy (writes to
+  // it stay in this process: the mapping is private) and keeps the mapping alive; two tensors read
+  // from one entry share their elements. On a GPU the bytes are copied to the device.
   Tensor tensor(const GgufTensor& t, Device device = Device::cpu()) const;
-  // A 2-D tensor of a block format as a QTensor on `device`; DTypeError for a dtype.
+  // A tensor of a block format (rank 1 or 2) as a QTensor on `device`, its blocks shared with the
+  // mapping on the CPU as tensor() does; DTypeError for a dtype.
   quant::QTensor qtensor(const GgufTensor& t, Device device = Device::cpu()) const;
 
  private:
-  struct Bytes;
   GgufFile() = default;
   void parse_all();
 
-  std::shared_ptr<const Bytes> bytes_;
+  std::shared_ptr<const impl::FileBytes> bytes_;
   std::string name_;
   uint32_t version_ = 0;
   int64_t alignment_ = 32;

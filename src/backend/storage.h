@@ -1,5 +1,6 @@
 // A block of device (or host) memory owned by a Backend. Tensors share Storage through
-// shared_ptr; the Backend that made it frees it.
+// shared_ptr; the Backend that made it frees it. A Storage may instead borrow memory that
+// something else owns (a mapped model file): it then keeps that owner alive and frees nothing.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,10 @@ class Backend;
 class Storage {
  public:
   Storage(Backend* backend, void* data, size_t nbytes) : backend_(backend), data_(data), nbytes_(nbytes) {}
+  // Memory of `backend`'s device that `owner` owns: kept alive while the Storage lives, never
+  // released to the backend.
+  Storage(Backend* backend, void* data, size_t nbytes, std::shared_ptr<const void> owner)
+      : backend_(backend), data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,6 +38,7 @@ class Storage {
   Backend* backend_;
   void* data_;
   size_t nbytes_;
+  std::shared_ptr<const void> owner_;
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

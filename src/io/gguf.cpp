@@ -4,18 +4,12 @@
 // u32 ggml type, u64 offset); padding to the alignment; the data section. Strings are a u64 length
 // and bytes. Every count and length is checked against the bytes left before anything is sized by
 // it, so a hostile file costs no more memory than its own size.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "core/checked.h"
 #include "core/dispatch.h"
+#include "io/file_bytes.h"
 #include "wick/io.h"
 
 namespace wick::io {
@@ -186,56 +180,17 @@ const GgufArray& GgufValue::as_array(std::string_view key) const {
 
 // ---- reading ------------------------------------------------------------------------------------
 
-// The file's bytes: a read-only mapping, or a buffer the GgufFile owns.
-struct GgufFile::Bytes {
-  const uint8_t* data = nullptr;
-  int64_t size = 0;
-  void* map = nullptr;
-  std::vector<uint8_t> owned;
-
-  Bytes() = default;
-  Bytes(const Bytes&) = delete;
-  Bytes& operator=(const Bytes&) = delete;
-  ~Bytes() {
-    if (map != nullptr) munmap(map, static_cast<size_t>(size));
-  }
-};
-
 GgufFile GgufFile::open(const std::string& path) {
-  auto bytes = std::make_shared<Bytes>();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(detail::str_cat("gguf: cannot open ", path, ": ", std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const int e = errno;
-    ::close(fd);
-    throw Error(detail::str_cat("gguf: ", path, " is not a regular file", e != 0 ? ": " : "", e != 0 ? std::strerror(e) : ""));
-  }
-  bytes->size = static_cast<int64_t>(st.st_size);
-  if (bytes->size > 0) {
-    void* p = mmap(nullptr, static_cast<size_t>(bytes->size), PROT_READ, MAP_PRIVATE, fd, 0);
-    const int e = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) throw Error(detail::str_cat("gguf: cannot map ", path, ": ", std::strerror(e)));
-    bytes->map = p;
-    bytes->data = static_cast<const uint8_t*>(p);
-  } else {
-    ::close(fd);
-  }
   GgufFile f;
-  f.bytes_ = std::move(bytes);
+  f.bytes_ = impl::FileBytes::map(path, "gguf");
   f.name_ = path;
   f.parse_all();
   return f;
 }
 
 GgufFile GgufFile::parse(std::vector<uint8_t> data, std::string name) {
-  auto bytes = std::make_shared<Bytes>();
-  bytes->owned = std::move(data);
-  bytes->data = bytes->owned.data();
-  bytes->size = static_cast<int64_t>(bytes->owned.size());
   GgufFile f;
-  f.bytes_ = std::move(bytes);
+  f.bytes_ = impl::FileBytes::own(std::move(data));
   f.name_ = std::move(name);
   f.parse_all();
   return f;
@@ -342,14 +297,14 @@ std::span<const uint8_t> GgufFile::data(const GgufTensor& t) const {
 
 Tensor GgufFile::tensor(const GgufTensor& t, Device device) const {
   if (!t.dtype) throw DTypeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": a ", quant::qtype_name(*t.qtype), " tensor (read it with qtensor)"));
-  return Tensor::from_data(data(t).data(), t.shape.numel(), *t.dtype, t.shape, device);
+  return impl::tensor_over(bytes_, data(t).data(), *t.dtype, t.shape, device);
 }
 
 quant::QTensor GgufFile::qtensor(const GgufTensor& t, Device device) const {
   if (!t.qtype) throw DTypeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": a ", *t.dtype, " tensor (read it with tensor)"));
   if (t.shape.rank() > 2) throw ShapeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": shape ", t.shape, " is not 2-D"));
   const int64_t cols = t.shape.back(), rows = t.shape.rank() == 2 ? t.shape[0] : 1;
-  return quant::QTensor::from_blocks(*t.qtype, rows, cols, data(t).data(), t.nbytes, device);
+  return quant::QTensor(*t.qtype, rows, cols, impl::tensor_over(bytes_, data(t).data(), DType::U8, Shape({t.nbytes}), device));
 }
 
 // ---- writing ------------------------------------------------------------------------------------
@@ -467,13 +422,6 @@ std::vector<uint8_t> GgufWriter::bytes() const {
   return out;
 }
 
-void GgufWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> b = bytes();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw Error(detail::str_cat("gguf: cannot write ", path, ": ", std::strerror(errno)));
-  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  f.close();
-  if (!f) throw Error(detail::str_cat("gguf: writing ", path, " failed: ", std::strerror(errno)));
-}
+void GgufWriter::write(const std::string& path) const { impl::write_file(path, bytes(), "gguf"); }
 
 }  // namespace wick::io
