@@ -1,11 +1,14 @@
-// GGUF files (include/wick/io.h): written and read back (mapped and from memory), every metadata
-// type, tensors of every dtype GGUF has and of block formats; and hostile files (every truncation,
-// and each field broken on purpose) as FormatErrors that name the file and the field.
+// Model files (include/wick/io.h), GGUF and safetensors: written and read back (mapped and from
+// memory), every metadata type, tensors of every dtype each format has (and GGUF's block formats),
+// sharded safetensors checkpoints; and hostile files (every truncation, and each field broken on
+// purpose) as FormatErrors that name the file and the field.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
 
+#include "core/dispatch.h"
 #include "test_util.h"
 #include "wick/io.h"
 
@@ -22,7 +25,8 @@ using io::GgufWriter;
 // A file name under the temp dir, removed when the test ends.
 class TempFile {
  public:
-  explicit TempFile(const std::string& stem) : path_(testing::TempDir() + stem + "-" + std::to_string(getpid()) + ".gguf") {}
+  explicit TempFile(const std::string& stem, const std::string& ext = ".gguf")
+      : path_(testing::TempDir() + stem + "-" + std::to_string(getpid()) + ext) {}
   ~TempFile() { std::remove(path_.c_str()); }
   const std::string& path() const { return path_; }
 
@@ -273,6 +277,235 @@ TEST(Gguf, FilesThatCannotBeOpenedAreErrors) {
   std::FILE* f = std::fopen(empty.path().c_str(), "wb");
   std::fclose(f);
   WICK_EXPECT_ERROR(GgufFile::open(empty.path()), FormatError, empty.path(), "magic");
+}
+
+}  // namespace
+}  // namespace wick::test
+
+// ---- safetensors --------------------------------------------------------------------------------
+
+namespace wick::test {
+namespace {
+
+using io::SafetensorsCheckpoint;
+using io::SafetensorsFile;
+using io::SafetensorsWriter;
+
+// A tensor of every dtype wick has, with values that differ element to element.
+std::vector<std::pair<std::string, Tensor>> every_dtype() {
+  std::vector<std::pair<std::string, Tensor>> ts;
+  const Tensor base = Tensor::from_vector(ramp(2 * 3 * 5, 8.f), {2, 3, 5});
+  for (DType dt : kAllDTypes) ts.emplace_back(detail::str_cat("t.", dt), base.to_dtype(dt));
+  ts.emplace_back("scalar", Tensor::from_vector(std::vector<float>{1.5f}, Shape(std::vector<int64_t>{})));
+  ts.emplace_back("empty", Tensor::zeros({0, 3}, DType::BF16));
+  return ts;
+}
+
+// The elements of t as raw bytes, for exact comparison of any dtype.
+std::vector<uint8_t> raw(const Tensor& t) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(t.numel() * dtype_size(t.dtype())));
+  dispatch(t.dtype(), [&]<typename T>() {
+    const std::vector<T> v = t.to_vector<T>();
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  });
+  return bytes;
+}
+
+void expect_every_dtype(const SafetensorsFile& f) {
+  const auto want = every_dtype();
+  ASSERT_EQ(f.tensors().size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const io::SafetensorsTensor& t = f.tensors()[i];
+    EXPECT_EQ(t.name, want[i].first);
+    EXPECT_EQ(t.shape, want[i].second.shape()) << t.name;
+    EXPECT_EQ(t.dtype, want[i].second.dtype()) << t.name;
+    const Tensor got = f.tensor(t);
+    EXPECT_EQ(got.shape(), want[i].second.shape()) << t.name;
+    EXPECT_EQ(raw(got), raw(want[i].second)) << t.name;
+  }
+  EXPECT_EQ(f.find_tensor("t.bf16")->dtype_name, "BF16");
+  EXPECT_EQ(f.find_tensor("t.f8e4m3")->dtype_name, "F8_E4M3");
+  EXPECT_EQ(f.find_tensor("nosuch"), nullptr);
+  ASSERT_EQ(f.metadata().size(), 2u);
+  EXPECT_EQ(*f.find("format"), "pt");
+  EXPECT_EQ(f.find("missing"), nullptr);
+}
+
+SafetensorsWriter every_dtype_writer() {
+  SafetensorsWriter w;
+  w.set("format", "pt");
+  w.set("note", "\xc3\xa9t\xc3\xa9");
+  for (const auto& [name, t] : every_dtype()) w.add(name, t);
+  return w;
+}
+
+TEST(Safetensors, WrittenFilesReadBackMappedAndFromMemory) {
+  const SafetensorsWriter w = every_dtype_writer();
+  const std::vector<uint8_t> bytes = w.bytes();
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), 8);
+  EXPECT_EQ(header % 8, 0u);
+  EXPECT_EQ(bytes[8], '{');
+  TempFile file("wick-st", ".safetensors");
+  w.write(file.path());
+  expect_every_dtype(SafetensorsFile::open(file.path()));
+  expect_every_dtype(SafetensorsFile::parse(bytes, "sample"));
+  EXPECT_EQ(*SafetensorsFile::parse(bytes).find("note"), "\xc3\xa9t\xc3\xa9");
+  WICK_EXPECT_ERROR(SafetensorsWriter().add("__metadata__", Tensor::zeros({1})), ShapeError, "__metadata__");
+  SafetensorsWriter twice;
+  twice.add("a", Tensor::zeros({1}));
+  WICK_EXPECT_ERROR(twice.add("a", Tensor::zeros({1})), ShapeError, "twice");
+}
+
+// A tensor whose offset is not aligned for its dtype (after an odd count of 2-byte values) reads
+// back right: copied, where an aligned one aliases the mapping.
+TEST(Safetensors, UnalignedTensorsAreCopied) {
+  SafetensorsWriter w;
+  w.add("half", Tensor::from_vector(ramp(3, 1.f), {3}).to_dtype(DType::F16));
+  w.add("wide", Tensor::from_vector(std::vector<double>{1.25, -2.5}, {2}));
+  const SafetensorsFile f = SafetensorsFile::parse(w.bytes());
+  EXPECT_EQ(f.find_tensor("wide")->offset, 6);
+  EXPECT_EQ(f.tensor(*f.find_tensor("wide")).to_vector<double>(), (std::vector<double>{1.25, -2.5}));
+}
+
+// safetensors bytes from a header written by hand, the data section `data` bytes of 7.
+std::vector<uint8_t> st_bytes(const std::string& header, size_t data, uint64_t size_field = ~uint64_t{0}) {
+  std::vector<uint8_t> b(8);
+  const uint64_t n = size_field == ~uint64_t{0} ? header.size() : size_field;
+  std::memcpy(b.data(), &n, 8);
+  b.insert(b.end(), header.begin(), header.end());
+  b.resize(b.size() + data, 7);
+  return b;
+}
+
+SafetensorsFile st_parse(const std::string& header, size_t data, uint64_t size_field = ~uint64_t{0}) {
+  return SafetensorsFile::parse(st_bytes(header, data, size_field), "bad.safetensors");
+}
+
+TEST(Safetensors, DtypesWickLacksAreListedNotRead) {
+  const SafetensorsFile f = st_parse(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]},)"
+                                     R"("q":{"dtype":"I8","shape":[2],"data_offsets":[3,5]}})",
+                                     5);
+  EXPECT_EQ(f.find_tensor("m")->dtype, std::nullopt);
+  EXPECT_EQ(f.find_tensor("q")->nbytes, 2);
+  WICK_EXPECT_ERROR(f.tensor(*f.find_tensor("q")), DTypeError, "bad.safetensors", "q", "I8");
+}
+
+TEST(Safetensors, EveryTruncationIsAFormatError) {
+  const std::vector<uint8_t> whole = every_dtype_writer().bytes();
+  for (size_t n = 0; n < whole.size(); ++n) {
+    WICK_EXPECT_ERROR(SafetensorsFile::parse(std::vector<uint8_t>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(n)), "cut"),
+                      FormatError, "safetensors: cut: ");
+  }
+}
+
+TEST(Safetensors, BrokenFieldsAreNamed) {
+  const std::string one = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_EQ(st_parse(one, 8).tensors().size(), 1u);
+  EXPECT_EQ(st_parse(one + "   ", 8).tensors().size(), 1u);  // padding
+  WICK_EXPECT_ERROR(st_parse(one, 8, uint64_t{1} << 40), FormatError, "bad.safetensors", "header size", "at most");
+  WICK_EXPECT_ERROR(st_parse(one, 8, one.size() + 9), FormatError, "header size", "past the end");
+  WICK_EXPECT_ERROR(st_parse("[1, 2]", 0), FormatError, "header", "not a JSON object");
+  WICK_EXPECT_ERROR(st_parse(R"({"t": )", 0), FormatError, "header", "not JSON");
+  WICK_EXPECT_ERROR(st_parse("{\"t\":\"\xff\"}", 0), FormatError, "header", "not JSON");
+  WICK_EXPECT_ERROR(st_parse(R"({"a":{"b":{"c":{"d":[]}}}})", 0), FormatError, "header", "nest");
+  WICK_EXPECT_ERROR(st_parse("{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", 0), FormatError, "nest");
+  WICK_EXPECT_ERROR(st_parse(R"({"__metadata__":[]})", 0), FormatError, "__metadata__", "not an object");
+  WICK_EXPECT_ERROR(st_parse(R"({"__metadata__":{"k":1}})", 0), FormatError, "__metadata__.k", "not a string");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":3})", 0), FormatError, "t", "not an object");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"shape":[2],"data_offsets":[0,8]}})", 8), FormatError, "t", "dtype");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","data_offsets":[0,8]}})", 8), FormatError, "t", "shape");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2]}})", 8), FormatError, "t", "data_offsets");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}})", 8), FormatError, "t", "data_offsets");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F31","shape":[2],"data_offsets":[0,8]}})", 8), FormatError, "t", "unknown dtype \"F31\"");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), FormatError, "t", "-2", "not a count");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", 8), FormatError, "t", "not a count");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", 8), FormatError, "t", "not a count");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", 8), FormatError, "t",
+                    "not a count");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", 8), FormatError, "t",
+                    "too many elements");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,8]}})", 8), ShapeError, "t",
+                    "overflows");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), FormatError, "t", "end before");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,12]}})", 12), FormatError, "t", "hold 12 bytes", "needs 8");
+  WICK_EXPECT_ERROR(st_parse(one, 12), FormatError, "data section", "holds 12");
+  WICK_EXPECT_ERROR(st_parse(one, 4), FormatError, "data section", "holds 4");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12), FormatError, "t", "a gap");
+  WICK_EXPECT_ERROR(st_parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"u":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12),
+                    FormatError, "u", "overlap");
+}
+
+// A directory for a sharded checkpoint, removed (with its files) when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = testing::TempDir() + "wick-ckpt-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    if (DIR* d = opendir(path_.c_str())) {
+      while (const dirent* e = readdir(d))
+        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") std::remove((path_ + "/" + e->d_name).c_str());
+      closedir(d);
+    }
+    rmdir(path_.c_str());
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+  void write(const std::string& name, const std::string& text) const {
+    std::FILE* f = std::fopen(file(name).c_str(), "wb");
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+
+ private:
+  std::string path_;
+};
+
+TEST(Safetensors, ShardedCheckpoints) {
+  TempDir dir;
+  SafetensorsWriter a, b;
+  a.add("embed", Tensor::from_vector(ramp(12, 1.f), {3, 4}));
+  a.add("norm", Tensor::from_vector(ramp(4, 2.f), {4}).to_dtype(DType::BF16));
+  b.add("head", Tensor::from_vector(ramp(8, 3.f), {2, 4}));
+  a.write(dir.file("model-00001-of-00002.safetensors"));
+  b.write(dir.file("model-00002-of-00002.safetensors"));
+  dir.write("model.safetensors.index.json", R"({"metadata": {"total_size": 80}, "weight_map": {
+      "embed": "model-00001-of-00002.safetensors", "head": "model-00002-of-00002.safetensors",
+      "norm": "model-00001-of-00002.safetensors"}})");
+  for (const std::string& path : {dir.path(), dir.path() + "/", dir.file("model.safetensors.index.json")}) {
+    const SafetensorsCheckpoint c = SafetensorsCheckpoint::open(path);
+    EXPECT_EQ(c.files().size(), 2u);
+    EXPECT_EQ(c.tensor_names(), (std::vector<std::string>{"embed", "norm", "head"}));
+    EXPECT_EQ(c.tensor("head").to_vector<float>(), ramp(8, 3.f));
+    EXPECT_EQ(c.tensor("norm").dtype(), DType::BF16);
+    const SafetensorsFile* file = nullptr;
+    EXPECT_EQ(c.find_tensor("embed", &file)->shape, Shape({3, 4}));
+    EXPECT_EQ(file->name(), dir.file("model-00001-of-00002.safetensors"));
+    EXPECT_EQ(c.find_tensor("nosuch"), nullptr);
+    WICK_EXPECT_ERROR(c.tensor("nosuch"), Error, "model.safetensors.index.json", "no tensor named nosuch");
+  }
+  const SafetensorsCheckpoint one = SafetensorsCheckpoint::open(dir.file("model-00002-of-00002.safetensors"));
+  EXPECT_EQ(one.tensor_names(), std::vector<std::string>{"head"});
+
+  auto index = [&](const std::string& text) {
+    dir.write("bad.json", text);
+    return SafetensorsCheckpoint::open(dir.file("bad.json"));
+  };
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"head": "../model-00002-of-00002.safetensors"}})"), FormatError, "bad.json", "head",
+                    "not a file name");
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"head": ".."}})"), FormatError, "head", "not a file name");
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"head": 3}})"), FormatError, "head", "not a string");
+  WICK_EXPECT_ERROR(index(R"({"metadata": {}})"), FormatError, "weight_map");
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"head": "model-00001-of-00002.safetensors"}})"), FormatError, "head", "does not hold it");
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"head": "missing.safetensors"}})"), Error, "missing.safetensors");
+  a.write(dir.file("copy.safetensors"));
+  WICK_EXPECT_ERROR(index(R"({"weight_map": {"embed": "model-00001-of-00002.safetensors", "norm": "copy.safetensors"}})"), FormatError,
+                    "embed", "in two shards");
+  WICK_EXPECT_ERROR(index("not json"), FormatError, "bad.json", "not JSON");
+  TempDir empty;
+  WICK_EXPECT_ERROR(SafetensorsCheckpoint::open(empty.path()), Error, "neither");
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// Model files: GGUF (llama.cpp's format: metadata, then tensors of any dtype or block format).
+// Model files: GGUF (llama.cpp's format: metadata, then tensors of any dtype or block format) and
+// safetensors (the format of Hugging Face checkpoints: a JSON header, then the tensors' bytes), one
+// file or a checkpoint sharded over several.
 // Files are untrusted input: every count, length, offset and size is checked before it is used, and
 // a file that breaks its format is a FormatError naming the file, the field and what is wrong; a
 // file that cannot be opened or written is an Error naming the file and the system's reason.
@@ -24,7 +26,7 @@ namespace impl {
 struct FileBytes;
 }
 
-// A file whose contents break its format: "gguf: <file>: <field>: <what>".
+// A file whose contents break its format: "<format>: <file>: <field>: <what>".
 class FormatError : public Error {
  public:
   using Error::Error;
@@ -147,6 +149,106 @@ class GgufWriter {
     std::vector<uint8_t> data;
   };
   std::vector<std::pair<std::string, GgufValue>> metadata_;
+  std::vector<Entry> tensors_;
+};
+
+// ---- safetensors --------------------------------------------------------------------------------
+
+// One tensor of a safetensors file. `dtype_name` is the file's ("F32", "BF16", "I8", ...); `dtype`
+// is wick's, where wick has that dtype (BOOL, I8, U16, U64 and F8_E5M2 tensors are listed and
+// checked, but tensor() refuses them).
+struct SafetensorsTensor {
+  std::string name;
+  Shape shape;
+  std::string dtype_name;
+  std::optional<DType> dtype;
+  int64_t offset = 0;  // from the start of the data section
+  int64_t nbytes = 0;
+};
+
+// A parsed safetensors file over its bytes: the file mapped into memory, or a buffer.
+class SafetensorsFile {
+ public:
+  // Maps the file at `path` and parses it.
+  static SafetensorsFile open(const std::string& path);
+  // Parses `bytes` (kept by the SafetensorsFile); `name` stands for the file in messages.
+  static SafetensorsFile parse(std::vector<uint8_t> bytes, std::string name = "<memory>");
+
+  const std::string& name() const { return name_; }
+  // The header's "__metadata__" (string to string) in file order, and one key's value (nullptr
+  // where there is none).
+  const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
+  const std::string* find(std::string_view key) const;
+  // The tensors in header order, and one by name (nullptr where the file has none).
+  const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
+  const SafetensorsTensor* find_tensor(std::string_view name) const;
+
+  // A tensor's bytes as the file holds them (valid while this SafetensorsFile or a copy lives).
+  std::span<const uint8_t> data(const SafetensorsTensor& t) const;
+  // The tensor on `device`: on the CPU it aliases the mapping as GgufFile::tensor does (where the
+  // bytes are aligned for the dtype; else a copy), on a GPU the bytes are copied. DTypeError for a
+  // dtype wick does not have.
+  Tensor tensor(const SafetensorsTensor& t, Device device = Device::cpu()) const;
+
+ private:
+  SafetensorsFile() = default;
+  void parse_all();
+
+  std::shared_ptr<const impl::FileBytes> bytes_;
+  std::string name_;
+  int64_t data_start_ = 0;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  std::vector<SafetensorsTensor> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// A checkpoint: one safetensors file, or the shards that a "model.safetensors.index.json" names
+// in its "weight_map".
+class SafetensorsCheckpoint {
+ public:
+  // `path` is a .safetensors file, an index (.json), or a directory holding
+  // model.safetensors.index.json or model.safetensors. An index's shards are files of the index's
+  // directory (a shard named with a path, "." or ".." is a FormatError); each shard must hold the
+  // tensors the weight map assigns to it, and no tensor may appear in two shards.
+  static SafetensorsCheckpoint open(const std::string& path);
+
+  const std::string& name() const { return name_; }
+  const std::vector<SafetensorsFile>& files() const { return files_; }
+  // Every tensor's name, shard by shard in header order.
+  std::vector<std::string> tensor_names() const;
+  // A tensor's entry and its file (nullptr where no shard has it).
+  const SafetensorsTensor* find_tensor(std::string_view name, const SafetensorsFile** file = nullptr) const;
+  // The tensor on `device`, as SafetensorsFile::tensor gives it; an Error naming the checkpoint
+  // where no shard has it.
+  Tensor tensor(std::string_view name, Device device = Device::cpu()) const;
+
+ private:
+  std::string name_;
+  std::vector<SafetensorsFile> files_;
+  std::unordered_map<std::string, std::pair<size_t, size_t>> index_;  // file, tensor
+};
+
+// Builds a safetensors file: "__metadata__" entries in the order set, tensors in the order added,
+// the header padded with spaces to a multiple of 8 bytes.
+class SafetensorsWriter {
+ public:
+  // Sets a "__metadata__" entry (replacing an earlier value of `key`).
+  void set(std::string key, std::string value);
+  // Adds a tensor of any dtype and rank (the bytes are copied now). ShapeError for a name used
+  // twice or the name "__metadata__".
+  void add(std::string name, const Tensor& t);
+  // The file's bytes, and the file written to `path`.
+  std::vector<uint8_t> bytes() const;
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    std::string dtype_name;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  std::vector<std::pair<std::string, std::string>> metadata_;
   std::vector<Entry> tensors_;
 };
 
