@@ -1,5 +1,5 @@
 // The GPU kernels of the block formats.
-//   dequantize: one thread per 4 values of a group, ggml's values bit for bit.
+//   dequantize: one thread per 16 values of a group, ggml's values bit for bit.
 //   qmatmul, few rows of x (decode): x rounded to 8 bits per 32 values (inside each block, into
 //     shared memory, where it fits), then each group of 32 lanes takes 1 to 4 weight rows at a time,
 //     chunk by chunk through shared memory; each lane unpacks a unit of 32 weights once, takes its
@@ -41,35 +41,44 @@ constexpr int kLanes = 32;  // lanes per weight row
 
 // ---- dequantize -------------------------------------------------------------------------------
 
-// One thread per 4 values (a group word), so that neighbouring lanes write neighbouring values.
+// One thread per kDequantWords group words (16 values, within one group: every format's groups hold
+// 16 or 32 values), so that the group's scales are unpacked once per 16 values and each thread
+// writes 32 (16-bit T) or 64 (f32) contiguous bytes as 16-byte stores.
+constexpr int kDequantWords = 4;
+
 template <QType Q, typename T>
-__global__ __launch_bounds__(kThreads) void dequantize_kernel(const uint8_t* w, int64_t words, T* out) {
+__global__ __launch_bounds__(kThreads) void dequantize_kernel(const uint8_t* w, int64_t pieces, T* out) {
   using F = kq::Format<Q>;
   constexpr int kWords = F::kGroup / 4;
+  static_assert(kWords % kDequantWords == 0);
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < words;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pieces;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t group = i / kWords;
+    const int64_t first = i * kDequantWords, group = first / kWords;
     const typename F::Block& b = blocks[group / F::kGroups];
-    const int g = static_cast<int>(group % F::kGroups), v = static_cast<int>(i % kWords);
+    const int g = static_cast<int>(group % F::kGroups), v = static_cast<int>(first % kWords);
     const kq::GroupScale s = kq::group_scale<Q>(b, g);
-    const uint32_t word = kq::group_word<Q>(b, g, v);
-    T vals[4];
+    T vals[4 * kDequantWords];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) vals[e] = kernels::from_opmath<T>(kq::group_value<Q>(s, kq::word_value<Q>(word, e)));
-    // One 8- or 16-byte store of the four values.
-    using Pack = std::conditional_t<sizeof(T) == 4, uint4, uint2>;
-    Pack p;
-    __builtin_memcpy(&p, vals, sizeof p);
-    reinterpret_cast<Pack*>(out)[i] = p;
+    for (int j = 0; j < kDequantWords; ++j) {
+      const uint32_t word = kq::group_word<Q>(b, g, v + j);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        vals[4 * j + e] = kernels::from_opmath<T>(kq::group_value<Q>(s, kq::word_value<Q>(word, e)));
+    }
+    constexpr int kStores = sizeof vals / sizeof(uint4);
+    uint4 p[kStores];
+    __builtin_memcpy(p, vals, sizeof vals);
+#pragma unroll
+    for (int j = 0; j < kStores; ++j) reinterpret_cast<uint4*>(out)[i * kStores + j] = p[j];
   }
 }
 
 template <typename T>
 void launch_dequantize(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t rows, int64_t cols, T* out) {
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
-    const int64_t words = rows * cols / 4;
-    dequantize_kernel<Q, T><<<grid_for(words, kThreads), kThreads, 0, b.stream()>>>(w, words, out);
+    const int64_t pieces = rows * cols / (4 * kDequantWords);
+    dequantize_kernel<Q, T><<<grid_for(pieces, kThreads), kThreads, 0, b.stream()>>>(w, pieces, out);
     WICK_GPU_CHECK_LAUNCH();
   });
 }
@@ -92,45 +101,51 @@ struct RoundedX {
 // values each, so that neighbouring threads read neighbouring values. The arithmetic is
 // quantize_act's, value for value: the amax of the unit, d = amax / 127, q = round(x / d), and d
 // times the sums of each half's q. count is a multiple of 32: every lane of a logical warp takes
-// part in the shuffles.
+// part in the shuffles. Each thread loads kRoundBatch parts before it rounds any, so that a block
+// rounding x waits for one round trip to memory per batch, not one per part.
 constexpr int kRoundLanes = 8;
+constexpr int kRoundBatch = 4;
 
 template <typename T>
 __device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int64_t count) {
   const int64_t parts = rows * r.units * kRoundLanes;
-  for (int64_t base = 0; base < parts; base += count) {
-    const int64_t i = base + first;
-    const bool valid = i < parts;
-    const int part = static_cast<int>(i % kRoundLanes);
-    float v[4] = {0.f, 0.f, 0.f, 0.f};
-    if (valid) {
+  for (int64_t base = 0; base < parts; base += kRoundBatch * count) {
+    float v[kRoundBatch][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = kernels::to_opmath(x[4 * i + e]);
+    for (int j = 0; j < kRoundBatch; ++j) {
+      const int64_t i = base + j * count + first;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[j][e] = i < parts ? kernels::to_opmath(x[4 * i + e]) : 0.f;
     }
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 #pragma unroll
-    for (int mask = 1; mask < kRoundLanes; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, kRoundLanes));
-    const float d = amax / 127.f;
-    const float id = d != 0.f ? 1.f / d : 0.f;
-    uint32_t word = 0;
-    int sum = 0;
+    for (int j = 0; j < kRoundBatch; ++j) {
+      const int64_t i = base + j * count + first;
+      const int part = static_cast<int>(i % kRoundLanes);
+      float amax = fmaxf(fmaxf(fabsf(v[j][0]), fabsf(v[j][1])), fmaxf(fabsf(v[j][2]), fabsf(v[j][3])));
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int q = static_cast<int>(roundf(v[e] * id));
-      word |= static_cast<uint32_t>(q & 0xff) << (8 * e);
-      sum += q;
-    }
-    // The sums of the first and the second 16 values: parts 0-3 and 4-7.
-    sum += shfl_xor(sum, 1, kRoundLanes);
-    sum += shfl_xor(sum, 2, kRoundLanes);
-    if (valid) {
-      const int64_t unit = i / kRoundLanes, t = unit / r.units, u = unit % r.units;
-      reinterpret_cast<uint32_t*>(r.words + (2 * t + part / 4) * r.units + u)[part % 4] = word;
-      if (part == 0) {
-        r.scale[unit].d = d;
-        r.scale[unit].s0 = d * static_cast<float>(sum);
-      } else if (part == 4) {
-        r.scale[unit].s1 = d * static_cast<float>(sum);
+      for (int mask = 1; mask < kRoundLanes; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, kRoundLanes));
+      const float d = amax / 127.f;
+      const float id = d != 0.f ? 1.f / d : 0.f;
+      uint32_t word = 0;
+      int sum = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int q = static_cast<int>(roundf(v[j][e] * id));
+        word |= static_cast<uint32_t>(q & 0xff) << (8 * e);
+        sum += q;
+      }
+      // The sums of the first and the second 16 values: parts 0-3 and 4-7.
+      sum += shfl_xor(sum, 1, kRoundLanes);
+      sum += shfl_xor(sum, 2, kRoundLanes);
+      if (i < parts) {
+        const int64_t unit = i / kRoundLanes, t = unit / r.units, u = unit % r.units;
+        reinterpret_cast<uint32_t*>(r.words + (2 * t + part / 4) * r.units + u)[part % 4] = word;
+        if (part == 0) {
+          r.scale[unit].d = d;
+          r.scale[unit].s0 = d * static_cast<float>(sum);
+        } else if (part == 4) {
+          r.scale[unit].s1 = d * static_cast<float>(sum);
+        }
       }
     }
   }
@@ -165,8 +180,10 @@ constexpr int units_per_lane(int rows) {
   return std::max(1, kStepBytes * (F::kValues / kq::kUnit) / (rows * kLanes * static_cast<int>(sizeof(typename F::Block))));
 }
 
+// One row of x takes one weight row per group: on an H100, 1 x 4096 times 14336 rows of q4_k, q5_k
+// and q6_k ran 7-11% faster so than with 4 rows, and the other formats the same.
 template <QType Q, int M>
-constexpr int kMaxRows = std::min(units_per_lane<Q>(1), M <= 2 ? 4 : M <= 4 ? 2 : 1);
+constexpr int kMaxRows = std::min(units_per_lane<Q>(1), M == 1 ? 1 : M <= 2 ? 4 : M <= 4 ? 2 : 1);
 
 template <QType Q, int R>
 struct Staging {
@@ -317,8 +334,7 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
     // One group's rows at a time, R of them.
     auto launch = [&]<int M, int R>(size_t smem, int64_t row_groups, int per_sm) {
       const auto kernel = dot_rows_kernel<Q, M, R, T>;
-      if (per_sm == 0)
-        WICK_GPU_CHECK(kernel_blocks_per_sm(&per_sm, reinterpret_cast<const void*>(kernel), kThreads, smem));
+      if (per_sm == 0) per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
       // As many blocks as the device holds at once, each taking an equal share of the row groups
       // (one more for some), so that the rounding of x is shared by many rows.
       const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * b.props().multiprocessors);
@@ -329,8 +345,13 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
     auto go = [&]<int M>() {
       constexpr int kRows = kMaxRows<Q, M>;
       const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
-      // x rounded in every block where it fits beside the stages; else once, into global memory.
-      round_here = stage + rounded_x_bytes(m, k) <= kSharedBudget;
+      // x is rounded in every block where that takes each thread one batch of loads and x fits
+      // beside the stages; else once, into global memory, by a kernel of its own. Every block
+      // rounding a long x costs more than the extra launch (on an H100, 1 x 14336 q4_0: 0.43 of
+      // copy rounding in each block, 0.59 rounding once), and a short x the other way round (1 x
+      // 4096: 0.32 against 0.20).
+      round_here = int64_t{m} * rx.units * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
+                   stage + rounded_x_bytes(m, k) <= kSharedBudget;
       if (!round_here) {
         rounded = b.alloc(rounded_x_bytes(m, k));
         rx.words = static_cast<uint4*>(rounded->data());
@@ -340,9 +361,7 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
       }
       const size_t smem = stage + (round_here ? rounded_x_bytes(m, k) : 0);
       // kRows rows per group where that still gives every slot of the device a block; else one.
-      int per_sm = 0;
-      WICK_GPU_CHECK(kernel_blocks_per_sm(&per_sm, reinterpret_cast<const void*>(dot_rows_kernel<Q, M, kRows, T>),
-                                          kThreads, smem));
+      const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(dot_rows_kernel<Q, M, kRows, T>), kThreads, smem);
       const int64_t groups = (n + kGroups * kRows - 1) / (kGroups * kRows);
       if constexpr (kRows > 1) {
         if (groups < int64_t{per_sm} * b.props().multiprocessors)
