@@ -1,7 +1,8 @@
 // `wick bench` cases of the block formats: qmatmul of one row of x (decode; memory-bound, its
 // bytes the quantized weight's) and of 512 rows (prefill; compute-bound, beside the GEMM of the same
 // shape in x's dtype), on the weight shapes of an 8B Llama layer (4096x4096, 14336x4096,
-// 4096x14336; on the CPU the 4096x14336 that ggml's test-backend-ops perf times).
+// 4096x14336; on the CPU the 4096x14336 that ggml's test-backend-ops perf times), and the
+// dequantization that the many-row product starts with.
 #include <random>
 
 #include "backend/quant_kernels.h"
@@ -47,6 +48,25 @@ Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt) {
           }};
 }
 
+// The weight (n, k) dequantized to dt: the first half of the prefill product. Memory-bound: its bytes
+// are the quantized weight's read and the dequantized weight's written.
+Case dequantize_case(QType q, int64_t n, int64_t k, DType dt) {
+  const double wbytes = static_cast<double>(n * quant::row_bytes(q, k));
+  return {.op = "quant.dequantize",
+          .dtype = std::string(quant::qtype_name(q)) + "/" + parity::label(dt),
+          .shape = dims_label({n, k}),
+          .layout = "contiguous",
+          .main_dtype = dt,
+          .key = QuantOp::Dequantize,
+          .dtypes = {dt},
+          .bytes = wbytes + static_cast<double>(dtype_size(dt) * n * k),
+          .prepare = [=](Inputs& in) -> Run {
+            Backend& b = in.backend();
+            StoragePtr w = random_blocks(b, n * quant::row_bytes(q, k));
+            return [&b, w, q, n, k, dt] { return b.quant()->dequantize(*w, q, n, k, dt); };
+          }};
+}
+
 // x (m, k) times a (n, k) weight transposed in x's dtype: the GEMM a quantized prefill competes with.
 // Shapes read as the product's: x (m, k) @ (k, n), the weight stored as (n, k) ("transposed").
 Case gemm_case(int64_t m, int64_t n, int64_t k, DType dt) {
@@ -79,6 +99,7 @@ void add_quant_cases(std::vector<Case>& cases, Scale scale) {
   for (auto [n, k] : shapes) {
     for (QType q : types) cases.push_back(qmatmul_case(q, 1, n, k, dt));
     for (QType q : types) cases.push_back(qmatmul_case(q, prefill, n, k, dt));
+    for (QType q : types) cases.push_back(dequantize_case(q, n, k, dt));
     cases.push_back(gemm_case(prefill, n, k, dt));
   }
 }
