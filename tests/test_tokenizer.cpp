@@ -1,0 +1,242 @@
+// Tokenizers from GGUF metadata (include/wick/models/tokenizer.h), on small vocabularies written
+// by hand: SentencePiece-style merges by score with byte fallback, byte-level BPE merges by rank
+// under each pre-tokenizer, special tokens, decoding (streamed, with characters split over tokens),
+// and broken metadata. The token ids of real vocabularies are checked against llama-tokenize by
+// scripts outside the unit tests.
+#include <cstdio>
+
+#include "test_util.h"
+#include "wick/io.h"
+#include "wick/models/tokenizer.h"
+
+namespace wick::test {
+namespace {
+
+using io::GgufArray;
+using io::GgufType;
+using io::GgufValue;
+using io::GgufWriter;
+using models::TextStream;
+using models::Tokenizer;
+using models::TokenType;
+
+struct Token {
+  std::string text;
+  float score = 0.f;
+  TokenType type = TokenType::Normal;
+};
+
+GgufValue strings(const std::vector<std::string>& v) {
+  GgufArray a{GgufType::String, {}};
+  for (const std::string& s : v) a.items.push_back(GgufValue::string(s));
+  return GgufValue::array(a);
+}
+
+GgufWriter vocab_writer(const std::string& model, const std::vector<Token>& tokens) {
+  GgufWriter w;
+  w.set("tokenizer.ggml.model", GgufValue::string(model));
+  GgufArray texts{GgufType::String, {}}, scores{GgufType::F32, {}}, types{GgufType::I32, {}};
+  for (const Token& t : tokens) {
+    texts.items.push_back(GgufValue::string(t.text));
+    scores.items.push_back(GgufValue::f32(t.score));
+    types.items.push_back(GgufValue::i32(static_cast<int32_t>(t.type)));
+  }
+  w.set("tokenizer.ggml.tokens", GgufValue::array(texts));
+  w.set("tokenizer.ggml.scores", GgufValue::array(scores));
+  w.set("tokenizer.ggml.token_type", GgufValue::array(types));
+  return w;
+}
+
+Tokenizer load(const GgufWriter& w) { return Tokenizer::from_gguf(io::GgufFile::parse(w.bytes(), "vocab.gguf")); }
+
+// ---- SentencePiece style ----------------------------------------------------------------------
+
+const std::string kSp = "\xe2\x96\x81";  // U+2581
+
+// <unk> <s> </s>, the 256 byte tokens, then pieces whose scores merge "▁hello" and "▁world".
+std::vector<Token> spm_tokens() {
+  std::vector<Token> t = {{"<unk>", 0, TokenType::Unknown}, {"<s>", 0, TokenType::Control}, {"</s>", 0, TokenType::Control}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    t.push_back({name, 0, TokenType::Byte});
+  }
+  for (const auto& [text, score] : std::vector<std::pair<std::string, float>>{
+           {kSp, -1}, {"h", -1}, {"e", -1}, {"l", -1}, {"o", -1}, {"w", -1}, {"r", -1}, {"d", -1},
+           {kSp + "h", -2}, {"ll", -3}, {kSp + "he", -4}, {"llo", -5}, {kSp + "hello", -6},
+           {kSp + "w", -7}, {"or", -8}, {kSp + "wor", -9}, {"ld", -10}, {kSp + "world", -11}, {"<tool>", 0}})
+    t.push_back({text, score, text == "<tool>" ? TokenType::UserDefined : TokenType::Normal});
+  return t;
+}
+
+Tokenizer spm() {
+  GgufWriter w = vocab_writer("llama", spm_tokens());
+  w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+  return load(w);
+}
+
+int32_t id_of(const Tokenizer& t, const std::string& text) {
+  for (int32_t i = 0; i < t.size(); ++i)
+    if (t.token(i) == text) return i;
+  ADD_FAILURE() << "no token " << text;
+  return -1;
+}
+
+TEST(Tokenizer, SentencePieceMergesByScore) {
+  const Tokenizer t = spm();
+  EXPECT_EQ(t.kind(), Tokenizer::Kind::Spm);
+  const int32_t hello = id_of(t, kSp + "hello"), world = id_of(t, kSp + "world");
+  EXPECT_EQ(t.encode("hello world"), (std::vector<int32_t>{1, hello, world}));
+  EXPECT_EQ(t.encode("hello world", /*add_special=*/false), (std::vector<int32_t>{hello, world}));
+  EXPECT_EQ(t.encode(""), std::vector<int32_t>{1});
+  EXPECT_EQ(t.decode(t.encode("hello world")), "hello world");
+  EXPECT_EQ(t.decode(t.encode("hello world"), /*special=*/true), "<s>hello world");
+  // Characters outside the vocabulary fall back to their bytes.
+  EXPECT_EQ(t.encode("h\xc3\xa9", false), (std::vector<int32_t>{id_of(t, kSp + "h"), 3 + 0xc3, 3 + 0xa9}));
+  EXPECT_EQ(t.decode(t.encode("h\xc3\xa9 world")), "h\xc3\xa9 world");
+}
+
+TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
+  const Tokenizer t = spm();
+  const int32_t hello = id_of(t, kSp + "hello"), tool = id_of(t, "<tool>");
+  // </s> is text unless parse_special: its characters, each through its bytes.
+  const std::vector<int32_t> as_text = t.encode("hello</s>", false);
+  EXPECT_EQ(as_text.size(), 5u);
+  EXPECT_EQ(t.decode(as_text), "hello</s>");
+  EXPECT_EQ(t.encode("hello</s>", false, /*parse_special=*/true), (std::vector<int32_t>{hello, 2}));
+  // After a special token the SentencePiece style adds a space again.
+  EXPECT_EQ(t.encode("</s>hello", false, true), (std::vector<int32_t>{2, hello}));
+  // User-defined tokens are always matched.
+  EXPECT_EQ(t.encode("hello<tool>", false), (std::vector<int32_t>{hello, tool}));
+  EXPECT_TRUE(t.is_end(2));
+  EXPECT_FALSE(t.is_end(hello));
+}
+
+TEST(Tokenizer, StreamHoldsSplitCharacters) {
+  const Tokenizer t = spm();
+  TextStream s(t);
+  EXPECT_EQ(s.push(1), "");
+  EXPECT_EQ(s.push(id_of(t, kSp + "hello")), "hello");
+  EXPECT_EQ(s.push(3 + 0xc3), "");
+  EXPECT_EQ(s.push(3 + 0xa9), "\xc3\xa9");
+  EXPECT_EQ(s.push(id_of(t, kSp + "world")), " world");
+  EXPECT_EQ(s.push(3 + 0xe2), "");
+  EXPECT_EQ(s.finish(), "\xef\xbf\xbd");  // an unfinished character ends as U+FFFD
+  EXPECT_EQ(s.push(3 + 0xff), "\xef\xbf\xbd");  // a byte that starts no character
+  WICK_EXPECT_ERROR(t.decode(std::vector<int32_t>{t.size()}), IndexError, "token id", "outside");
+  WICK_EXPECT_ERROR(t.encode("a\xc3("), Error, "not valid UTF-8 at byte 1");
+}
+
+// ---- byte-level BPE ---------------------------------------------------------------------------
+
+// The 256 byte characters, then the merges that build "hello" and "Ġworld", plus "123" and "xyz"
+// without merges, and a control token.
+GgufWriter bpe_writer(const std::string& pre) {
+  std::vector<Token> t;
+  int next = 256;  // the stand-ins of the unprintable bytes, in byte order
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    const int cp = printable ? b : next++;
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xc0 | cp >> 6);
+      s += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+    t.push_back({s});
+  }
+  const std::vector<std::string> merges = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r", "\xc4\xa0w or", "l d", "\xc4\xa0wor ld"};
+  for (const std::string& m : merges) {
+    std::string joined = m;
+    joined.erase(joined.find(' '), 1);
+    t.push_back({joined});
+  }
+  t.push_back({"123"});
+  t.push_back({"xyz"});
+  t.push_back({"<|eot_id|>", 0, TokenType::Control});
+  GgufWriter w = vocab_writer("gpt2", t);
+  w.set("tokenizer.ggml.merges", strings(merges));
+  w.set("tokenizer.ggml.pre", GgufValue::string(pre));
+  w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+  return w;
+}
+
+TEST(Tokenizer, ByteLevelBpeMergesByRank) {
+  for (const std::string pre : {"gpt2", "llama-bpe", "qwen2"}) {
+    SCOPED_TRACE(pre);
+    const Tokenizer t = load(bpe_writer(pre));
+    EXPECT_EQ(t.kind(), Tokenizer::Kind::Bpe);
+    const int32_t hello = id_of(t, "hello"), world = id_of(t, "\xc4\xa0world");
+    EXPECT_EQ(t.encode("hello world"), (std::vector<int32_t>{hello, world}));
+    EXPECT_EQ(t.decode(t.encode("hello world")), "hello world");
+    const std::string text = "Hi \xe4\xb8\x96\xe7\x95\x8c!\n\n  tabs\tand 42 \xf0\x9f\x98\x80";
+    EXPECT_EQ(t.decode(t.encode(text)), text);
+    const int32_t eot = id_of(t, "<|eot_id|>");
+    EXPECT_EQ(t.encode("hello<|eot_id|>", true, true), (std::vector<int32_t>{hello, eot}));
+    EXPECT_NE(t.encode("hello<|eot_id|>"), (std::vector<int32_t>{hello, eot}));
+    EXPECT_TRUE(t.is_end(eot));
+  }
+}
+
+TEST(Tokenizer, PreTokenizersSplitAsTheirModels) {
+  const Tokenizer gpt2 = load(bpe_writer("gpt2")), llama3 = load(bpe_writer("llama-bpe")), qwen2 = load(bpe_writer("qwen2"));
+  const auto ids = [](const Tokenizer& t, std::initializer_list<const char*> texts) {
+    std::vector<int32_t> v;
+    for (const char* s : texts) v.push_back(id_of(t, s));
+    return v;
+  };
+  // Llama 3 takes a word the vocabulary holds whole, without merges; its digits go in threes.
+  EXPECT_EQ(llama3.encode("xyz"), ids(llama3, {"xyz"}));
+  EXPECT_EQ(gpt2.encode("xyz"), ids(gpt2, {"x", "y", "z"}));
+  EXPECT_EQ(llama3.encode("12345"), ids(llama3, {"123", "4", "5"}));
+  EXPECT_EQ(qwen2.encode("12345"), ids(qwen2, {"1", "2", "3", "4", "5"}));
+  // GPT-2 keeps a space with the digits that follow it; Llama 3 and Qwen2 do not.
+  EXPECT_EQ(gpt2.encode(" 7").size(), 2u);
+  EXPECT_EQ(llama3.encode(" 7").size(), 2u);
+  EXPECT_EQ(gpt2.decode(gpt2.encode(" 7")), " 7");
+}
+
+TEST(Tokenizer, LongWordsMergeQuickly) {
+  const Tokenizer t = spm();
+  std::string text;
+  for (int i = 0; i < 50000; ++i) text += "hello";
+  const std::vector<int32_t> ids = t.encode(text, false);
+  EXPECT_EQ(t.decode(ids), text);
+}
+
+TEST(Tokenizer, BrokenMetadataIsNamed) {
+  WICK_EXPECT_ERROR(load(GgufWriter()), io::FormatError, "vocab.gguf", "tokenizer.ggml.model", "missing");
+  WICK_EXPECT_ERROR(load(vocab_writer("bert", spm_tokens())), NotSupportedError, "bert");
+  {
+    GgufWriter w;
+    w.set("tokenizer.ggml.model", GgufValue::string("llama"));
+    WICK_EXPECT_ERROR(load(w), io::FormatError, "tokenizer.ggml.tokens", "missing");
+    w.set("tokenizer.ggml.tokens", GgufValue::u32(3));
+    WICK_EXPECT_ERROR(load(w), io::FormatError, "tokenizer.ggml.tokens", "not an array");
+  }
+  {
+    GgufWriter w = vocab_writer("llama", spm_tokens());
+    w.set("tokenizer.ggml.scores", GgufValue::array({GgufType::F32, {GgufValue::f32(1.f)}}));
+    WICK_EXPECT_ERROR(load(w), io::FormatError, "tokenizer.ggml.scores", "1 items for 278 tokens");
+  }
+  {
+    GgufWriter w = vocab_writer("llama", spm_tokens());
+    w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(5000));
+    WICK_EXPECT_ERROR(load(w), io::FormatError, "tokenizer.ggml.bos_token_id", "5000");
+  }
+  {
+    GgufWriter w = bpe_writer("gpt2");
+    w.set("tokenizer.ggml.pre", GgufValue::string("nosuch"));
+    WICK_EXPECT_ERROR(load(w), NotSupportedError, "tokenizer.ggml.pre", "nosuch");
+  }
+  {
+    GgufWriter w = vocab_writer("gpt2", spm_tokens());
+    WICK_EXPECT_ERROR(load(w), io::FormatError, "tokenizer.ggml.merges", "missing");
+  }
+}
+
+}  // namespace
+}  // namespace wick::test
