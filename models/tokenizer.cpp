@@ -89,6 +89,25 @@ constexpr std::string_view kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// The texts of end-of-turn tokens across chat formats, and of the fill-in-the-middle roles (the
+// first text of each role that a vocabulary holds is that role's token); llama.cpp's lists.
+constexpr std::string_view kEndTexts[] = {
+    "<|eot_id|>", "<|eom_id|>",         "<|im_end|>", "<|end|>",  "<|return|>", "<|call|>",         "<end_of_turn>",
+    "<turn|>",    "<|endoftext|>",      "<EOT>",      "_<EOT>",   "</s>",       "<|end_of_text|>",  "<end_of_utterance>",
+    "<｜end▁of▁sentence｜>"};
+struct FimRole {
+  std::string_view texts[6];
+  bool ends;  // pad, repo and separator tokens end generation
+};
+constexpr FimRole kFimRoles[] = {
+    {{"<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<fim_prefix>", "<PRE>", "▁<PRE>"}, false},
+    {{"<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<fim_suffix>", "<SUF>", "▁<SUF>"}, false},
+    {{"<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<fim_middle>", "<MID>", "▁<MID>"}, false},
+    {{"<|fim_pad|>", "<fim-pad>", "<PAD>"}, true},
+    {{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}, true},
+    {{"<|file_sep|>", "<|fim_sep|>", "<fim-separator>", "<FILE_SEP>"}, true},
+};
+
 struct Regex {
   pcre2_code* code = nullptr;
   explicit Regex(std::string_view pattern) {
@@ -360,17 +379,28 @@ Tokenizer Tokenizer::from_gguf(const io::GgufFile& f) {
 
   for (int32_t id : {v->eos, find_id(f, "tokenizer.ggml.eot_token_id", n), find_id(f, "tokenizer.ggml.eom_token_id", n)})
     if (id >= 0) v->ends.push_back(id);
+  // Tokens of the chat and fill-in-the-middle formats that files often leave typed as text: as
+  // llama.cpp does, they are control tokens (matched in text only with parse_special), and the
+  // end-of-turn ones end generation.
+  auto make_control = [&](int32_t id, bool end) {
+    v->types[static_cast<size_t>(id)] = TokenType::Control;
+    if (end && std::find(v->ends.begin(), v->ends.end(), id) == v->ends.end()) v->ends.push_back(id);
+  };
+  for (std::string_view text : kEndTexts)
+    if (const int32_t id = v->find(text); id >= 0) make_control(id, true);
+  for (const FimRole& role : kFimRoles) {
+    for (std::string_view text : role.texts) {
+      if (text.empty()) break;
+      if (const int32_t id = v->find(text); id >= 0) {
+        make_control(id, role.ends);
+        break;  // the first of the role's texts that the vocabulary holds
+      }
+    }
+  }
   for (int32_t i = 0; i < n; ++i) {
     const TokenType t = v->types[static_cast<size_t>(i)];
-    const std::string& text = v->tokens[static_cast<size_t>(i)];
-    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !text.empty())
+    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !v->tokens[static_cast<size_t>(i)].empty())
       v->specials.push_back(i);
-    // End-of-turn tokens of the chat formats, where the file does not name them.
-    if (t == TokenType::Control &&
-        (text == "<|eot_id|>" || text == "<|eom_id|>" || text == "<|im_end|>" || text == "<|endoftext|>" ||
-         text == "<|end_of_text|>" || text == "<end_of_turn>") &&
-        std::find(v->ends.begin(), v->ends.end(), i) == v->ends.end())
-      v->ends.push_back(i);
   }
   std::stable_sort(v->specials.begin(), v->specials.end(), [&](int32_t a, int32_t b) {
     return v->tokens[static_cast<size_t>(a)].size() > v->tokens[static_cast<size_t>(b)].size();

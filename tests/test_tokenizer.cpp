@@ -181,6 +181,22 @@ TEST(Tokenizer, ByteLevelBpeMergesByRank) {
   }
 }
 
+// Chat and fill-in-the-middle tokens that a file types as text are control tokens, as llama.cpp
+// takes them: matched only with parse_special, and the end-of-turn ones end generation.
+TEST(Tokenizer, ControlLookingTokensAreControl) {
+  std::vector<Token> tokens = spm_tokens();
+  tokens.push_back({"<|im_end|>"});
+  tokens.push_back({"<|fim_prefix|>", 0, TokenType::UserDefined});
+  const Tokenizer t = load(vocab_writer("llama", tokens));
+  const int32_t im_end = id_of(t, "<|im_end|>"), fim = id_of(t, "<|fim_prefix|>");
+  EXPECT_EQ(t.type(im_end), TokenType::Control);
+  EXPECT_EQ(t.type(fim), TokenType::Control);
+  EXPECT_TRUE(t.is_end(im_end));
+  EXPECT_FALSE(t.is_end(fim));
+  EXPECT_EQ(t.encode("<|im_end|>", false, true), std::vector<int32_t>{im_end});
+  EXPECT_NE(t.encode("<|fim_prefix|>", false), std::vector<int32_t>{fim});
+}
+
 TEST(Tokenizer, PreTokenizersSplitAsTheirModels) {
   const Tokenizer gpt2 = load(bpe_writer("gpt2")), llama3 = load(bpe_writer("llama-bpe")), qwen2 = load(bpe_writer("qwen2"));
   const auto ids = [](const Tokenizer& t, std::initializer_list<const char*> texts) {

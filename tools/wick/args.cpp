@@ -30,6 +30,12 @@ commands:
       --quick             tiny sizes (for tests)
   ops                     the table of ops and the dtypes each is defined for (markdown), then
                           which backends here have fused kernels for the nn ops
+  tokenize [options]      the token ids of a text under a GGUF file's tokenizer, as [1, 2, 3]
+      --model FILE        the GGUF file (its tokenizer.ggml.* metadata)
+      --text TEXT         the text (or --file PATH: a file's bytes)
+      --no-special        no BOS/EOS added
+      --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
+      --pieces            one line per token: its id and the bytes it stands for
 )";
 
 
