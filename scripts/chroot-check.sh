@@ -1,0 +1,78 @@
+# Sourced by the external checks (scripts/quant-check, scripts/tokenizer-check): they run a program
+# built here against tools of Debian unstable in the ROCm chroot (scripts/rocm-env). Callers set
+# `check` (their name, for messages) and `pkgs` (the chroot packages they need), then call:
+#   chroot_ready             the chroot made (with WICK_CHECK_SETUP=1 or WICK_QUANT_CHECK_SETUP=1)
+#                            and `pkgs` installed there, else `<check>: skipped: <reason>`, exit 77
+#   build_dir                the build directory (WICK_BUILD_DIR, default build), configured with
+#                            tests, inside what the chroot sees
+#   mount_libs PROGRAM       the directories outside the system's that PROGRAM's libraries come
+#                            from (CUDA's runtime in a GPU build) mounted read-only in the chroot
+#                            until the caller exits
+root=${WICK_ROCM_ROOT:-/var/cache/wick-rocm/sid}
+
+skip() {
+  echo "$check: skipped: $*"
+  exit 77
+}
+
+chroot_ready() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root (the chroot's setup, chroot and mount)"
+  if [ ! -f "$root/.wick-ready" ] && [ "${WICK_CHECK_SETUP:-${WICK_QUANT_CHECK_SETUP:-0}}" != 1 ]; then
+    skip "the ROCm chroot ($root) is not made; WICK_CHECK_SETUP=1 makes it (a few minutes)"
+  fi
+  scripts/rocm-env setup > /dev/null || skip "the ROCm chroot ($root) cannot be made (debootstrap or network failed)"
+  local installed
+  installed=$(scripts/rocm-env run dpkg-query -W -f='${Status}\n' "${pkgs[@]}" 2> /dev/null | grep -c "install ok installed" || true)
+  if [ "$installed" -ne ${#pkgs[@]} ]; then
+    install() { scripts/rocm-env run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" > /dev/null; }
+    install || { scripts/rocm-env run apt-get update -qq && install; } ||
+      skip "${pkgs[*]} cannot be installed in the chroot (no network?)"
+  fi
+}
+
+build_dir() {
+  build=$(realpath -m "${WICK_BUILD_DIR:-build}")
+  # scripts/rocm-env mounts this checkout's parent directory and nothing else.
+  case "$build/" in
+    "$(dirname "$(pwd -P)")"/*) ;;
+    *)
+      echo "$check: $build is outside $(dirname "$(pwd -P)"), which the chroot does not see" >&2
+      exit 1
+      ;;
+  esac
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    ./scripts/setup
+    cmake -S . -B "$build" -G Ninja -DWICK_WERROR="${WICK_WERROR:-OFF}" -DWICK_BUILD_TESTS=ON > /dev/null
+  elif grep -q "^WICK_BUILD_TESTS:BOOL=OFF" "$build/CMakeCache.txt"; then
+    # The checks' programs may be test targets: `scripts/parity` leaves WICK_BUILD_TESTS=OFF.
+    cmake -S . -B "$build" -DWICK_BUILD_TESTS=ON > /dev/null
+  fi
+}
+
+mounts=()
+made=() # directories made in the chroot for the mounts, deepest first
+unmount_libs() {
+  local m
+  for m in "${mounts[@]}"; do umount "$m" 2> /dev/null || true; done
+  if [ ${#made[@]} -gt 0 ]; then rmdir "${made[@]}" 2> /dev/null || true; fi
+}
+
+mount_libs() {
+  trap unmount_libs EXIT
+  local lib dir d new
+  for lib in $(ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
+    dir=$(dirname "$lib")
+    case "$dir" in /lib* | /usr/lib*) continue ;; esac
+    if [ -e "$root$lib" ] || mountpoint -q "$root$dir"; then continue; fi
+    new=()
+    d=$dir
+    while [ ! -e "$root$d" ]; do
+      new+=("$root$d")
+      d=$(dirname "$d")
+    done
+    made=("${new[@]}" "${made[@]}")
+    mkdir -p "$root$dir"
+    mount --bind -o ro "$dir" "$root$dir"
+    mounts=("$root$dir" "${mounts[@]}")
+  done
+}
