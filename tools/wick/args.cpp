@@ -36,6 +36,13 @@ commands:
       --no-special        no BOS/EOS added
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for
+  perplexity [options]    a GGUF model's perplexity on a text, as llama-perplexity computes it
+      --model FILE        the GGUF file (llama or qwen2)
+      --file PATH         the text
+      --ctx N             tokens per chunk (default 512); the second half of each is scored
+      --chunks N          at most N chunks (default: all the text holds)
+      --device D          cpu (default), cuda:0, ...
+      --dtype T           activations: f32 (default), f16 or bf16
 )";
 
 

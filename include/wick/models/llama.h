@@ -1,0 +1,87 @@
+// Llama-family decoders (Llama 2 and 3, Mistral, Qwen2) over wick's public ops: RMS norm, rotary
+// positions, grouped-query attention with a KV cache per layer, and a SwiGLU MLP; weights dense in
+// the activations' dtype or in any GGUF block format (the product through quant::qmatmul).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wick/io.h"
+#include "wick/nn.h"
+#include "wick/quant.h"
+#include "wick/tensor.h"
+
+namespace wick::models {
+
+struct LlamaConfig {
+  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral) or "qwen2"
+  int64_t vocab = 0;
+  int64_t dim = 0;     // the residual stream's width
+  int64_t hidden = 0;  // the MLP's width
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t context = 0;  // the positions the model was trained for
+  double rms_eps = 1e-5;
+  double rope_theta = 10000;
+  int64_t window = 0;  // sliding-window attention (Mistral); 0: none
+  // GGUF's Llama weights have the rows of q and k permuted so that each rotated pair is adjacent
+  // (rope_i); Qwen2's and Hugging Face checkpoints' pair i with i + head_dim / 2 (rope).
+  bool interleaved_rope = false;
+
+  // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
+  // missing or inconsistent value, NotSupportedError for another architecture.
+  static LlamaConfig from_gguf(const io::GgufFile& file);
+};
+
+// A weight used as y = x W^T (+ bias): dense (out, in) in the activations' dtype, or quantized.
+struct Linear {
+  Tensor dense;
+  quant::QTensor quantized;
+  Tensor bias;  // undefined: none
+
+  Tensor operator()(const Tensor& x) const;
+  int64_t out_features() const;
+  int64_t in_features() const;
+};
+
+class LlamaModel {
+ public:
+  // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense
+  // weights (F32, F16, BF16) become `dtype`, block-format weights stay as the file holds them. A
+  // missing tensor or one of the wrong shape is a FormatError naming it.
+  static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32);
+
+  const LlamaConfig& config() const { return config_; }
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+
+  // One KV cache per layer for `batch` sequences of up to `capacity` positions each.
+  std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const;
+  // The logits (b, t, vocab), f32, of tokens (b, t) (i64 or u32) placed after the positions the
+  // caches hold; each cache grows by t. ShapeError where the caches are not this model's or
+  // would pass their capacity, IndexError for a token outside the vocabulary.
+  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache) const;
+
+ private:
+  struct Layer {
+    Tensor attn_norm, ffn_norm;
+    Linear q, k, v, o, gate, up, down;
+  };
+  Tensor embed(const Tensor& tokens) const;
+  // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
+  std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
+
+  LlamaConfig config_;
+  Device device_ = Device::cpu();
+  DType dtype_ = DType::F32;
+  Linear embedding_;  // (vocab, dim): its rows are the token embeddings
+  std::vector<Layer> layers_;
+  Tensor output_norm_;
+  Linear output_;
+  std::vector<double> inv_freq_;  // the rotation rate of each pair, with llama3 scaling applied
+};
+
+}  // namespace wick::models

@@ -1,0 +1,184 @@
+// The Llama-family decoder (include/wick/models/llama.h) on tiny random models written as GGUF
+// files by GgufWriter: decoding token by token through the KV cache gives the logits of the whole
+// sequence at once, sequences of a batch do not see each other, quantized weights stay close to
+// dense ones, tied embeddings, Qwen2's biases, and files with missing or misshapen tensors. Run on
+// every device present.
+#include <random>
+
+#include "test_util.h"
+#include "wick/io.h"
+#include "wick/models/llama.h"
+#include "wick/ops.h"
+
+namespace wick::test {
+namespace {
+
+using io::GgufValue;
+using io::GgufWriter;
+using models::LlamaModel;
+
+struct Tiny {
+  std::string arch = "llama";
+  int64_t vocab = 64, dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 128;
+  bool tied = false;
+  std::optional<quant::QType> qtype;  // the linear layers' format; dense f32 otherwise
+  std::string drop;                   // a tensor left out
+};
+
+GgufWriter tiny_model(const Tiny& m) {
+  GgufWriter w;
+  const std::string a = m.arch + ".";
+  w.set("general.architecture", GgufValue::string(m.arch));
+  w.set(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.dim)));
+  w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.set(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.set(a + "context_length", GgufValue::u32(static_cast<uint32_t>(m.context)));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+  w.set(a + "rope.freq_base", GgufValue::f32(10000.f));
+  w.set(a + "vocab_size", GgufValue::u32(static_cast<uint32_t>(m.vocab)));
+  std::mt19937 rng(7);
+  auto add = [&](const std::string& name, Shape shape, float scale, bool linear) {
+    if (name == m.drop) return;
+    std::normal_distribution<float> normal(0.f, scale);
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (float& x : v) x = normal(rng);
+    const Tensor t = Tensor::from_vector(v, shape);
+    if (linear && m.qtype)
+      w.add(name, quant::quantize(t, *m.qtype));
+    else
+      w.add(name, t);
+  };
+  auto norm = [&](const std::string& name) {
+    std::vector<float> v(static_cast<size_t>(m.dim));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 1.f + 0.1f * static_cast<float>(i % 5);
+    if (name != m.drop) w.add(name, Tensor::from_vector(v, {m.dim}));
+  };
+  const int64_t hd = m.dim / m.heads;
+  add("token_embd.weight", {m.vocab, m.dim}, 1.f, true);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm.weight");
+    add(p + "attn_q.weight", {m.heads * hd, m.dim}, 0.15f, true);
+    add(p + "attn_k.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    add(p + "attn_v.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    if (m.arch == "qwen2") {
+      add(p + "attn_q.bias", {m.heads * hd}, 0.1f, false);
+      add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
+      add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
+    }
+    add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
+    norm(p + "ffn_norm.weight");
+    add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);
+    add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
+    add(p + "ffn_down.weight", {m.dim, m.hidden}, 0.12f, true);
+  }
+  norm("output_norm.weight");
+  if (!m.tied) add("output.weight", {m.vocab, m.dim}, 0.15f, true);
+  return w;
+}
+
+LlamaModel load(const Tiny& m, Device device, DType dtype = DType::F32) {
+  return LlamaModel::from_gguf(io::GgufFile::parse(tiny_model(m).bytes(), "tiny.gguf"), device, dtype);
+}
+
+const std::vector<int64_t> kTokens = {3, 17, 42, 8, 63, 0, 25, 11, 9};
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  float m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+class LlamaTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device device() const { return GetParam(); }
+};
+
+// Decoding token by token through the KV cache gives the logits of the whole sequence at once.
+TEST_P(LlamaTest, StepByStepEqualsWholeSequence) {
+  for (const std::string arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(arch);
+    Tiny tiny;
+    tiny.arch = arch;
+    const LlamaModel model = load(tiny, device());
+    const auto t = static_cast<int64_t>(kTokens.size());
+    auto whole_cache = model.make_cache(1, 32);
+    const Tensor whole = model.forward(Tensor::from_vector(kTokens, {1, t}), whole_cache);
+    ASSERT_EQ(whole.shape(), Shape({1, t, tiny.vocab}));
+    EXPECT_EQ(whole_cache[0].size(), t);
+    auto cache = model.make_cache(1, 32);
+    // The first three at once (a prompt), then one at a time.
+    std::vector<Tensor> parts = {model.forward(Tensor::from_vector(std::vector<int64_t>(kTokens.begin(), kTokens.begin() + 3), {1, 3}), cache)};
+    for (int64_t i = 3; i < t; ++i) parts.push_back(model.forward(Tensor::from_vector(std::vector<int64_t>{kTokens[static_cast<size_t>(i)]}, {1, 1}), cache));
+    const Tensor stepped = cat(parts, 1);
+    EXPECT_LT(max_abs_diff(whole, stepped), 1e-4f);
+    EXPECT_GT(max_abs_diff(whole.narrow(1, 0, 1), whole.narrow(1, 1, 1)), 1e-2f);  // the logits depend on the tokens
+  }
+}
+
+// Two sequences decoded together give each one's logits alone.
+TEST_P(LlamaTest, BatchedSequencesAreIndependent) {
+  const LlamaModel model = load(Tiny{}, device());
+  const std::vector<int64_t> other = {5, 5, 60, 1, 2, 3, 4, 33, 7};
+  const auto t = static_cast<int64_t>(kTokens.size());
+  std::vector<int64_t> both = kTokens;
+  both.insert(both.end(), other.begin(), other.end());
+  auto cache = model.make_cache(2, 16);
+  const Tensor batched = model.forward(Tensor::from_vector(both, {2, t}), cache);
+  for (int64_t s = 0; s < 2; ++s) {
+    auto one = model.make_cache(1, 16);
+    const Tensor alone = model.forward(Tensor::from_vector(s == 0 ? kTokens : other, {1, t}), one);
+    EXPECT_LT(max_abs_diff(batched.narrow(0, s, 1), alone), 1e-4f) << "sequence " << s;
+  }
+}
+
+// Quantized weights (Q8_0) give logits close to the dense weights they were made from; the
+// embedding rows are dequantized as gathered.
+TEST_P(LlamaTest, QuantizedWeightsStayClose) {
+  Tiny dense, q8;
+  q8.qtype = quant::QType::Q8_0;
+  const auto t = static_cast<int64_t>(kTokens.size());
+  auto c1 = load(dense, device()).make_cache(1, 16), c2 = c1;
+  const Tensor a = load(dense, device()).forward(Tensor::from_vector(kTokens, {1, t}), c1);
+  const LlamaModel qm = load(q8, device());
+  auto c3 = qm.make_cache(1, 16);
+  const Tensor b = qm.forward(Tensor::from_vector(kTokens, {1, t}), c3);
+  const float scale = a.abs().max().item<float>();
+  EXPECT_LT(max_abs_diff(a, b), 0.05f * scale);
+}
+
+TEST_P(LlamaTest, TiedEmbeddingsAndHalfActivations) {
+  Tiny tied;
+  tied.tied = true;
+  const LlamaModel f32 = load(tied, device());
+  const LlamaModel bf16 = load(tied, device(), DType::BF16);
+  const auto t = static_cast<int64_t>(kTokens.size());
+  auto c1 = f32.make_cache(1, 16), c2 = bf16.make_cache(1, 16);
+  const Tensor a = f32.forward(Tensor::from_vector(kTokens, {1, t}), c1);
+  const Tensor b = bf16.forward(Tensor::from_vector(kTokens, {1, t}), c2);
+  EXPECT_EQ(b.dtype(), DType::F32);
+  EXPECT_LT(max_abs_diff(a, b), 0.1f * a.abs().max().item<float>());
+}
+
+TEST_P(LlamaTest, BrokenFilesAreNamed) {
+  Tiny missing;
+  missing.drop = "blk.1.ffn_up.weight";
+  WICK_EXPECT_ERROR(load(missing, device()), io::FormatError, "tiny.gguf", "blk.1.ffn_up.weight", "missing");
+  Tiny arch;
+  arch.arch = "gpt2";
+  WICK_EXPECT_ERROR(load(arch, device()), NotSupportedError, "gpt2");
+  GgufWriter w = tiny_model(Tiny{});
+  w.set("llama.attention.head_count_kv", GgufValue::u32(3));
+  WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(w.bytes(), "tiny.gguf")), io::FormatError, "head_count_kv", "3");
+  const LlamaModel model = load(Tiny{}, device());
+  auto cache = model.make_cache(1, 4);
+  WICK_EXPECT_ERROR(model.forward(Tensor::from_vector(kTokens, {1, 9}), cache), ShapeError, "capacity");
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), device_name);
+
+}  // namespace
+}  // namespace wick::test
