@@ -1,4 +1,4 @@
-# Sourced by the external checks (scripts/quant-check, scripts/tokenizer-check): they run a program
+# Sourced by the external checks (scripts/quant-check, scripts/model-check): they run a program
 # built here against tools of Debian unstable in the ROCm chroot (scripts/rocm-env). Callers set
 # `check` (their name, for messages) and `pkgs` (the chroot packages they need), then call:
 #   chroot_ready             the chroot made (with WICK_CHECK_SETUP=1 or WICK_QUANT_CHECK_SETUP=1)

@@ -56,7 +56,13 @@ CORPUS = [
 ]
 
 
-def vocab_gguf(name, src, kind, pre, out):
+# The shape of the (weightless) model a vocab-only file describes.
+TINY = dict(context=2048, dim=64, layers=1, hidden=128, heads=4, kv_heads=4)
+
+
+def vocab_writer(name, src, kind, pre, out, shape=TINY):
+    """A GGUFWriter for `out` holding a Llama model's metadata of `shape` and the vocabulary of
+    tokenizer.json in `src`; the caller adds tensors, if any, and writes it (write_gguf)."""
     tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
     cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
     model = tok["model"]
@@ -77,14 +83,14 @@ def vocab_gguf(name, src, kind, pre, out):
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
     w = gguf.GGUFWriter(out, "llama")
     w.add_name(name)
-    w.add_context_length(2048)
-    w.add_embedding_length(64)
-    w.add_block_count(1)
-    w.add_feed_forward_length(128)
-    w.add_head_count(4)
-    w.add_head_count_kv(4)
+    w.add_context_length(shape["context"])
+    w.add_embedding_length(shape["dim"])
+    w.add_block_count(shape["layers"])
+    w.add_feed_forward_length(shape["hidden"])
+    w.add_head_count(shape["heads"])
+    w.add_head_count_kv(shape["kv_heads"])
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(16)
+    w.add_rope_dimension_count(shape["dim"] // shape["heads"])
     w.add_vocab_size(n)
     w.add_tokenizer_model(kind)
     if kind == "gpt2":
@@ -112,10 +118,18 @@ def vocab_gguf(name, src, kind, pre, out):
         w.add_unk_token_id(token_id("<unk>"))
     add_bos = cfg.get("add_bos_token")
     w.add_add_bos_token(bool(add_bos) if add_bos is not None else bos is not None)
+    return w, n
+
+
+def write_gguf(w):
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def vocab_gguf(name, src, kind, pre, out):
+    write_gguf(vocab_writer(name, src, kind, pre, out)[0])
 
 
 def ids_of(output):

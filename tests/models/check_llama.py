@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""wick's perplexity against llama.cpp's llama-perplexity on the same GGUF files.
+
+A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from tokenizer.json;
+see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
+Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file. On each, `llama-perplexity` and
+`wick perplexity` score the same text with the same chunks; their perplexities must agree within
+the tolerance given per file type: tight for F32 and F16, where both compute in f32 from the same
+weights, looser for the block formats, where ggml rounds the activations to 8 bits per block
+before the dot products and wick's CPU kernels round them per 32 values.
+
+usage: check_llama.py WICK OUT_DIR VOCAB_DIR TEXT
+"""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from check_tokenizer import vocab_writer, write_gguf
+
+SHAPE = dict(context=256, dim=128, layers=2, hidden=256, heads=4, kv_heads=2)
+CTX, CHUNKS = 128, 6
+# The largest relative difference of the perplexities accepted, per file type.
+TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2}
+
+
+def tiny_llama(src, out, f16):
+    w, vocab = vocab_writer("tiny-llama", src, "llama", "", out, SHAPE)
+    rng = np.random.default_rng(1)
+    dim, hidden, heads, kv = SHAPE["dim"], SHAPE["hidden"], SHAPE["heads"], SHAPE["kv_heads"]
+    hd = dim // heads
+    dtype = np.float16 if f16 else np.float32
+
+    def add(name, rows, cols, scale):
+        w.add_tensor(name, (rng.standard_normal((rows, cols)) * scale).astype(dtype))
+
+    def norm(name):
+        w.add_tensor(name, (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32))
+
+    add("token_embd.weight", vocab, dim, 1.0)
+    for i in range(SHAPE["layers"]):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight")
+        add(p + "attn_q.weight", heads * hd, dim, 0.2)
+        add(p + "attn_k.weight", kv * hd, dim, 0.2)
+        add(p + "attn_v.weight", kv * hd, dim, 0.2)
+        add(p + "attn_output.weight", dim, heads * hd, 0.1)
+        norm(p + "ffn_norm.weight")
+        add(p + "ffn_gate.weight", hidden, dim, 0.1)
+        add(p + "ffn_up.weight", hidden, dim, 0.1)
+        add(p + "ffn_down.weight", dim, hidden, 0.1)
+    norm("output_norm.weight")
+    add("output.weight", vocab, dim, 0.15)
+    write_gguf(w)
+
+
+def ppl(output):
+    """The final perplexity: the "Final estimate" line, else the running value after the last chunk
+    ("[6]152983.6992,"), which is the same number (llama.cpp's log thread may drop the last line
+    at exit)."""
+    m = re.search(r"Final estimate: PPL = ([0-9.]+)", output)
+    if m:
+        return float(m.group(1))
+    chunks = re.findall(r"\[\d+\]([0-9.]+),", output)
+    if not chunks:
+        raise RuntimeError("no perplexity in: " + output[-800:])
+    return float(chunks[-1])
+
+
+def main():
+    wick, out, vocab, text = sys.argv[1:5]
+    os.makedirs(out, exist_ok=True)
+    files = {}
+    for kind in ("f32", "f16"):
+        files[kind] = os.path.join(out, f"tiny-llama-{kind}.gguf")
+        tiny_llama(vocab, files[kind], kind == "f16")
+    for q in ("q8_0", "q6_k", "q4_k_m", "q4_0"):
+        files[q] = os.path.join(out, f"tiny-llama-{q}.gguf")
+        subprocess.run(["llama-quantize", files["f32"], files[q], q.upper()], capture_output=True, check=True)
+    failed = 0
+    for kind, path in files.items():
+        llama = subprocess.run(["llama-perplexity", "-m", path, "-f", text, "-c", str(CTX), "--chunks", str(CHUNKS),
+                                "-b", str(CTX), "-t", str(os.cpu_count())], capture_output=True, text=True)
+        if llama.returncode != 0:
+            raise RuntimeError("llama-perplexity failed: " + llama.stderr[-800:])
+        ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
+                              capture_output=True, text=True, check=True)
+        want, got = ppl(llama.stdout + llama.stderr), ppl(ours.stdout)
+        rel = abs(got - want) / want
+        ok = rel <= TOLERANCE[kind]
+        failed += not ok
+        print(f"{kind:7s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
+              f"(tolerance {TOLERANCE[kind]:.0e}) {'ok' if ok else 'FAILED'}")
+    print(f"llama check: {len(files)} files, {len(files) - failed} agree, {failed} differ")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
