@@ -66,11 +66,13 @@ __global__ __launch_bounds__(kThreads) void dequantize_kernel(const uint8_t* w, 
       for (int e = 0; e < 4; ++e)
         vals[4 * j + e] = kernels::from_opmath<T>(kq::group_value<Q>(s, kq::word_value<Q>(word, e)));
     }
-    constexpr int kStores = sizeof vals / sizeof(uint4);
+    constexpr size_t kBytes = sizeof vals;
+    constexpr size_t kStores = kBytes / sizeof(uint4);
     uint4 p[kStores];
-    __builtin_memcpy(p, vals, sizeof vals);
+    __builtin_memcpy(p, vals, kBytes);
+    uint4* to = reinterpret_cast<uint4*>(out) + i * static_cast<int64_t>(kStores);
 #pragma unroll
-    for (int j = 0; j < kStores; ++j) reinterpret_cast<uint4*>(out)[i * kStores + j] = p[j];
+    for (size_t j = 0; j < kStores; ++j) to[j] = p[j];
   }
 }
 
