@@ -181,7 +181,7 @@ Tensor LlamaModel::embed(const Tensor& tokens) const {
   return quant::dequantize(rows, dtype_);
 }
 
-Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache) const {
+Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask) const {
   const LlamaConfig& c = config_;
   if (tokens.rank() != 2) throw ShapeError(detail::str_cat("llama: forward: tokens of shape ", tokens.shape(), ", not (batch, t)"));
   if (static_cast<int64_t>(cache.size()) != c.layers)
@@ -194,6 +194,12 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   nn::AttentionOptions attention;
   attention.causal = true;
   attention.window = c.window;
+  if (key_mask.defined()) {
+    const int64_t t_kv = from + t;
+    if (key_mask.shape() != Shape({b, t_kv}))
+      throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
+    attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
+  }
   // (b, t, heads * head_dim) -> (b, heads, t, head_dim), rotated.
   auto heads = [&](const Tensor& y, int64_t n, bool rotate) {
     const Tensor h = y.reshape({b, t, n, c.head_dim}).transpose(1, 2);

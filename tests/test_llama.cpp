@@ -7,6 +7,7 @@
 
 #include "test_util.h"
 #include "wick/io.h"
+#include "wick/models/generate.h"
 #include "wick/models/llama.h"
 #include "wick/ops.h"
 
@@ -178,7 +179,97 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
   WICK_EXPECT_ERROR(model.forward(Tensor::from_vector(kTokens, {1, 9}), cache), ShapeError, "capacity");
 }
 
+// Greedy generation through the KV cache picks what the argmax of a whole-sequence forward picks,
+// step after step; prompts of different lengths decoded together get their own tokens.
+TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
+  const LlamaModel model = load(Tiny{}, device());
+  const std::vector<int32_t> prompt = {1, 17, 42, 8};
+  models::GenerateOptions options;
+  options.max_tokens = 6;
+  const std::vector<std::vector<int32_t>> one = {prompt};
+  const models::GenerateResult r = models::generate(model, one, options);
+  ASSERT_EQ(r.tokens.size(), 1u);
+  ASSERT_EQ(r.tokens[0].size(), 6u);
+  EXPECT_EQ(r.prompt_tokens, 4);
+  std::vector<int64_t> seq(prompt.begin(), prompt.end());
+  for (int32_t got : r.tokens[0]) {
+    auto cache = model.make_cache(1, 16);
+    const Tensor logits = model.forward(Tensor::from_vector(seq, {1, static_cast<int64_t>(seq.size())}), cache);
+    const auto want = static_cast<int32_t>(logits.narrow(1, static_cast<int64_t>(seq.size()) - 1, 1).reshape({Tiny{}.vocab}).argmax(0).item<uint32_t>());
+    EXPECT_EQ(got, want);
+    seq.push_back(got);
+  }
+  // Three prompts of three lengths at once: each gets the tokens it gets alone.
+  const std::vector<std::vector<int32_t>> three = {prompt, {1, 5}, {1, 60, 61, 62, 63, 2, 9}};
+  const models::GenerateResult batch = models::generate(model, three, options);
+  for (size_t s = 0; s < three.size(); ++s) {
+    const std::vector<std::vector<int32_t>> alone = {three[s]};
+    EXPECT_EQ(batch.tokens[s], models::generate(model, alone, options).tokens[0]) << "sequence " << s;
+  }
+  // A stop token ends its sequence (and is kept); the callback sees each token and may stop.
+  options.stop_tokens = {r.tokens[0][2]};
+  EXPECT_EQ(models::generate(model, one, options).tokens[0], std::vector<int32_t>(r.tokens[0].begin(), r.tokens[0].begin() + 3));
+  options.stop_tokens.clear();
+  int calls = 0;
+  const auto stopped = models::generate(model, one, options, [&](int64_t, int32_t) { return ++calls < 2; });
+  EXPECT_EQ(stopped.tokens[0].size(), 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), device_name);
+
+// ---- sampling ------------------------------------------------------------------------------------
+
+TEST(Sampler, GreedyTopKMinPAndTopPAgreeAtTheirLimits) {
+  const std::vector<float> logits = {0.5f, 2.f, -1.f, 2.f, 1.9f};
+  models::SamplingOptions o;
+  EXPECT_EQ(models::Sampler(o).sample(logits, {}), 1);  // the lower id of a tie
+  o.temperature = 0.8;
+  o.top_k = 1;
+  EXPECT_EQ(models::Sampler(o).sample(logits, {}), 1);
+  o.top_k = 0;
+  o.min_p = 1;
+  EXPECT_EQ(models::Sampler(o).sample(logits, {}), 1);
+  o.min_p = 0;
+  o.top_p = 1e-9;
+  EXPECT_EQ(models::Sampler(o).sample(logits, {}), 1);
+}
+
+TEST(Sampler, DrawsFollowTheSoftmaxAndTheSeed) {
+  const std::vector<float> logits = {0.f, std::log(3.f)};
+  models::SamplingOptions o;
+  o.temperature = 1;
+  o.seed = 11;
+  models::Sampler a(o);
+  std::vector<int32_t> first;
+  int ones = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const int32_t id = a.sample(logits, {});
+    if (i < 50) first.push_back(id);
+    ones += id;
+  }
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+  models::Sampler b(o);
+  for (int32_t want : first) EXPECT_EQ(b.sample(logits, {}), want);  // the same seed, the same draws
+}
+
+TEST(Sampler, RepetitionPenaltyAndBadOptions) {
+  const std::vector<float> logits = {1.f, 3.f, 2.5f, -2.f};
+  models::SamplingOptions o;
+  o.repetition_penalty = 1.5;
+  const std::vector<int32_t> history = {1, 3};
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 2);  // 3 / 1.5 = 2 < 2.5
+  o.penalty_last_n = 1;  // only the last token (3) is penalized
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 1);
+  models::SamplingOptions bad;
+  bad.temperature = -1;
+  WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "temperature");
+  bad = {};
+  bad.top_p = 0;
+  WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "top_p");
+  bad = {};
+  bad.repetition_penalty = 0;
+  WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "repetition_penalty");
+}
 
 }  // namespace
 }  // namespace wick::test

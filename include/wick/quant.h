@@ -98,7 +98,7 @@ class QTensor {
 // (f16 and bf16 are widened to f32 first, exactly), any layout, finite. Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0, Q8_1 and Q8_K give ggml's bytes bit for bit; the K-quants (Q2_K..Q6_K) follow llama.cpp's
 // reference quantizer (docs/quantization.md states how closely). ShapeError unless w has rank 2
-// and cols is a multiple of the block size; ValueError for NaN or infinite values.
+// and cols is a multiple of the block size; an Error for NaN or infinite values.
 QTensor quantize(const Tensor& w, QType qtype);
 
 // The values of w as a (rows, cols) tensor of `dtype` (f32, f16 or bf16) on w's device: ggml's

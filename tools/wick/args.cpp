@@ -36,6 +36,17 @@ commands:
       --no-special        no BOS/EOS added
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for
+  generate [options]      text from a GGUF model (llama, qwen2), streamed, then the prompt's and
+                          the generation's speed
+      --model FILE        the GGUF file
+      --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
+      --max-tokens N      new tokens at most (default 128); the model's end tokens stop earlier
+      --temp T            temperature (default 0.8; 0: greedy)
+      --top-k K, --top-p P, --min-p P, --repeat-penalty R
+                          sampling (defaults 40, 0.95, 0.05, 1: none)
+      --seed N            the draws' seed (default 0)
+      --device D          cpu (default), cuda:0, ...
+      --dtype T           activations: f32 (default), f16 or bf16
   perplexity [options]    a GGUF model's perplexity on a text, as llama-perplexity computes it
       --model FILE        the GGUF file (llama or qwen2)
       --file PATH         the text

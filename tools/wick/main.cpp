@@ -1,4 +1,5 @@
-// The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity.
+// The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
+// generate.
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "backend/registry.h"
 #include "args.h"
 #include "bench.h"
+#include "generate.h"
 #include "perplexity.h"
 #include "tokenize.h"
 #include "wick/wick.h"
@@ -94,6 +96,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return bench::cmd_bench(argc - 2, argv + 2);
     if (cmd == "tokenize") return cli::cmd_tokenize(argc - 2, argv + 2);
     if (cmd == "perplexity") return cli::cmd_perplexity(argc - 2, argv + 2);
+    if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << cli::kUsage;
       return 0;

@@ -61,9 +61,12 @@ class LlamaModel {
   // One KV cache per layer for `batch` sequences of up to `capacity` positions each.
   std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const;
   // The logits (b, t, vocab), f32, of tokens (b, t) (i64 or u32) placed after the positions the
-  // caches hold; each cache grows by t. ShapeError where the caches are not this model's or
-  // would pass their capacity, IndexError for a token outside the vocabulary.
-  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache) const;
+  // caches hold; each cache grows by t. key_mask, where defined, is (b, t_kv) f32 (t_kv: the
+  // positions held after this call), added to every score of that sequence's queries: 0 for a key
+  // it sees, -inf for one it does not (the padding of a shorter prompt in a batch). ShapeError
+  // where the caches are not this model's or would pass their capacity, or the mask's shape is
+  // not (b, t_kv); IndexError for a token outside the vocabulary.
+  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {}) const;
 
  private:
   struct Layer {

@@ -1,0 +1,64 @@
+// Text generation with a Llama-family model: the prompts run through the model at once (prefill),
+// then one token per step from the KV cache (decode), each next token picked by a Sampler.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "wick/models/llama.h"
+#include "wick/models/tokenizer.h"
+
+namespace wick::models {
+
+struct SamplingOptions {
+  double temperature = 0;          // 0: greedy (the largest logit, the lowest id on a tie)
+  int64_t top_k = 0;               // keep the k likeliest tokens; 0: all
+  double top_p = 1;                // then the likeliest whose probabilities sum to top_p (nucleus)
+  double min_p = 0;                // then those at least min_p times as likely as the likeliest
+  double repetition_penalty = 1;   // > 1: logits of tokens among the last penalty_last_n divided
+  int64_t penalty_last_n = 64;     //   (positive) or multiplied (negative) by it, as llama.cpp does
+  uint64_t seed = 0;               // of the draws, from wick's Philox generator on the CPU
+};
+
+// Picks next tokens from logits: the repetition penalty, then greedy or top-k, softmax at the
+// temperature, top-p and min-p, and a draw. An Error naming the option for one out of range
+// (temperature < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). Constructing a
+// Sampler seeds the CPU generator (manual_seed(options.seed)), from which it draws.
+class Sampler {
+ public:
+  explicit Sampler(const SamplingOptions& options);
+  // The next token after `history` (the sequence so far), from its logits over the vocabulary.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  SamplingOptions o_;
+  std::vector<double> draws_;  // uniform draws in [0, 1), made in batches
+  size_t next_draw_ = 0;
+};
+
+struct GenerateOptions {
+  int64_t max_tokens = 128;         // new tokens per sequence, at most
+  SamplingOptions sampling;
+  bool stop_at_end = true;          // stop a sequence at its tokenizer's end tokens (kept in it)
+  std::vector<int32_t> stop_tokens; // more tokens that stop a sequence
+};
+
+struct GenerateResult {
+  std::vector<std::vector<int32_t>> tokens;  // the new tokens of each sequence
+  int64_t prompt_tokens = 0;                 // in all prompts, padding left out
+  double prompt_seconds = 0;                 // the prefill, up to the first tokens' logits on the host
+  double generate_seconds = 0;               // the decode steps
+  int64_t generated_tokens() const;
+};
+
+// Generates after each prompt (token ids; the prompts decoded together as one batch, each with
+// its own length: shorter ones padded on the left and the padding masked out, so that each
+// sequence gets the tokens it would get alone). on_token(sequence, token), where given, is called
+// for each new token as it is picked; returning false stops that sequence. A tokenizer, where
+// given, supplies the end tokens for stop_at_end.
+GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
+                        const std::function<bool(int64_t, int32_t)>& on_token = {}, const Tokenizer* tokenizer = nullptr);
+
+}  // namespace wick::models

@@ -1,0 +1,172 @@
+// Sampling and generation (include/wick/models/generate.h).
+#include "wick/models/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace wick::models {
+
+// ---- sampling -----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kDraws = 256;  // uniform draws made at a time
+
+void check(bool ok, const char* what, double value) {
+  if (!ok) throw Error(detail::str_cat("sampler: ", what, ", got ", value));
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingOptions& o) : o_(o) {
+  check(std::isfinite(o.temperature) && o.temperature >= 0, "temperature must be finite and at least 0", o.temperature);
+  check(o.top_k >= 0, "top_k must be at least 0", static_cast<double>(o.top_k));
+  check(o.top_p > 0 && o.top_p <= 1, "top_p must be in (0, 1]", o.top_p);
+  check(o.min_p >= 0 && o.min_p <= 1, "min_p must be in [0, 1]", o.min_p);
+  check(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0, "repetition_penalty must be finite and positive",
+        o.repetition_penalty);
+  check(o.penalty_last_n >= 0, "penalty_last_n must be at least 0", static_cast<double>(o.penalty_last_n));
+  manual_seed(o.seed, Device::cpu());
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  if (vocab == 0) throw ShapeError("sampler: no logits");
+  std::vector<float> l(logits.begin(), logits.end());
+  if (o_.repetition_penalty != 1 && o_.penalty_last_n > 0) {
+    const size_t n = std::min(history.size(), static_cast<size_t>(o_.penalty_last_n));
+    std::vector<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    const auto p = static_cast<float>(o_.repetition_penalty);
+    for (int32_t id : seen)
+      if (id >= 0 && id < vocab) l[static_cast<size_t>(id)] = l[static_cast<size_t>(id)] > 0 ? l[static_cast<size_t>(id)] / p : l[static_cast<size_t>(id)] * p;
+  }
+  if (o_.temperature == 0) return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+
+  // Candidates, likeliest first (ties: the lower id), the top k of them where asked.
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto likelier = [&](int32_t a, int32_t b) {
+    return l[static_cast<size_t>(a)] != l[static_cast<size_t>(b)] ? l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)] : a < b;
+  };
+  const size_t k = o_.top_k > 0 ? std::min(ids.size(), static_cast<size_t>(o_.top_k)) : ids.size();
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), likelier);
+  ids.resize(k);
+  // Softmax at the temperature, in double.
+  std::vector<double> p(k);
+  const double top = l[static_cast<size_t>(ids[0])];
+  double sum = 0;
+  for (size_t i = 0; i < k; ++i) sum += p[i] = std::exp((l[static_cast<size_t>(ids[i])] - top) / o_.temperature);
+  for (double& x : p) x /= sum;
+  size_t keep = k;
+  if (o_.top_p < 1) {
+    double cumulative = 0;
+    for (size_t i = 0; i < k; ++i) {
+      cumulative += p[i];
+      if (cumulative >= o_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (o_.min_p > 0) {
+    size_t i = 1;
+    while (i < keep && p[i] >= o_.min_p * p[0]) ++i;
+    keep = i;
+  }
+  if (next_draw_ == draws_.size()) {
+    draws_ = Tensor::rand_uniform({static_cast<int64_t>(kDraws)}, 0.0, 1.0, DType::F64).to_vector<double>();
+    next_draw_ = 0;
+  }
+  const double u = draws_[next_draw_++] * std::accumulate(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  double cumulative = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cumulative += p[i];
+    if (u < cumulative) return ids[i];
+  }
+  return ids[keep - 1];
+}
+
+// ---- generation ---------------------------------------------------------------------------------
+
+int64_t GenerateResult::generated_tokens() const {
+  int64_t n = 0;
+  for (const auto& t : tokens) n += static_cast<int64_t>(t.size());
+  return n;
+}
+
+GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
+                        const std::function<bool(int64_t, int32_t)>& on_token, const Tokenizer* tokenizer) {
+  using Clock = std::chrono::steady_clock;
+  const auto b = static_cast<int64_t>(prompts.size());
+  if (b == 0) throw ShapeError("generate: no prompts");
+  if (options.max_tokens < 0) throw ShapeError(detail::str_cat("generate: max_tokens ", options.max_tokens, " is negative"));
+  size_t longest = 0;
+  GenerateResult r;
+  r.tokens.resize(static_cast<size_t>(b));
+  for (const auto& p : prompts) {
+    if (p.empty()) throw ShapeError("generate: an empty prompt (start it with BOS)");
+    longest = std::max(longest, p.size());
+    r.prompt_tokens += static_cast<int64_t>(p.size());
+  }
+  const auto t0 = static_cast<int64_t>(longest);
+  const int64_t capacity = t0 + options.max_tokens;
+  const int64_t vocab = model.config().vocab;
+  Sampler sampler(options.sampling);
+
+  // Left padding: sequence s starts at column pad[s]; its keys before it are hidden.
+  std::vector<int64_t> ids(static_cast<size_t>(b * t0), 0);
+  std::vector<int64_t> pad(static_cast<size_t>(b));
+  std::vector<std::vector<int32_t>> history(prompts.begin(), prompts.end());
+  for (int64_t s = 0; s < b; ++s) {
+    const auto& p = prompts[static_cast<size_t>(s)];
+    pad[static_cast<size_t>(s)] = t0 - static_cast<int64_t>(p.size());
+    for (size_t i = 0; i < p.size(); ++i) ids[static_cast<size_t>(s * t0 + pad[static_cast<size_t>(s)]) + i] = p[i];
+  }
+  const bool padded = std::any_of(pad.begin(), pad.end(), [](int64_t x) { return x > 0; });
+  auto mask = [&](int64_t t_kv) -> Tensor {
+    if (!padded) return {};
+    std::vector<float> m(static_cast<size_t>(b * t_kv), 0.f);
+    for (int64_t s = 0; s < b; ++s)
+      for (int64_t j = 0; j < pad[static_cast<size_t>(s)]; ++j) m[static_cast<size_t>(s * t_kv + j)] = -std::numeric_limits<float>::infinity();
+    return Tensor::from_vector(m, {b, t_kv});
+  };
+  auto stops = [&](int32_t id) {
+    return (options.stop_at_end && tokenizer != nullptr && tokenizer->is_end(id)) ||
+           std::find(options.stop_tokens.begin(), options.stop_tokens.end(), id) != options.stop_tokens.end();
+  };
+
+  auto cache = model.make_cache(b, std::max<int64_t>(capacity, 1));
+  const auto start = Clock::now();
+  Tensor logits = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0)).narrow(1, t0 - 1, 1);
+  std::vector<float> host = logits.to_vector<float>();
+  r.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto decode_start = Clock::now();
+  std::vector<bool> done(static_cast<size_t>(b), options.max_tokens == 0);
+  for (int64_t step = 0; step < options.max_tokens; ++step) {
+    std::vector<int64_t> next(static_cast<size_t>(b), 0);
+    bool any = false;
+    for (int64_t s = 0; s < b; ++s) {
+      if (done[static_cast<size_t>(s)]) continue;
+      const int32_t id = sampler.sample({host.data() + s * vocab, static_cast<size_t>(vocab)}, history[static_cast<size_t>(s)]);
+      history[static_cast<size_t>(s)].push_back(id);
+      r.tokens[static_cast<size_t>(s)].push_back(id);
+      next[static_cast<size_t>(s)] = id;
+      const bool go_on = on_token ? on_token(s, id) : true;
+      if (!go_on || stops(id) || static_cast<int64_t>(r.tokens[static_cast<size_t>(s)].size()) == options.max_tokens)
+        done[static_cast<size_t>(s)] = true;
+      any = any || !done[static_cast<size_t>(s)];
+    }
+    if (!any) break;
+    // Finished sequences run along (their tokens are ignored) so that the batch keeps one position.
+    host = model.forward(Tensor::from_vector(next, {b, 1}), cache, mask(t0 + step + 1)).to_vector<float>();
+  }
+  r.generate_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
+  return r;
+}
+
+}  // namespace wick::models
