@@ -142,8 +142,7 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
 
   auto cache = model.make_cache(b, std::max<int64_t>(capacity, 1));
   const auto start = Clock::now();
-  Tensor logits = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0)).narrow(1, t0 - 1, 1);
-  std::vector<float> host = logits.to_vector<float>();
+  std::vector<float> host = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0), true).to_vector<float>();
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto decode_start = Clock::now();
   std::vector<bool> done(static_cast<size_t>(b), options.max_tokens == 0);
@@ -163,7 +162,7 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
     }
     if (!any) break;
     // Finished sequences run along (their tokens are ignored) so that the batch keeps one position.
-    host = model.forward(Tensor::from_vector(next, {b, 1}), cache, mask(t0 + step + 1)).to_vector<float>();
+    host = model.forward(Tensor::from_vector(next, {b, 1}), cache, mask(t0 + step + 1), true).to_vector<float>();
   }
   r.generate_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
   return r;

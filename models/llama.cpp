@@ -2,6 +2,7 @@
 // with llama.cpp's tensor names (token_embd, blk.N.attn_q, ..., output_norm, output).
 #include "wick/models/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace wick::models {
@@ -64,6 +65,35 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   return c;
 }
 
+LlamaConfig LlamaConfig::preset(std::string_view name) {
+  LlamaConfig c;
+  c.architecture = "llama";
+  c.interleaved_rope = true;
+  if (name == "llama3-8b") {
+    c.vocab = 128256, c.dim = 4096, c.hidden = 14336, c.layers = 32, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama3-1b") {
+    c.vocab = 128256, c.dim = 2048, c.hidden = 8192, c.layers = 16, c.heads = 32, c.kv_heads = 8, c.head_dim = 64;
+    c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama2-7b") {
+    c.vocab = 32000, c.dim = 4096, c.hidden = 11008, c.layers = 32, c.heads = 32, c.kv_heads = 32, c.head_dim = 128;
+    c.context = 4096;
+  } else if (name == "qwen2-7b") {
+    c.architecture = "qwen2";
+    c.interleaved_rope = false;
+    c.vocab = 152064, c.dim = 3584, c.hidden = 18944, c.layers = 28, c.heads = 28, c.kv_heads = 4, c.head_dim = 128;
+    c.context = 32768, c.rope_theta = 1000000, c.rms_eps = 1e-6;
+  } else {
+    throw Error(detail::str_cat("llama: no preset \"", name, "\" (llama3-8b, llama3-1b, llama2-7b, qwen2-7b)"));
+  }
+  return c;
+}
+
+int64_t LlamaConfig::parameters() const {
+  const int64_t attention = dim * heads * head_dim * 2 + dim * kv_heads * head_dim * 2;
+  return 2 * vocab * dim + layers * (attention + 3 * dim * hidden + 2 * dim) + dim;
+}
+
 // ---- weights ------------------------------------------------------------------------------------
 
 Tensor Linear::operator()(const Tensor& x) const {
@@ -73,6 +103,10 @@ Tensor Linear::operator()(const Tensor& x) const {
 
 int64_t Linear::out_features() const { return quantized.defined() ? quantized.rows() : dense.shape()[0]; }
 int64_t Linear::in_features() const { return quantized.defined() ? quantized.cols() : dense.shape()[1]; }
+int64_t Linear::bytes() const {
+  const int64_t b = bias.defined() ? bias.numel() * dtype_size(bias.dtype()) : 0;
+  return b + (quantized.defined() ? quantized.nbytes() : dense.numel() * dtype_size(dense.dtype()));
+}
 
 namespace {
 
@@ -152,6 +186,62 @@ LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dty
   return m;
 }
 
+LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+    throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
+  manual_seed(seed, device);
+  manual_seed(seed, Device::cpu());
+  LlamaModel m;
+  m.config_ = c;
+  m.device_ = device;
+  m.dtype_ = dtype;
+  auto linear = [&](int64_t out, int64_t in, bool bias) {
+    Linear l;
+    if (weights) {
+      // 256 random rows quantized on the CPU, repeated: valid blocks at any size, made quickly.
+      const int64_t rows = std::min<int64_t>(out, 256);
+      const quant::QTensor block = quant::quantize(Tensor::rand_normal({rows, in}, 0.0, 0.02), *weights).to_device(device);
+      std::vector<int64_t> rows_of(static_cast<size_t>(out));
+      for (int64_t r = 0; r < out; ++r) rows_of[static_cast<size_t>(r)] = r % rows;
+      const Tensor which = Tensor::from_vector(rows_of, {out}, device);
+      l.quantized = quant::QTensor(*weights, out, in, block.bytes().index_select(which, 0));
+    } else {
+      l.dense = Tensor::rand_normal({out, in}, 0.0, 0.02, dtype, device);
+    }
+    if (bias) l.bias = Tensor::rand_normal({out}, 0.0, 0.02, dtype, device);
+    return l;
+  };
+  const bool bias = c.architecture == "qwen2";
+  m.embedding_.dense = Tensor::rand_normal({c.vocab, c.dim}, 0.0, 1.0, dtype, device);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    Layer l;
+    l.attn_norm = Tensor::ones({c.dim}, dtype, device);
+    l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
+    l.q = linear(c.heads * c.head_dim, c.dim, bias);
+    l.k = linear(c.kv_heads * c.head_dim, c.dim, bias);
+    l.v = linear(c.kv_heads * c.head_dim, c.dim, bias);
+    l.o = linear(c.dim, c.heads * c.head_dim, false);
+    l.gate = linear(c.hidden, c.dim, false);
+    l.up = linear(c.hidden, c.dim, false);
+    l.down = linear(c.dim, c.hidden, false);
+    m.layers_.push_back(std::move(l));
+  }
+  m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
+  m.output_ = linear(c.vocab, c.dim, false);
+  for (int64_t i = 0; i < c.head_dim / 2; ++i)
+    m.inv_freq_.push_back(std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim)));
+  return m;
+}
+
+int64_t LlamaModel::weight_bytes() const {
+  int64_t n = output_.bytes() + output_norm_.numel() * dtype_size(output_norm_.dtype());
+  for (const Layer& l : layers_) {
+    n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
+    for (const Linear* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) n += w->bytes();
+  }
+  return n;
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 
 std::vector<nn::KvCache> LlamaModel::make_cache(int64_t batch, int64_t capacity) const {
@@ -181,7 +271,8 @@ Tensor LlamaModel::embed(const Tensor& tokens) const {
   return quant::dequantize(rows, dtype_);
 }
 
-Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask) const {
+Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
+                           bool last_only) const {
   const LlamaConfig& c = config_;
   if (tokens.rank() != 2) throw ShapeError(detail::str_cat("llama: forward: tokens of shape ", tokens.shape(), ", not (batch, t)"));
   if (static_cast<int64_t>(cache.size()) != c.layers)
@@ -216,6 +307,7 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
     const Tensor g = nn::rms_norm(x, l.ffn_norm, c.rms_eps);
     x = x + l.down(l.gate(g).silu() * l.up(g));
   }
+  if (last_only) x = x.narrow(1, t - 1, 1);
   return output_(nn::rms_norm(x, output_norm_, c.rms_eps)).to_dtype(DType::F32);
 }
 

@@ -215,6 +215,26 @@ TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
   EXPECT_EQ(stopped.tokens[0].size(), 2u);
 }
 
+// Random models of a given shape (for benchmarks), the last position alone, and the presets.
+TEST_P(LlamaTest, RandomModelsAndLastPositionLogits) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  EXPECT_EQ(c.parameters(), 8030261248);  // Llama 3 8B's count, untied
+  EXPECT_EQ(models::LlamaConfig::preset("qwen2-7b").architecture, "qwen2");
+  WICK_EXPECT_ERROR(models::LlamaConfig::preset("gpt-9"), Error, "gpt-9", "llama3-8b");
+  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+  for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}}) {
+    const LlamaModel m = LlamaModel::random(c, device(), DType::F32, q);
+    const int64_t linear = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128;
+    EXPECT_EQ(m.weight_bytes(), q ? 2 * (linear / 32 * 34) + 96 * 64 / 32 * 34 + 5 * 64 * 4 : (2 * linear + 96 * 64 + 5 * 64) * 4);
+    auto c1 = m.make_cache(2, 8), c2 = m.make_cache(2, 8);
+    const Tensor tokens = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+    const Tensor all = m.forward(tokens, c1);
+    const Tensor last = m.forward(tokens, c2, {}, true);
+    ASSERT_EQ(last.shape(), Shape({2, 1, 96}));
+    EXPECT_LT(max_abs_diff(all.narrow(1, 3, 1).contiguous(), last), 1e-5f);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), device_name);
 
 // ---- sampling ------------------------------------------------------------------------------------

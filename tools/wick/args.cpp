@@ -47,6 +47,12 @@ commands:
       --seed N            the draws' seed (default 0)
       --device D          cpu (default), cuda:0, ...
       --dtype T           activations: f32 (default), f16 or bf16
+  bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
+      --model FILE        a GGUF file, or --shape NAME: random weights of a released model's shape
+                          (llama3-8b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
+      --device D, --dtype T   as for generate
+      --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
+      --csv FILE          append one row per test
   perplexity [options]    a GGUF model's perplexity on a text, as llama-perplexity computes it
       --model FILE        the GGUF file (llama or qwen2)
       --file PATH         the text

@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate.
+// generate, bench-model.
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +15,7 @@
 #include "backend/registry.h"
 #include "args.h"
 #include "bench.h"
+#include "bench_model.h"
 #include "generate.h"
 #include "perplexity.h"
 #include "tokenize.h"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     if (cmd == "tokenize") return cli::cmd_tokenize(argc - 2, argv + 2);
     if (cmd == "perplexity") return cli::cmd_perplexity(argc - 2, argv + 2);
     if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
+    if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << cli::kUsage;
       return 0;

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wick/io.h"
@@ -34,6 +36,11 @@ struct LlamaConfig {
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
   static LlamaConfig from_gguf(const io::GgufFile& file);
+  // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-1b"
+  // (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
+  static LlamaConfig preset(std::string_view name);
+  // The weights' element count.
+  int64_t parameters() const;
 };
 
 // A weight used as y = x W^T (+ bias): dense (out, in) in the activations' dtype, or quantized.
@@ -45,6 +52,7 @@ struct Linear {
   Tensor operator()(const Tensor& x) const;
   int64_t out_features() const;
   int64_t in_features() const;
+  int64_t bytes() const;  // of the weight and the bias
 };
 
 class LlamaModel {
@@ -54,7 +62,16 @@ class LlamaModel {
   // missing tensor or one of the wrong shape is a FormatError naming it.
   static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32);
 
+  // A model of `config` with random weights on `device`, for benchmarks: dense ones drawn from
+  // N(0, 0.02^2) in `dtype`, or, with `weights`, blocks of that format (quantized from a random
+  // block of 256 rows, repeated) for every linear layer but the embedding.
+  static LlamaModel random(const LlamaConfig& config, Device device = Device::cpu(), DType dtype = DType::F32,
+                           std::optional<quant::QType> weights = std::nullopt, uint64_t seed = 0);
+
   const LlamaConfig& config() const { return config_; }
+  // The bytes of the weights a decode step reads (every layer's and the head's; one embedding row
+  // is left out).
+  int64_t weight_bytes() const;
   Device device() const { return device_; }
   DType dtype() const { return dtype_; }
 
@@ -65,8 +82,10 @@ class LlamaModel {
   // positions held after this call), added to every score of that sequence's queries: 0 for a key
   // it sees, -inf for one it does not (the padding of a shorter prompt in a batch). ShapeError
   // where the caches are not this model's or would pass their capacity, or the mask's shape is
-  // not (b, t_kv); IndexError for a token outside the vocabulary.
-  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {}) const;
+  // not (b, t_kv); IndexError for a token outside the vocabulary. last_only: the logits of the last
+  // position alone, (b, 1, vocab), which spares the head's product over a prompt.
+  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
+                 bool last_only = false) const;
 
  private:
   struct Layer {

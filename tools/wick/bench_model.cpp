@@ -1,0 +1,129 @@
+// `wick bench-model`: a model's prompt and generation speed, as llama-bench reports them: pp N
+// (N prompt tokens through the model at once, from an empty cache, the last position's logits to
+// the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench_model.h"
+#include "wick/io.h"
+#include "wick/models/llama.h"
+
+namespace wick::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The median time of `reps` runs of f after one warm-up run.
+template <typename F>
+double median_seconds(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) t.push_back(f());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int cmd_bench_model(int argc, char** argv) {
+  std::string model_path, shape, csv;
+  std::optional<quant::QType> qtype;
+  Device device = Device::cpu();
+  DType dtype = DType::F32;
+  int64_t prompt = 512, gen = 128, batch = 1;
+  int reps = 3;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error("bench-model: " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model") {
+      model_path = value();
+    } else if (a == "--shape") {
+      shape = value();
+    } else if (a == "--qtype") {
+      const std::string q = value();
+      qtype = quant::parse_qtype(q);
+      if (!qtype) throw std::runtime_error("bench-model: unknown block format '" + q + "'");
+    } else if (a == "--device") {
+      const std::string d = value();
+      if (!Device::parse(d, &device)) throw std::runtime_error("bench-model: unknown device '" + d + "'");
+    } else if (a == "--dtype") {
+      const std::string d = value();
+      if (!parse_dtype(d, &dtype)) throw std::runtime_error("bench-model: unknown dtype '" + d + "'");
+    } else if (a == "--prompt") {
+      prompt = std::stoll(value());
+    } else if (a == "--gen") {
+      gen = std::stoll(value());
+    } else if (a == "--batch") {
+      batch = std::stoll(value());
+    } else if (a == "--reps") {
+      reps = std::stoi(value());
+    } else if (a == "--csv") {
+      csv = value();
+    } else {
+      throw std::runtime_error("bench-model: unknown option '" + a + "'");
+    }
+  }
+  if (model_path.empty() == shape.empty()) throw std::runtime_error("bench-model: one of --model and --shape is needed");
+  if (prompt < 1 || gen < 1 || batch < 1 || reps < 1) throw std::runtime_error("bench-model: --prompt, --gen, --batch and --reps must be positive");
+  std::optional<io::GgufFile> file;
+  const models::LlamaModel model = [&] {
+    if (!shape.empty()) return models::LlamaModel::random(models::LlamaConfig::preset(shape), device, dtype, qtype);
+    file = io::GgufFile::open(model_path);
+    return models::LlamaModel::from_gguf(*file, device, dtype);
+  }();
+  const models::LlamaConfig& c = model.config();
+  std::string name = shape.empty() ? model_path : shape;
+  if (!shape.empty() && qtype) name.append(" ").append(quant::qtype_name(*qtype));
+  const double gib = static_cast<double>(model.weight_bytes()) / (1 << 30);
+  std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(c.vocab));
+
+  const double pp = median_seconds(reps, [&] {
+    auto cache = model.make_cache(batch, prompt);
+    const auto t = Clock::now();
+    (void)model.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
+    return seconds_since(t);
+  });
+  const double tg = median_seconds(reps, [&] {
+    auto cache = model.make_cache(batch, gen);
+    std::vector<int64_t> next(static_cast<size_t>(batch), 1);
+    const auto t = Clock::now();
+    for (int64_t s = 0; s < gen; ++s) {
+      const Tensor ids = model.forward(Tensor::from_vector(next, {batch, 1}), cache, {}, true).argmax(-1).to_dtype(DType::I64);
+      next = ids.reshape({batch}).to_vector<int64_t>();
+    }
+    return seconds_since(t);
+  });
+  const double pp_rate = static_cast<double>(batch * prompt) / pp, tg_rate = static_cast<double>(batch * gen) / tg;
+  const double weights_per_second = static_cast<double>(model.weight_bytes()) * static_cast<double>(gen) / tg / 1e9;
+  std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | |\n", name.c_str(), gib, static_cast<double>(c.parameters()) / 1e9,
+              device.to_string().c_str(), std::string(dtype_name(dtype)).c_str(), static_cast<long long>(batch),
+              static_cast<long long>(prompt), pp_rate);
+  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s |\n", name.c_str(), gib,
+              static_cast<double>(c.parameters()) / 1e9, device.to_string().c_str(), std::string(dtype_name(dtype)).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second);
+  if (!csv.empty()) {
+    std::ofstream f(csv, std::ios::app);
+    if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
+    f << name << "," << model.weight_bytes() << "," << device.to_string() << "," << dtype_name(dtype) << "," << batch << ",pp" << prompt
+      << "," << pp_rate << "\n"
+      << name << "," << model.weight_bytes() << "," << device.to_string() << "," << dtype_name(dtype) << "," << batch << ",tg" << gen
+      << "," << tg_rate << "\n";
+  }
+  return 0;
+}
+
+}  // namespace wick::cli
