@@ -86,4 +86,60 @@ uint64_t parse_seed(const std::string& text) {
   return seed;
 }
 
+bool Options::next() {
+  if (++at_ >= argc_) return false;
+  name_ = argv_[at_];
+  return true;
+}
+
+std::string Options::value() {
+  if (at_ + 1 >= argc_) fail(name_ + " needs a value");
+  return argv_[++at_];
+}
+
+int64_t Options::int_value() {
+  const std::string v = value();
+  size_t used = 0;
+  int64_t n = 0;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) fail(name_ + " takes an integer, not '" + v + "'");
+  return n;
+}
+
+double Options::float_value() {
+  const std::string v = value();
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size()) fail(name_ + " takes a number, not '" + v + "'");
+  return x;
+}
+
+Device Options::device_value() {
+  const std::string v = value();
+  Device d;
+  if (!Device::parse(v, &d)) fail("unknown device '" + v + "'");
+  return d;
+}
+
+DType Options::dtype_value() {
+  const std::string v = value();
+  DType dt;
+  if (!parse_dtype(v, &dt)) fail("unknown dtype '" + v + "'");
+  return dt;
+}
+
+void Options::unknown() const { fail("unknown option '" + name_ + "'"); }
+
+void Options::fail(const std::string& what) const { throw std::runtime_error(std::string(command_) + ": " + what); }
+
 }  // namespace wick::cli
+

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "wick/device.h"
 #include "wick/dtype.h"
 
 namespace wick::cli {
@@ -16,5 +17,29 @@ extern const char* const kUsage;
 std::vector<DType> parse_dtype_list(const std::string& list);
 // An unsigned 64-bit decimal; std::runtime_error otherwise.
 uint64_t parse_seed(const std::string& text);
+
+// Walks the options of one command: `for (Options o("generate", argc, argv); o.next();)`, then
+// o.is("--model") and o.value() (or a typed value) per option, o.unknown() for the rest. Errors
+// are std::runtime_errors naming the command and the option.
+class Options {
+ public:
+  Options(const char* command, int argc, char** argv) : command_(command), argc_(argc), argv_(argv) {}
+  bool next();
+  bool is(const char* option) const { return name_ == option; }
+  std::string value();
+  int64_t int_value();
+  double float_value();
+  Device device_value();
+  DType dtype_value();
+  [[noreturn]] void unknown() const;
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  const char* command_;
+  int argc_;
+  char** argv_;
+  int at_ = -1;
+  std::string name_;
+};
 
 }  // namespace wick::cli

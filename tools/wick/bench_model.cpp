@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "bench_model.h"
 #include "wick/io.h"
 #include "wick/models/llama.h"
@@ -40,38 +41,31 @@ int cmd_bench_model(int argc, char** argv) {
   DType dtype = DType::F32;
   int64_t prompt = 512, gen = 128, batch = 1;
   int reps = 3;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("bench-model: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") {
-      model_path = value();
-    } else if (a == "--shape") {
-      shape = value();
-    } else if (a == "--qtype") {
-      const std::string q = value();
+  for (Options o("bench-model", argc, argv); o.next();) {
+    if (o.is("--model")) {
+      model_path = o.value();
+    } else if (o.is("--shape")) {
+      shape = o.value();
+    } else if (o.is("--qtype")) {
+      const std::string q = o.value();
       qtype = quant::parse_qtype(q);
-      if (!qtype) throw std::runtime_error("bench-model: unknown block format '" + q + "'");
-    } else if (a == "--device") {
-      const std::string d = value();
-      if (!Device::parse(d, &device)) throw std::runtime_error("bench-model: unknown device '" + d + "'");
-    } else if (a == "--dtype") {
-      const std::string d = value();
-      if (!parse_dtype(d, &dtype)) throw std::runtime_error("bench-model: unknown dtype '" + d + "'");
-    } else if (a == "--prompt") {
-      prompt = std::stoll(value());
-    } else if (a == "--gen") {
-      gen = std::stoll(value());
-    } else if (a == "--batch") {
-      batch = std::stoll(value());
-    } else if (a == "--reps") {
-      reps = std::stoi(value());
-    } else if (a == "--csv") {
-      csv = value();
+      if (!qtype) o.fail("unknown block format '" + q + "'");
+    } else if (o.is("--device")) {
+      device = o.device_value();
+    } else if (o.is("--dtype")) {
+      dtype = o.dtype_value();
+    } else if (o.is("--prompt")) {
+      prompt = o.int_value();
+    } else if (o.is("--gen")) {
+      gen = o.int_value();
+    } else if (o.is("--batch")) {
+      batch = o.int_value();
+    } else if (o.is("--reps")) {
+      reps = static_cast<int>(o.int_value());
+    } else if (o.is("--csv")) {
+      csv = o.value();
     } else {
-      throw std::runtime_error("bench-model: unknown option '" + a + "'");
+      o.unknown();
     }
   }
   if (model_path.empty() == shape.empty()) throw std::runtime_error("bench-model: one of --model and --shape is needed");

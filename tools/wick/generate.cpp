@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "args.h"
 #include "generate.h"
 #include "wick/io.h"
 #include "wick/models/generate.h"
@@ -15,44 +16,36 @@ int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
   Device device = Device::cpu();
   DType dtype = DType::F32;
-  models::GenerateOptions o;
-  o.sampling.temperature = 0.8;
-  o.sampling.top_k = 40;
-  o.sampling.top_p = 0.95;
-  o.sampling.min_p = 0.05;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("generate: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") {
-      model_path = value();
-    } else if (a == "--prompt") {
-      prompt = value();
-    } else if (a == "--max-tokens") {
-      o.max_tokens = std::stoll(value());
-    } else if (a == "--temp") {
-      o.sampling.temperature = std::stod(value());
-    } else if (a == "--top-k") {
-      o.sampling.top_k = std::stoll(value());
-    } else if (a == "--top-p") {
-      o.sampling.top_p = std::stod(value());
-    } else if (a == "--min-p") {
-      o.sampling.min_p = std::stod(value());
-    } else if (a == "--repeat-penalty") {
-      o.sampling.repetition_penalty = std::stod(value());
-    } else if (a == "--seed") {
-      o.sampling.seed = std::stoull(value());
-    } else if (a == "--device") {
-      const std::string d = value();
-      if (!Device::parse(d, &device)) throw std::runtime_error("generate: unknown device '" + d + "'");
-    } else if (a == "--dtype") {
-      const std::string d = value();
-      if (!parse_dtype(d, &dtype)) throw std::runtime_error("generate: unknown dtype '" + d + "'");
-    } else {
-      throw std::runtime_error("generate: unknown option '" + a + "'");
-    }
+  models::GenerateOptions opts;
+  opts.sampling.temperature = 0.8;
+  opts.sampling.top_k = 40;
+  opts.sampling.top_p = 0.95;
+  opts.sampling.min_p = 0.05;
+  for (Options o("generate", argc, argv); o.next();) {
+    if (o.is("--model"))
+      model_path = o.value();
+    else if (o.is("--prompt"))
+      prompt = o.value();
+    else if (o.is("--max-tokens"))
+      opts.max_tokens = o.int_value();
+    else if (o.is("--temp"))
+      opts.sampling.temperature = o.float_value();
+    else if (o.is("--top-k"))
+      opts.sampling.top_k = o.int_value();
+    else if (o.is("--top-p"))
+      opts.sampling.top_p = o.float_value();
+    else if (o.is("--min-p"))
+      opts.sampling.min_p = o.float_value();
+    else if (o.is("--repeat-penalty"))
+      opts.sampling.repetition_penalty = o.float_value();
+    else if (o.is("--seed"))
+      opts.sampling.seed = parse_seed(o.value());
+    else if (o.is("--device"))
+      device = o.device_value();
+    else if (o.is("--dtype"))
+      dtype = o.dtype_value();
+    else
+      o.unknown();
   }
   if (model_path.empty()) throw std::runtime_error("generate: --model is needed");
   const io::GgufFile gguf = io::GgufFile::open(model_path);
@@ -64,7 +57,7 @@ int cmd_generate(int argc, char** argv) {
   models::TextStream stream(tok);
   std::cout << prompt << std::flush;
   const models::GenerateResult r = models::generate(
-      model, prompts, o,
+      model, prompts, opts,
       [&](int64_t, int32_t id) {
         std::cout << stream.push(id) << std::flush;
         return true;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "args.h"
 #include "perplexity.h"
 #include "wick/io.h"
 #include "wick/models/llama.h"
@@ -23,29 +24,21 @@ int cmd_perplexity(int argc, char** argv) {
   int64_t ctx = 512, chunks = -1;
   Device device = Device::cpu();
   DType dtype = DType::F32;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("perplexity: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") {
-      model_path = value();
-    } else if (a == "--file") {
-      file = value();
-    } else if (a == "--ctx") {
-      ctx = std::stoll(value());
-    } else if (a == "--chunks") {
-      chunks = std::stoll(value());
-    } else if (a == "--device") {
-      const std::string d = value();
-      if (!Device::parse(d, &device)) throw std::runtime_error("perplexity: unknown device '" + d + "'");
-    } else if (a == "--dtype") {
-      const std::string d = value();
-      if (!parse_dtype(d, &dtype)) throw std::runtime_error("perplexity: unknown dtype '" + d + "'");
-    } else {
-      throw std::runtime_error("perplexity: unknown option '" + a + "'");
-    }
+  for (Options o("perplexity", argc, argv); o.next();) {
+    if (o.is("--model"))
+      model_path = o.value();
+    else if (o.is("--file"))
+      file = o.value();
+    else if (o.is("--ctx"))
+      ctx = o.int_value();
+    else if (o.is("--chunks"))
+      chunks = o.int_value();
+    else if (o.is("--device"))
+      device = o.device_value();
+    else if (o.is("--dtype"))
+      dtype = o.dtype_value();
+    else
+      o.unknown();
   }
   if (model_path.empty() || file.empty()) throw std::runtime_error("perplexity: --model and --file are needed");
   if (ctx < 4) throw std::runtime_error("perplexity: --ctx must be at least 4");

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "args.h"
 #include "tokenize.h"
 #include "wick/io.h"
 #include "wick/models/tokenizer.h"
@@ -15,33 +16,28 @@ namespace wick::cli {
 int cmd_tokenize(int argc, char** argv) {
   std::string model, text;
   bool have_text = false, special = true, parse_special = false, pieces = false;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("tokenize: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--model") {
-      model = value();
-    } else if (a == "--text") {
-      text = value();
+  for (Options o("tokenize", argc, argv); o.next();) {
+    if (o.is("--model")) {
+      model = o.value();
+    } else if (o.is("--text")) {
+      text = o.value();
       have_text = true;
-    } else if (a == "--file") {
-      const std::string path = value();
+    } else if (o.is("--file")) {
+      const std::string path = o.value();
       std::ifstream f(path, std::ios::binary);
-      if (!f) throw std::runtime_error("tokenize: cannot read " + path);
+      if (!f) o.fail("cannot read " + path);
       std::ostringstream s;
       s << f.rdbuf();
       text = s.str();
       have_text = true;
-    } else if (a == "--no-special") {
+    } else if (o.is("--no-special")) {
       special = false;
-    } else if (a == "--parse-special") {
+    } else if (o.is("--parse-special")) {
       parse_special = true;
-    } else if (a == "--pieces") {
+    } else if (o.is("--pieces")) {
       pieces = true;
     } else {
-      throw std::runtime_error("tokenize: unknown option '" + a + "'");
+      o.unknown();
     }
   }
   if (model.empty() || !have_text) throw std::runtime_error("tokenize: --model and one of --text or --file are needed");
