@@ -370,11 +370,10 @@ TEST(Safetensors, UnalignedTensorsAreCopied) {
 
 // safetensors bytes from a header written by hand, the data section `data` bytes of 7.
 std::vector<uint8_t> st_bytes(const std::string& header, size_t data, uint64_t size_field = ~uint64_t{0}) {
-  std::vector<uint8_t> b(8);
+  std::vector<uint8_t> b(8 + header.size() + data, 7);
   const uint64_t n = size_field == ~uint64_t{0} ? header.size() : size_field;
   std::memcpy(b.data(), &n, 8);
-  b.insert(b.end(), header.begin(), header.end());
-  b.resize(b.size() + data, 7);
+  std::memcpy(b.data() + 8, header.data(), header.size());
   return b;
 }
 
