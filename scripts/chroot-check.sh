@@ -5,9 +5,9 @@
 #                            and `pkgs` installed there, else `<check>: skipped: <reason>`, exit 77
 #   build_dir                the build directory (WICK_BUILD_DIR, default build), configured with
 #                            tests, inside what the chroot sees
-#   mount_libs PROGRAM       the directories outside the system's that PROGRAM's libraries come
+#   use_libs PROGRAM         the directories outside the system's that PROGRAM's libraries come
 #                            from (CUDA's runtime in a GPU build) mounted read-only in the chroot
-#                            until the caller exits
+#                            by each later `scripts/rocm-env run` (WICK_ROCM_LIBS)
 root=${WICK_ROCM_ROOT:-/var/cache/wick-rocm/sid}
 
 skip() {
@@ -49,30 +49,12 @@ build_dir() {
   fi
 }
 
-mounts=()
-made=() # directories made in the chroot for the mounts, deepest first
-unmount_libs() {
-  local m
-  for m in "${mounts[@]}"; do umount "$m" 2> /dev/null || true; done
-  if [ ${#made[@]} -gt 0 ]; then rmdir "${made[@]}" 2> /dev/null || true; fi
-}
-
-mount_libs() {
-  trap unmount_libs EXIT
-  local lib dir d new
+use_libs() {
+  local lib dir dirs=()
   for lib in $(ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
     dir=$(dirname "$lib")
-    case "$dir" in /lib* | /usr/lib*) continue ;; esac
-    if [ -e "$root$lib" ] || mountpoint -q "$root$dir"; then continue; fi
-    new=()
-    d=$dir
-    while [ ! -e "$root$d" ]; do
-      new+=("$root$d")
-      d=$(dirname "$d")
-    done
-    made=("${new[@]}" "${made[@]}")
-    mkdir -p "$root$dir"
-    mount --bind -o ro "$dir" "$root$dir"
-    mounts=("$root$dir" "${mounts[@]}")
+    case "$dir" in /lib* | /usr/lib*) ;; *) dirs+=("$dir") ;; esac
   done
+  WICK_ROCM_LIBS=$(printf '%s\n' "${dirs[@]}" | sort -u | paste -sd:)
+  export WICK_ROCM_LIBS
 }
