@@ -1,9 +1,14 @@
 // The Llama-family decoder of include/wick/models/llama.h, configured and loaded from GGUF files
-// with llama.cpp's tensor names (token_embd, blk.N.attn_q, ..., output_norm, output).
+// (llama.cpp's tensor names: token_embd, blk.N.attn_q, ..., output_norm, output) or Hugging Face
+// checkpoints (config.json and safetensors with transformers' names, translated to llama.cpp's).
 #include "wick/models/llama.h"
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 namespace wick::models {
 
@@ -65,6 +70,113 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   return c;
 }
 
+namespace {
+
+// config.json's values, checked as from_gguf checks GGUF's.
+struct JsonConfig {
+  const std::string& path;
+  const nlohmann::json& j;
+
+  [[noreturn]] void fail(std::string_view key, std::string_view what) const {
+    throw io::FormatError(detail::str_cat("llama: ", path, ": ", key, ": ", what));
+  }
+  const nlohmann::json* find(const nlohmann::json& in, const char* key) const {
+    const auto it = in.find(key);
+    return it == in.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t positive(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    const nlohmann::json* v = find(j, key);
+    if (v == nullptr) {
+      if (fallback) return *fallback;
+      fail(key, "missing");
+    }
+    if (!v->is_number_integer()) fail(key, detail::str_cat(v->dump(), " is not an integer"));
+    const auto n = v->get<int64_t>();
+    if (n <= 0 || n > (int64_t{1} << 40)) fail(key, detail::str_cat(n, " is not a positive size"));
+    return n;
+  }
+  double number(const nlohmann::json& in, const char* key, double fallback) const {
+    const nlohmann::json* v = find(in, key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) fail(key, detail::str_cat(v->dump(), " is not a number"));
+    const auto x = v->get<double>();
+    if (!std::isfinite(x) || x <= 0) fail(key, detail::str_cat(x, " is not finite and positive"));
+    return x;
+  }
+  bool flag(const char* key, bool fallback) const {
+    const nlohmann::json* v = find(j, key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail(key, detail::str_cat(v->dump(), " is not true or false"));
+    return v->get<bool>();
+  }
+};
+
+}  // namespace
+
+LlamaConfig LlamaConfig::from_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw io::FormatError(detail::str_cat("llama: ", path, ": cannot be read"));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw io::FormatError(detail::str_cat("llama: ", path, ": not JSON (", e.what(), ")"));
+  }
+  if (!j.is_object()) throw io::FormatError(detail::str_cat("llama: ", path, ": not a JSON object"));
+  const JsonConfig f{path, j};
+  LlamaConfig c;
+  const nlohmann::json* type = f.find(j, "model_type");
+  if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
+  const std::string model_type = type->get<std::string>();
+  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2")
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
+                                            "\" (wick runs \"llama\", \"mistral\" and \"qwen2\")"));
+  c.architecture = model_type == "qwen2" ? "qwen2" : "llama";
+  c.vocab = f.positive("vocab_size");
+  c.dim = f.positive("hidden_size");
+  c.hidden = f.positive("intermediate_size");
+  c.layers = f.positive("num_hidden_layers");
+  c.heads = f.positive("num_attention_heads");
+  c.kv_heads = f.positive("num_key_value_heads", c.heads);
+  c.head_dim = f.positive("head_dim", c.dim / c.heads);
+  c.context = f.positive("max_position_embeddings");
+  if (c.heads % c.kv_heads != 0)
+    f.fail("num_key_value_heads", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
+  if (c.head_dim % 2 != 0) f.fail("head_dim", detail::str_cat("head size ", c.head_dim, " is odd"));
+  c.rms_eps = f.number(j, "rms_norm_eps", 1e-6);
+  c.tied_embeddings = f.flag("tie_word_embeddings", false);
+  if (model_type != "qwen2" && f.flag("attention_bias", false))
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
+  if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
+  // Mistral slides always where it names a window; Qwen2 only with use_sliding_window.
+  if (model_type == "mistral" || (model_type == "qwen2" && f.flag("use_sliding_window", false)))
+    if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
+
+  // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
+  const nlohmann::json* rope = f.find(j, "rope_parameters");
+  if (rope == nullptr) rope = f.find(j, "rope_scaling");
+  if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
+  c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", 10000) : 10000);
+  if (rope != nullptr) {
+    const nlohmann::json* kind = f.find(*rope, "rope_type");
+    if (kind == nullptr) kind = f.find(*rope, "type");
+    const std::string name = kind != nullptr && kind->is_string() ? kind->get<std::string>() : "default";
+    if (name == "llama3") {
+      RopeScaling& r = c.rope_scaling;
+      r.factor = f.number(*rope, "factor", 8);
+      r.low_freq_factor = f.number(*rope, "low_freq_factor", 1);
+      r.high_freq_factor = f.number(*rope, "high_freq_factor", 4);
+      r.original_context = static_cast<int64_t>(f.number(*rope, "original_max_position_embeddings", 8192));
+      if (r.high_freq_factor <= r.low_freq_factor)
+        f.fail("rope_parameters", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
+                                                  r.low_freq_factor));
+    } else if (name != "default") {
+      throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name, "\" (wick knows \"default\" and \"llama3\")"));
+    }
+  }
+  return c;
+}
+
 LlamaConfig LlamaConfig::preset(std::string_view name) {
   LlamaConfig c;
   c.architecture = "llama";
@@ -94,6 +206,28 @@ int64_t LlamaConfig::parameters() const {
   return 2 * vocab * dim + layers * (attention + 3 * dim * hidden + 2 * dim) + dim;
 }
 
+std::vector<double> LlamaConfig::inv_freq() const {
+  std::vector<double> f;
+  const RopeScaling& r = rope_scaling;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (r.factor <= 0) {
+      f.push_back(rate);
+      continue;
+    }
+    const double wavelength = 2 * M_PI / rate, context = static_cast<double>(r.original_context);
+    if (wavelength > context / r.low_freq_factor) {
+      f.push_back(rate / r.factor);
+    } else if (wavelength < context / r.high_freq_factor) {
+      f.push_back(rate);
+    } else {
+      const double smooth = (context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      f.push_back((1 - smooth) * rate / r.factor + smooth * rate);
+    }
+  }
+  return f;
+}
+
 // ---- weights ------------------------------------------------------------------------------------
 
 Tensor Linear::operator()(const Tensor& x) const {
@@ -108,82 +242,150 @@ int64_t Linear::bytes() const {
   return b + (quantized.defined() ? quantized.nbytes() : dense.numel() * dtype_size(dense.dtype()));
 }
 
-namespace {
+// The tensors of a file under the roles of llama.cpp's names ("token_embd", "blk.3.attn_q",
+// "output_norm", ...), each without its ".weight"/".bias" suffix.
+class LlamaModel::Weights {
+ public:
+  virtual ~Weights() = default;
+  virtual const std::string& source() const = 0;  // the file, in messages
+  // The tensor `name` (a role with its suffix): its shape, or nullopt where the file has none.
+  virtual std::optional<Shape> shape(const std::string& name) const = 0;
+  virtual bool quantized(const std::string& name) const = 0;
+  virtual Tensor dense(const std::string& name, Device device) const = 0;
+  virtual quant::QTensor blocks(const std::string& name, Device device) const = 0;
 
-// Reads weights of a GGUF file onto a device, checking each one's shape.
-struct Loader {
-  const io::GgufFile& f;
-  Device device;
-  DType dtype;
-
-  const io::GgufTensor& find(const std::string& name) const {
-    const io::GgufTensor* t = f.find_tensor(name);
-    if (t == nullptr) fail(f, name, "missing");
-    return *t;
+  [[noreturn]] void fail(std::string_view name, std::string_view what) const {
+    throw io::FormatError(detail::str_cat("llama: ", source(), ": ", name, ": ", what));
   }
-  void expect(const io::GgufTensor& t, const Shape& shape) const {
-    if (t.shape != shape) fail(f, t.name, detail::str_cat("shape ", t.shape, ", not ", shape));
+  void expect(const std::string& name, const Shape& shape_wanted) const {
+    const std::optional<Shape> s = shape(name);
+    if (!s) fail(name, "missing");
+    if (*s != shape_wanted) fail(name, detail::str_cat("shape ", *s, ", not ", shape_wanted));
   }
-  Tensor dense(const std::string& name, const Shape& shape) const {
-    const io::GgufTensor& t = find(name);
-    expect(t, shape);
-    if (!t.dtype) fail(f, name, detail::str_cat("a ", quant::qtype_name(*t.qtype), " tensor where a dense one is needed"));
-    return f.tensor(t, device).to_dtype(dtype);
+  Tensor dense(const std::string& name, const Shape& shape_wanted, Device device, DType dtype) const {
+    expect(name, shape_wanted);
+    if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
+    return dense(name, device).to_dtype(dtype);
   }
-  Linear linear(const std::string& name, int64_t out, int64_t in, bool bias = false) const {
-    const io::GgufTensor& t = find(name + ".weight");
-    expect(t, Shape({out, in}));
+  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype) const {
+    const std::string name = role + ".weight";
+    expect(name, Shape({out, in}));
     Linear l;
-    if (t.qtype)
-      l.quantized = f.qtensor(t, device);
+    if (quantized(name))
+      l.quantized = blocks(name, device);
     else
-      l.dense = f.tensor(t, device).to_dtype(dtype);
-    if (bias) l.bias = dense(name + ".bias", Shape({out}));
+      l.dense = dense(name, device).to_dtype(dtype);
+    if (bias) l.bias = dense(role + ".bias", Shape({out}), device, dtype);
     return l;
   }
 };
 
-}  // namespace
+class LlamaModel::GgufWeights final : public LlamaModel::Weights {
+ public:
+  explicit GgufWeights(const io::GgufFile& f) : f_(f) {}
+  const std::string& source() const override { return f_.name(); }
+  std::optional<Shape> shape(const std::string& name) const override {
+    const io::GgufTensor* t = f_.find_tensor(name);
+    return t == nullptr ? std::nullopt : std::optional<Shape>(t->shape);
+  }
+  bool quantized(const std::string& name) const override { return f_.find_tensor(name)->qtype.has_value(); }
+  Tensor dense(const std::string& name, Device device) const override { return f_.tensor(*f_.find_tensor(name), device); }
+  quant::QTensor blocks(const std::string& name, Device device) const override {
+    return f_.qtensor(*f_.find_tensor(name), device);
+  }
 
-LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype) {
+ private:
+  const io::GgufFile& f_;
+};
+
+// transformers' names for llama.cpp's.
+class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
+ public:
+  explicit CheckpointWeights(const io::SafetensorsCheckpoint& c) : c_(c) {}
+  const std::string& source() const override { return c_.name(); }
+  std::optional<Shape> shape(const std::string& name) const override {
+    const io::SafetensorsTensor* t = c_.find_tensor(translate(name));
+    return t == nullptr ? std::nullopt : std::optional<Shape>(t->shape);
+  }
+  bool quantized(const std::string&) const override { return false; }
+  Tensor dense(const std::string& name, Device device) const override { return c_.tensor(translate(name), device); }
+  quant::QTensor blocks(const std::string& name, Device) const override { fail(name, "no block formats in safetensors"); }
+
+ private:
+  static std::string translate(const std::string& name) {
+    static const std::pair<std::string_view, std::string_view> kLayer[] = {
+        {"attn_norm", "input_layernorm"},      {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
+        {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+        {"ffn_down", "mlp.down_proj"}};
+    static const std::pair<std::string_view, std::string_view> kTop[] = {
+        {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+    const size_t dot = name.rfind('.');
+    const std::string_view role = std::string_view(name).substr(0, dot), suffix = std::string_view(name).substr(dot);
+    if (role.starts_with("blk.")) {
+      const size_t end = role.find('.', 4);
+      const std::string_view layer = role.substr(4, end - 4), what = role.substr(end + 1);
+      for (const auto& [ours, theirs] : kLayer)
+        if (what == ours) return detail::str_cat("model.layers.", layer, ".", theirs, suffix);
+    }
+    for (const auto& [ours, theirs] : kTop)
+      if (role == ours) return detail::str_cat(theirs, suffix);
+    return name;
+  }
+
+  const io::SafetensorsCheckpoint& c_;
+};
+
+LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device device, DType dtype) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
   LlamaModel m;
-  m.config_ = LlamaConfig::from_gguf(f);
+  m.config_ = c;
   m.device_ = device;
   m.dtype_ = dtype;
-  const LlamaConfig& c = m.config_;
-  const Loader load{f, device, dtype};
   const bool bias = c.architecture == "qwen2";
-  m.embedding_ = load.linear("token_embd", c.vocab, c.dim);
+  m.embedding_ = w.linear("token_embd", c.vocab, c.dim, false, device, dtype);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = detail::str_cat("blk.", i, ".");
     Layer l;
-    l.attn_norm = load.dense(p + "attn_norm.weight", Shape({c.dim}));
-    l.q = load.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias);
-    l.k = load.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias);
-    l.v = load.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias);
-    l.o = load.linear(p + "attn_output", c.dim, c.heads * c.head_dim);
-    l.ffn_norm = load.dense(p + "ffn_norm.weight", Shape({c.dim}));
-    l.gate = load.linear(p + "ffn_gate", c.hidden, c.dim);
-    l.up = load.linear(p + "ffn_up", c.hidden, c.dim);
-    l.down = load.linear(p + "ffn_down", c.dim, c.hidden);
+    l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
+    l.q = w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype);
+    l.k = w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype);
+    l.v = w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype);
+    l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype);
+    l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
+    l.gate = w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype);
+    l.up = w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype);
+    l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype);
     m.layers_.push_back(std::move(l));
   }
-  m.output_norm_ = load.dense("output_norm.weight", Shape({c.dim}));
-  // Tied embeddings: no output.weight, the embedding serves as the head.
-  m.output_ = f.find_tensor("output.weight") != nullptr ? load.linear("output", c.vocab, c.dim) : m.embedding_;
+  m.output_norm_ = w.dense("output_norm.weight", Shape({c.dim}), device, dtype);
+  // Tied embeddings: no head of its own, the embedding serves.
+  m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype) : m.embedding_;
 
-  // Llama 3.1's frequency scaling comes as one factor per rotated pair (rope_freqs.weight).
-  std::vector<float> factors(static_cast<size_t>(c.head_dim / 2), 1.f);
-  if (const io::GgufTensor* r = f.find_tensor("rope_freqs.weight")) {
-    load.expect(*r, Shape({c.head_dim / 2}));
-    factors = f.tensor(*r).to_dtype(DType::F32).to_vector<float>();
+  m.inv_freq_ = c.inv_freq();
+  // GGUF files carry Llama 3.1's scaling as one factor per rotated pair (rope_freqs.weight).
+  if (w.shape("rope_freqs.weight")) {
+    const std::vector<float> factors =
+        w.dense("rope_freqs.weight", Shape({c.head_dim / 2}), Device::cpu(), DType::F32).to_vector<float>();
+    for (size_t i = 0; i < factors.size(); ++i) m.inv_freq_[i] /= static_cast<double>(factors[i]);
   }
-  for (int64_t i = 0; i < c.head_dim / 2; ++i)
-    m.inv_freq_.push_back(std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim)) /
-                          static_cast<double>(factors[static_cast<size_t>(i)]));
   return m;
+}
+
+LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype) {
+  return load(LlamaConfig::from_gguf(f), GgufWeights(f), device, dtype);
+}
+
+LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype) {
+  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype);
+  return from_gguf(io::GgufFile::open(path), device, dtype);
+}
+
+LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype) {
+  const LlamaConfig config = LlamaConfig::from_json(dir + "/config.json");
+  const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(dir);
+  return load(config, CheckpointWeights(checkpoint), device, dtype);
 }
 
 LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed) {
@@ -228,8 +430,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   }
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
   m.output_ = linear(c.vocab, c.dim, false);
-  for (int64_t i = 0; i < c.head_dim / 2; ++i)
-    m.inv_freq_.push_back(std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.head_dim)));
+  m.inv_freq_ = c.inv_freq();
   return m;
 }
 

@@ -10,8 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <queue>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 namespace wick::models {
 
@@ -216,6 +220,40 @@ struct Tokenizer::Vocab {
       throw IndexError(detail::str_cat("tokenizer: token id ", id, " is outside the vocabulary of ", tokens.size()));
   }
 
+  // What both readers do last: the end-of-generation tokens (end_ids, where >= 0, and those of
+  // kEndTexts), the chat and fill-in-the-middle tokens made control tokens, and the special tokens
+  // listed longest first.
+  void finish(const std::vector<int32_t>& end_ids) {
+    for (int32_t id : end_ids)
+      if (id >= 0 && std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(id);
+    // Tokens of the chat and fill-in-the-middle formats that files often leave typed as text: as
+    // llama.cpp does, they are control tokens (matched in text only with parse_special), and the
+    // end-of-turn ones end generation.
+    auto make_control = [&](int32_t id, bool end) {
+      types[static_cast<size_t>(id)] = TokenType::Control;
+      if (end && std::find(ends.begin(), ends.end(), id) == ends.end()) ends.push_back(id);
+    };
+    for (std::string_view text : kEndTexts)
+      if (const int32_t id = find(text); id >= 0) make_control(id, true);
+    for (const FimRole& role : kFimRoles) {
+      for (std::string_view text : role.texts) {
+        if (text.empty()) break;
+        if (const int32_t id = find(text); id >= 0) {
+          make_control(id, role.ends);
+          break;  // the first of the role's texts that the vocabulary holds
+        }
+      }
+    }
+    for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
+      const TokenType t = types[static_cast<size_t>(i)];
+      if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !tokens[static_cast<size_t>(i)].empty())
+        specials.push_back(i);
+    }
+    std::stable_sort(specials.begin(), specials.end(), [&](int32_t a, int32_t b) {
+      return tokens[static_cast<size_t>(a)].size() > tokens[static_cast<size_t>(b)].size();
+    });
+  }
+
   void encode_spm(std::string_view fragment, bool space_first, std::vector<int32_t>& out) const {
     std::string text = space_first && add_space_prefix ? std::string(kSpace) : std::string();
     for (char c : fragment) {
@@ -377,35 +415,201 @@ Tokenizer Tokenizer::from_gguf(const io::GgufFile& f) {
   v->add_eos = find_bool(f, "tokenizer.ggml.add_eos_token", false) && v->eos >= 0;
   v->add_space_prefix = find_bool(f, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
 
-  for (int32_t id : {v->eos, find_id(f, "tokenizer.ggml.eot_token_id", n), find_id(f, "tokenizer.ggml.eom_token_id", n)})
-    if (id >= 0) v->ends.push_back(id);
-  // Tokens of the chat and fill-in-the-middle formats that files often leave typed as text: as
-  // llama.cpp does, they are control tokens (matched in text only with parse_special), and the
-  // end-of-turn ones end generation.
-  auto make_control = [&](int32_t id, bool end) {
-    v->types[static_cast<size_t>(id)] = TokenType::Control;
-    if (end && std::find(v->ends.begin(), v->ends.end(), id) == v->ends.end()) v->ends.push_back(id);
-  };
-  for (std::string_view text : kEndTexts)
-    if (const int32_t id = v->find(text); id >= 0) make_control(id, true);
-  for (const FimRole& role : kFimRoles) {
-    for (std::string_view text : role.texts) {
-      if (text.empty()) break;
-      if (const int32_t id = v->find(text); id >= 0) {
-        make_control(id, role.ends);
-        break;  // the first of the role's texts that the vocabulary holds
-      }
+  v->finish({v->eos, find_id(f, "tokenizer.ggml.eot_token_id", n), find_id(f, "tokenizer.ggml.eom_token_id", n)});
+  return Tokenizer(std::move(v));
+}
+
+namespace {
+
+using Json = nlohmann::json;
+
+Json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw io::FormatError(detail::str_cat("tokenizer: ", path, ": cannot be read"));
+  try {
+    return Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw io::FormatError(detail::str_cat("tokenizer: ", path, ": not JSON (", e.what(), ")"));
+  }
+}
+
+// The steps of a tokenizer.json pipeline stage ("Sequence" of steps, one step, or null).
+std::vector<const Json*> steps(const Json& j, const char* stage) {
+  std::vector<const Json*> out;
+  const auto it = j.find(stage);
+  if (it == j.end() || !it->is_object()) return out;
+  const auto seq = it->find(it->find("pretokenizers") != it->end() ? "pretokenizers" : "normalizers");
+  if (it->value("type", "") == "Sequence" && seq != it->end() && seq->is_array()) {
+    for (const Json& step : *seq) out.push_back(&step);
+  } else {
+    out.push_back(&*it);
+  }
+  return out;
+}
+
+[[noreturn]] void json_fail(std::string_view file, std::string_view key, std::string_view what) {
+  throw io::FormatError(detail::str_cat("tokenizer: ", file, ": ", key, ": ", what));
+}
+
+// A token's text in tokenizer_config.json: "<s>", or {"content": "<s>", ...}.
+std::string token_text(const Json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("content") && j["content"].is_string()) return j["content"].get<std::string>();
+  return {};
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_json(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  const fs::path dir = file.parent_path();
+  const std::string name = file.string();
+  const Json j = read_json(name);
+  auto fail = [&](std::string_view key, std::string_view what) { json_fail(name, key, what); };
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) fail("model", "missing");
+  const Json& model = j["model"];
+  if (model.value("type", "BPE") != "BPE")
+    throw NotSupportedError(detail::str_cat("tokenizer: ", name, ": model type \"", model.value("type", ""),
+                                            "\" (wick reads \"BPE\")"));
+  if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab", "missing");
+
+  auto v = std::make_shared<Vocab>();
+  // Byte-level BPE maps bytes to printable characters before the merges; the SentencePiece style
+  // (byte_fallback, U+2581 for spaces) does not.
+  bool byte_level = false;
+  const Json* split = nullptr;
+  for (const Json* step : steps(j, "pre_tokenizer")) {
+    const std::string type = step->value("type", "");
+    if (type == "ByteLevel") {
+      byte_level = true;
+      if (step->value("add_prefix_space", false)) fail("pre_tokenizer", "ByteLevel add_prefix_space (not supported)");
+      if (split == nullptr && step->value("use_regex", true)) split = step;
+    } else if (type == "Split") {
+      split = step;
+    } else if (type == "Metaspace") {
+      v->add_space_prefix = step->value("prepend_scheme", "always") != "never" && step->value("add_prefix_space", true);
+    } else {
+      throw NotSupportedError(detail::str_cat("tokenizer: ", name, ": pre_tokenizer step \"", type, "\""));
     }
   }
-  for (int32_t i = 0; i < n; ++i) {
-    const TokenType t = v->types[static_cast<size_t>(i)];
-    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !v->tokens[static_cast<size_t>(i)].empty())
-      v->specials.push_back(i);
+  v->kind = byte_level ? Kind::Bpe : Kind::Spm;
+  if (!byte_level) {
+    for (const Json* step : steps(j, "normalizer"))
+      if (step->value("type", "") == "Prepend") v->add_space_prefix = true;
+  } else {
+    v->add_space_prefix = false;
+    std::string pattern(kGpt2Pattern);
+    if (split != nullptr && split->value("type", "") == "Split") {
+      const auto p = split->find("pattern");
+      if (p == split->end() || !p->is_object() || !p->contains("Regex") || !(*p)["Regex"].is_string())
+        fail("pre_tokenizer", "a Split step without a Regex pattern");
+      pattern = (*p)["Regex"].get<std::string>();
+    }
+    v->regex = std::make_unique<Regex>(pattern);
+    v->ignore_merges = model.value("ignore_merges", false);
   }
-  std::stable_sort(v->specials.begin(), v->specials.end(), [&](int32_t a, int32_t b) {
-    return v->tokens[static_cast<size_t>(a)].size() > v->tokens[static_cast<size_t>(b)].size();
-  });
+
+  int64_t n = 0;
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 31) - 1)
+      fail("model.vocab", detail::str_cat("\"", text, "\" has id ", id.dump()));
+    n = std::max(n, id.get<int64_t>() + 1);
+  }
+  const Json empty = Json::array();
+  const Json& added = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : empty;
+  for (const Json& t : added) {
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") || !t["content"].is_string())
+      fail("added_tokens", detail::str_cat(t.dump(), " is not {id, content}"));
+    if (t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= (int64_t{1} << 31) - 1) fail("added_tokens", t.dump());
+    n = std::max(n, t["id"].get<int64_t>() + 1);
+  }
+  if (n == 0) fail("model.vocab", "empty");
+  v->tokens.resize(static_cast<size_t>(n));
+  v->types.assign(static_cast<size_t>(n), TokenType::Unused);
+  v->scores.assign(static_cast<size_t>(n), 0.f);
+  for (int64_t i = 0; i < n; ++i) v->tokens[static_cast<size_t>(i)] = detail::str_cat("[PAD", i, "]");
+  for (const auto& [text, id] : model["vocab"].items()) {
+    const auto i = static_cast<size_t>(id.get<int64_t>());
+    v->tokens[i] = text;
+    const bool byte = !byte_level && text.size() == 6 && text.starts_with("<0x") && text.back() == '>';
+    v->types[i] = byte ? TokenType::Byte : TokenType::Normal;
+  }
+  for (const Json& t : added) {
+    const auto i = static_cast<size_t>(t["id"].get<int64_t>());
+    v->tokens[i] = t["content"].get<std::string>();
+    v->types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+  }
+  for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) v->ids[v->tokens[static_cast<size_t>(i)]] = i;
+  if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
+    v->unk = v->find(unk->get<std::string>());
+    if (v->unk >= 0) v->types[static_cast<size_t>(v->unk)] = TokenType::Unknown;
+  }
+
+  // Merges: "left right" strings, or [left, right] pairs (newer files). The SentencePiece style
+  // merges by score: a token's score is minus the rank of the merge that makes it.
+  int32_t rank = 0;
+  if (const auto merges = model.find("merges"); merges != model.end() && merges->is_array()) {
+    for (const Json& m : *merges) {
+      std::string left, right;
+      if (m.is_string()) {
+        const std::string text = m.get<std::string>();
+        const size_t space = text.find(' ', 1);
+        if (space == std::string::npos) fail("model.merges", detail::str_cat("\"", text, "\" is not two symbols"));
+        left = text.substr(0, space), right = text.substr(space + 1);
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        left = m[0].get<std::string>(), right = m[1].get<std::string>();
+      } else {
+        fail("model.merges", detail::str_cat(m.dump(), " is not a merge"));
+      }
+      if (byte_level) {
+        v->merge_rank.emplace(left + " " + right, rank);
+      } else if (const int32_t id = v->find(left + right); id >= 0 && v->scores[static_cast<size_t>(id)] == 0.f) {
+        v->scores[static_cast<size_t>(id)] = -static_cast<float>(rank) - 1.f;
+      }
+      ++rank;
+    }
+  }
+
+  // BOS and EOS as tokenizer_config.json names them, else as the post-processor's template adds
+  // them; generation also ends at generation_config.json's eos_token_id.
+  const Json config = fs::exists(dir / "tokenizer_config.json") ? read_json((dir / "tokenizer_config.json").string()) : Json::object();
+  std::optional<bool> add_bos, add_eos;
+  if (config.is_object()) {
+    if (config.contains("bos_token")) v->bos = v->find(token_text(config["bos_token"]));
+    if (config.contains("eos_token")) v->eos = v->find(token_text(config["eos_token"]));
+    if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) add_bos = config["add_bos_token"].get<bool>();
+    if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean()) add_eos = config["add_eos_token"].get<bool>();
+  }
+  if (const auto post = j.find("post_processor"); post != j.end() && post->is_object() && post->contains("single") &&
+                                                  (*post)["single"].is_array() && !(*post)["single"].empty()) {
+    const Json& single = (*post)["single"];
+    auto special = [&](const Json& item) -> int32_t {
+      return item.contains("SpecialToken") ? v->find(item["SpecialToken"].value("id", "")) : -1;
+    };
+    const int32_t first = special(single.front()), last = special(single.back());
+    if (v->bos < 0) v->bos = first;
+    if (!add_bos) add_bos = first >= 0;
+    if (!add_eos) add_eos = last >= 0 && single.size() > 1;
+  }
+  v->add_bos = add_bos.value_or(v->bos >= 0) && v->bos >= 0;
+  v->add_eos = add_eos.value_or(false) && v->eos >= 0;
+  std::vector<int32_t> ends{v->eos};
+  if (fs::exists(dir / "generation_config.json")) {
+    const Json gen = read_json((dir / "generation_config.json").string());
+    if (gen.is_object() && gen.contains("eos_token_id")) {
+      const Json& e = gen["eos_token_id"];
+      for (const Json& id : e.is_array() ? e : Json::array({e}))
+        if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < n) ends.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  v->finish(ends);
   return Tokenizer(std::move(v));
+}
+
+Tokenizer Tokenizer::open(const std::string& path) {
+  if (std::filesystem::is_directory(path) || path.ends_with(".json")) return from_json(path);
+  return from_gguf(io::GgufFile::open(path));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {

@@ -435,33 +435,6 @@ TEST(Safetensors, BrokenFieldsAreNamed) {
                     FormatError, "u", "overlap");
 }
 
-// A directory for a sharded checkpoint, removed (with its files) when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = testing::TempDir() + "wick-ckpt-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    if (DIR* d = opendir(path_.c_str())) {
-      while (const dirent* e = readdir(d))
-        if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") std::remove((path_ + "/" + e->d_name).c_str());
-      closedir(d);
-    }
-    rmdir(path_.c_str());
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-  void write(const std::string& name, const std::string& text) const {
-    std::FILE* f = std::fopen(file(name).c_str(), "wb");
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-  }
-
- private:
-  std::string path_;
-};
-
 TEST(Safetensors, ShardedCheckpoints) {
   TempDir dir;
   SafetensorsWriter a, b;

@@ -3,6 +3,7 @@
 // sequence at once, sequences of a batch do not see each other, quantized weights stay close to
 // dense ones, tied embeddings, Qwen2's biases, and files with missing or misshapen tensors. Run on
 // every device present.
+#include <cmath>
 #include <random>
 
 #include "test_util.h"
@@ -177,6 +178,105 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
   const LlamaModel model = load(Tiny{}, device());
   auto cache = model.make_cache(1, 4);
   WICK_EXPECT_ERROR(model.forward(Tensor::from_vector(kTokens, {1, 9}), cache), ShapeError, "capacity");
+}
+
+// The same weights as a Hugging Face checkpoint (config.json and safetensors under transformers'
+// names, q and k rows in transformers' order) give the GGUF file's logits: Llama with its rows of q
+// and k permuted in the GGUF file, Qwen2 with biases, tied embeddings.
+TEST_P(LlamaTest, CheckpointEqualsGguf) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    for (const bool tied : {false, true}) {
+      Tiny m;
+      m.arch = arch;
+      m.tied = tied;
+      const io::GgufFile gguf = io::GgufFile::parse(tiny_model(m).bytes(), "tiny.gguf");
+      const int64_t hd = m.dim / m.heads;
+      io::SafetensorsWriter st;
+      auto put = [&](const std::string& theirs, const std::string& ours, int64_t heads = 0) {
+        Tensor t = gguf.tensor(*gguf.find_tensor(ours));
+        // llama.cpp's converter moves each head's rows (i, i + hd/2) next to each other.
+        if (heads > 0 && m.arch == "llama")
+          t = t.reshape({heads, hd / 2, 2, m.dim}).transpose(1, 2).contiguous().reshape({heads * hd, m.dim});
+        st.add(theirs, t);
+      };
+      put("model.embed_tokens.weight", "token_embd.weight");
+      for (int64_t i = 0; i < m.layers; ++i) {
+        const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
+        put(h + "input_layernorm.weight", g + "attn_norm.weight");
+        put(h + "self_attn.q_proj.weight", g + "attn_q.weight", m.heads);
+        put(h + "self_attn.k_proj.weight", g + "attn_k.weight", m.kv_heads);
+        put(h + "self_attn.v_proj.weight", g + "attn_v.weight");
+        if (m.arch == "qwen2")
+          for (const char* x : {"q", "k", "v"}) put(h + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias");
+        put(h + "self_attn.o_proj.weight", g + "attn_output.weight");
+        put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight");
+        put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight");
+        put(h + "mlp.up_proj.weight", g + "ffn_up.weight");
+        put(h + "mlp.down_proj.weight", g + "ffn_down.weight");
+      }
+      put("model.norm.weight", "output_norm.weight");
+      if (!tied) put("lm_head.weight", "output.weight");
+      TempDir dir;
+      st.write(dir.file("model.safetensors"));
+      dir.write("config.json", detail::str_cat(R"({"architectures": ["X"], "model_type": ")", arch, R"(", "vocab_size": )", m.vocab,
+                                               R"(, "hidden_size": )", m.dim, R"(, "intermediate_size": )", m.hidden,
+                                               R"(, "num_hidden_layers": )", m.layers, R"(, "num_attention_heads": )", m.heads,
+                                               R"(, "num_key_value_heads": )", m.kv_heads, R"(, "max_position_embeddings": )", m.context,
+                                               R"(, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": )",
+                                               tied ? "true" : "false", "}"));
+      const LlamaModel a = LlamaModel::from_gguf(gguf, device());
+      const LlamaModel b = LlamaModel::open(dir.path(), device());
+      EXPECT_EQ(b.config().architecture, arch);
+      EXPECT_FALSE(b.config().interleaved_rope);
+      const auto t = static_cast<int64_t>(kTokens.size());
+      auto ca = a.make_cache(1, 16), cb = b.make_cache(1, 16);
+      const Tensor la = a.forward(Tensor::from_vector(kTokens, {1, t}), ca);
+      const Tensor lb = b.forward(Tensor::from_vector(kTokens, {1, t}), cb);
+      EXPECT_LT(max_abs_diff(la, lb), 1e-5f * la.abs().max().item<float>()) << arch << (tied ? " tied" : "");
+    }
+  }
+}
+
+// config.json: transformers 5's rope_parameters or rope_theta/rope_scaling, Llama 3.1's frequency
+// scaling, Mistral's window, and broken or foreign files named.
+TEST(LlamaConfig, FromJson) {
+  TempDir dir;
+  const std::string base = R"("vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05)";
+  dir.write("llama31.json", R"({"model_type": "llama", )" + base +
+                                R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+  const models::LlamaConfig c = models::LlamaConfig::from_json(dir.file("llama31.json"));
+  EXPECT_EQ(c.parameters(), 8030261248);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  const std::vector<double> f = c.inv_freq();
+  ASSERT_EQ(f.size(), 64u);
+  // Wavelengths under 8192 / 4 keep their rate, those over 8192 turn 8 times slower.
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_DOUBLE_EQ(f[10], std::pow(500000.0, -20.0 / 128));
+  EXPECT_DOUBLE_EQ(f[63], std::pow(500000.0, -126.0 / 128) / 8);
+  dir.write("old.json", R"({"model_type": "llama", )" + base +
+                            R"(, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+  EXPECT_EQ(models::LlamaConfig::from_json(dir.file("old.json")).inv_freq(), f);
+  dir.write("mistral.json", R"({"model_type": "mistral", "sliding_window": 4096, )" + base + "}");
+  EXPECT_EQ(models::LlamaConfig::from_json(dir.file("mistral.json")).window, 4096);
+  dir.write("qwen2.json", R"({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": false, )" + base + "}");
+  EXPECT_EQ(models::LlamaConfig::from_json(dir.file("qwen2.json")).window, 0);
+
+  dir.write("gpt2.json", R"({"model_type": "gpt2", )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("gpt2.json")), NotSupportedError, "gpt2.json", "gpt2");
+  dir.write("yarn.json", R"({"model_type": "llama", "rope_scaling": {"rope_type": "yarn"}, )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("yarn.json")), NotSupportedError, "yarn");
+  dir.write("heads.json", R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3, "max_position_embeddings": 64})");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("heads.json")), io::FormatError, "num_key_value_heads", "3");
+  dir.write("missing.json", R"({"model_type": "llama", "vocab_size": 8})");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("missing.json")), io::FormatError, "missing.json", "hidden_size");
+  dir.write("text.json", "not json");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("text.json")), io::FormatError, "text.json", "not JSON");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("absent.json")), io::FormatError, "absent.json");
 }
 
 // Greedy generation through the KV cache picks what the argmax of a whole-sequence forward picks,

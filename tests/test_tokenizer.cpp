@@ -1,5 +1,5 @@
-// Tokenizers from GGUF metadata (include/wick/models/tokenizer.h), on small vocabularies written
-// by hand: SentencePiece-style merges by score with byte fallback, byte-level BPE merges by rank
+// Tokenizers from GGUF metadata and tokenizer.json (include/wick/models/tokenizer.h), on small
+// vocabularies written by hand: SentencePiece-style merges by score with byte fallback, byte-level BPE merges by rank
 // under each pre-tokenizer, special tokens, decoding (streamed, with characters split over tokens),
 // and broken metadata. The token ids of real vocabularies are checked against llama-tokenize by
 // scripts outside the unit tests.
@@ -221,6 +221,57 @@ TEST(Tokenizer, LongWordsMergeQuickly) {
   for (int i = 0; i < 50000; ++i) text += "hello";
   const std::vector<int32_t> ids = t.encode(text, false);
   EXPECT_EQ(t.decode(ids), text);
+}
+
+// A Hugging Face tokenizer.json (SentencePiece style: Prepend and Replace normalizers, merges by
+// rank, byte fallback) with tokenizer_config.json and generation_config.json beside it.
+TEST(Tokenizer, FromTokenizerJson) {
+  TempDir dir;
+  dir.write("tokenizer.json", R"({
+    "added_tokens": [{"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true},
+                     {"id": 2, "content": "</s>", "special": true}, {"id": 10, "content": "<|end|>", "special": true},
+                     {"id": 11, "content": "<tool>", "special": false}],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "pre_tokenizer": null,
+    "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                {"Sequence": {"id": "A", "type_id": 0}}]},
+    "model": {"type": "BPE", "byte_fallback": true, "unk_token": "<unk>",
+              "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5, "\u2581a": 6, "ab": 7, "\u2581ab": 8,
+                        "<0x21>": 9},
+              "merges": ["\u2581 a", "a b", "\u2581a b"]}})");
+  dir.write("generation_config.json", R"({"eos_token_id": [2, 10]})");
+  const Tokenizer tok = Tokenizer::open(dir.path());
+  EXPECT_EQ(tok.kind(), Tokenizer::Kind::Spm);
+  EXPECT_EQ(tok.size(), 12);
+  EXPECT_EQ(tok.bos(), 1);
+  EXPECT_EQ(tok.encode("ab a"), (std::vector<int32_t>{1, 8, 6}));
+  EXPECT_EQ(tok.encode("a!", false), (std::vector<int32_t>{6, 9}));  // ! through its byte token
+  // A control token's text is text unless asked: here its characters have no tokens, not even bytes.
+  EXPECT_EQ(tok.encode("a<|end|>", false), (std::vector<int32_t>{6, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(tok.encode("a<|end|>", false, true), (std::vector<int32_t>{6, 10}));
+  EXPECT_EQ(tok.encode("a<tool>", false), (std::vector<int32_t>{6, 11}));
+  EXPECT_EQ(tok.type(9), TokenType::Byte);
+  EXPECT_TRUE(tok.is_end(10));
+  EXPECT_EQ(tok.decode(tok.encode("ab a!")), "ab a!");
+
+  dir.write("tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}, "add_bos_token": false})");
+  const Tokenizer configured = Tokenizer::open(dir.file("tokenizer.json"));
+  EXPECT_EQ(configured.eos(), 2);
+  EXPECT_EQ(configured.encode("ab"), (std::vector<int32_t>{8}));
+
+  dir.write("unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("unigram.json")), NotSupportedError, "unigram.json", "Unigram");
+  dir.write("novocab.json", R"({"model": {"type": "BPE"}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("novocab.json")), io::FormatError, "novocab.json", "model.vocab");
+  dir.write("badid.json", R"({"model": {"type": "BPE", "vocab": {"a": -4}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("badid.json")), io::FormatError, "model.vocab", "-4");
+  dir.write("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("badmerge.json")), io::FormatError, "model.merges", "7");
+  dir.write("step.json", R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("step.json")), NotSupportedError, "BertPreTokenizer");
+  dir.write("broken.json", "{");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("broken.json")), io::FormatError, "broken.json", "not JSON");
 }
 
 TEST(Tokenizer, BrokenMetadataIsNamed) {

@@ -2,6 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,5 +39,32 @@ inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
       ADD_FAILURE() << "expected " #ErrorType " from: " #stmt ", got another error: " << e.what();              \
     }                                                                                                           \
   } while (0)
+
+// A directory under the test's temp dir, removed with what it holds when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = testing::TempDir() + "wick-test-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("cannot make a directory under " + testing::TempDir());
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+  void write(const std::string& name, const std::string& text) const {
+    std::FILE* f = std::fopen(file(name).c_str(), "wb");
+    if (f == nullptr) throw std::runtime_error("cannot write " + file(name));
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace wick::test

@@ -6,8 +6,9 @@ vocab-only GGUF file with gguf.GGUFWriter, as llama.cpp's converter lays one out
 types (control for special added tokens, user-defined for the other added tokens, byte for <0xXX>),
 the merges, the pre-tokenizer name, BOS/EOS. SentencePiece-style vocabularies (Llama 2) get the
 score -(rank of the merge that makes the token), so that merging by score is merging by rank.
-Then every text of the corpus is tokenized by `llama-tokenize` and by `wick tokenize` from the
-same file, with and without parsing special tokens, and the ids must be equal.
+Then every text of the corpus is tokenized by `llama-tokenize` from that file and by `wick tokenize`
+from the same file and from the tokenizer.json itself, with and without parsing special tokens,
+and the ids must be equal.
 
 usage: check_tokenizer.py WICK OUT_DIR NAME=DIR[:KIND:PRE] ...
   (DIR holds tokenizer.json and tokenizer_config.json; KIND is llama or gpt2, PRE the
@@ -161,11 +162,15 @@ def main():
                 else:
                     llama.append("--no-parse-special")
                 want = ids_of(subprocess.run(llama, capture_output=True, text=True, check=True).stdout)
-                got = ids_of(subprocess.run(ours, capture_output=True, text=True, check=True).stdout)
-                total += 1
-                if got != want:
-                    failed += 1
-                    print(f"{name}: text {i} {text[:40]!r} (parse_special={special}):\n  llama.cpp {want[:24]}\n  wick      {got[:24]}")
+                # wick reads the GGUF file, and the tokenizer.json it was made from.
+                for source, model in (("gguf", path), ("json", src)):
+                    ours[3] = model
+                    got = ids_of(subprocess.run(ours, capture_output=True, text=True, check=True).stdout)
+                    total += 1
+                    if got != want:
+                        failed += 1
+                        print(f"{name} ({source}): text {i} {text[:40]!r} (parse_special={special}):\n"
+                              f"  llama.cpp {want[:24]}\n  wick      {got[:24]}")
     print(f"tokenizer check: {total} tokenizations, {total - failed} equal, {failed} differ")
     return 1 if failed else 0
 

@@ -30,15 +30,17 @@ commands:
       --quick             tiny sizes (for tests)
   ops                     the table of ops and the dtypes each is defined for (markdown), then
                           which backends here have fused kernels for the nn ops
-  tokenize [options]      the token ids of a text under a GGUF file's tokenizer, as [1, 2, 3]
-      --model FILE        the GGUF file (its tokenizer.ggml.* metadata)
+  tokenize [options]      the token ids of a text under a model's tokenizer, as [1, 2, 3]
+      --model PATH        a GGUF file (its tokenizer.ggml.* metadata), a tokenizer.json, or a
+                          checkpoint directory holding one
       --text TEXT         the text (or --file PATH: a file's bytes)
       --no-special        no BOS/EOS added
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for
-  generate [options]      text from a GGUF model (llama, qwen2), streamed, then the prompt's and
-                          the generation's speed
-      --model FILE        the GGUF file
+  generate [options]      text from a model (Llama, Mistral, Qwen2), streamed, then the prompt's
+                          and the generation's speed
+      --model PATH        a GGUF file, or a Hugging Face checkpoint directory (config.json,
+                          safetensors, tokenizer.json)
       --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
       --max-tokens N      new tokens at most (default 128); the model's end tokens stop earlier
       --temp T            temperature (default 0.8; 0: greedy)
@@ -48,13 +50,13 @@ commands:
       --device D          cpu (default), cuda:0, ...
       --dtype T           activations: f32 (default), f16 or bf16
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
-      --model FILE        a GGUF file, or --shape NAME: random weights of a released model's shape
+      --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
                           (llama3-8b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
       --device D, --dtype T   as for generate
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
       --csv FILE          append one row per test
-  perplexity [options]    a GGUF model's perplexity on a text, as llama-perplexity computes it
-      --model FILE        the GGUF file (llama or qwen2)
+  perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
+      --model PATH        a GGUF file or checkpoint directory, as for generate
       --file PATH         the text
       --ctx N             tokens per chunk (default 512); the second half of each is scored
       --chunks N          at most N chunks (default: all the text holds)

@@ -70,12 +70,8 @@ int cmd_bench_model(int argc, char** argv) {
   }
   if (model_path.empty() == shape.empty()) throw std::runtime_error("bench-model: one of --model and --shape is needed");
   if (prompt < 1 || gen < 1 || batch < 1 || reps < 1) throw std::runtime_error("bench-model: --prompt, --gen, --batch and --reps must be positive");
-  std::optional<io::GgufFile> file;
-  const models::LlamaModel model = [&] {
-    if (!shape.empty()) return models::LlamaModel::random(models::LlamaConfig::preset(shape), device, dtype, qtype);
-    file = io::GgufFile::open(model_path);
-    return models::LlamaModel::from_gguf(*file, device, dtype);
-  }();
+  const models::LlamaModel model = shape.empty() ? models::LlamaModel::open(model_path, device, dtype)
+                                                 : models::LlamaModel::random(models::LlamaConfig::preset(shape), device, dtype, qtype);
   const models::LlamaConfig& c = model.config();
   std::string name = shape.empty() ? model_path : shape;
   if (!shape.empty() && qtype) name.append(" ").append(quant::qtype_name(*qtype));

@@ -48,9 +48,8 @@ int cmd_generate(int argc, char** argv) {
       o.unknown();
   }
   if (model_path.empty()) throw std::runtime_error("generate: --model is needed");
-  const io::GgufFile gguf = io::GgufFile::open(model_path);
-  const models::Tokenizer tok = models::Tokenizer::from_gguf(gguf);
-  const models::LlamaModel model = models::LlamaModel::from_gguf(gguf, device, dtype);
+  const models::Tokenizer tok = models::Tokenizer::open(model_path);
+  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype);
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");

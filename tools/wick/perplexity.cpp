@@ -47,9 +47,8 @@ int cmd_perplexity(int argc, char** argv) {
   std::ostringstream text;
   text << in.rdbuf();
 
-  const io::GgufFile gguf = io::GgufFile::open(model_path);
-  const models::Tokenizer tok = models::Tokenizer::from_gguf(gguf);
-  const models::LlamaModel model = models::LlamaModel::from_gguf(gguf, device, dtype);
+  const models::Tokenizer tok = models::Tokenizer::open(model_path);
+  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype);
   std::vector<int32_t> tokens = tok.encode(text.str());
   const auto available = static_cast<int64_t>(tokens.size()) / ctx;
   const int64_t n = chunks < 0 ? available : std::min(chunks, available);

@@ -41,7 +41,7 @@ int cmd_tokenize(int argc, char** argv) {
     }
   }
   if (model.empty() || !have_text) throw std::runtime_error("tokenize: --model and one of --text or --file are needed");
-  const models::Tokenizer tok = models::Tokenizer::from_gguf(io::GgufFile::open(model));
+  const models::Tokenizer tok = models::Tokenizer::open(model);
   const std::vector<int32_t> ids = tok.encode(text, special, parse_special);
   if (pieces) {
     for (int32_t id : ids) std::cout << id << " -> '" << tok.piece(id, true) << "'\n";

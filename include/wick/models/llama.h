@@ -32,15 +32,32 @@ struct LlamaConfig {
   // GGUF's Llama weights have the rows of q and k permuted so that each rotated pair is adjacent
   // (rope_i); Qwen2's and Hugging Face checkpoints' pair i with i + head_dim / 2 (rope).
   bool interleaved_rope = false;
+  // Llama 3.1's "llama3" frequency scaling (factor 0: none): pairs whose wavelength passes
+  // original_context / low_freq_factor turn `factor` times slower, those under
+  // original_context / high_freq_factor keep their rate, and the ones between blend the two.
+  struct RopeScaling {
+    double factor = 0;
+    double low_freq_factor = 1;
+    double high_freq_factor = 4;
+    int64_t original_context = 8192;
+  } rope_scaling;
+  bool tied_embeddings = false;  // the head is the embedding (checkpoints say so in config.json)
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
   static LlamaConfig from_gguf(const io::GgufFile& file);
+  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral" or "qwen2"; the
+  // rope settings as rope_theta and rope_scaling, or transformers 5's rope_parameters); a
+  // FormatError naming the file and the key for a missing or inconsistent value.
+  static LlamaConfig from_json(const std::string& path);
   // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-1b"
   // (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
   // The weights' element count.
   int64_t parameters() const;
+  // The rotation rate of each of the head_dim / 2 pairs: rope_theta^(-2i / head_dim), scaled as
+  // rope_scaling says.
+  std::vector<double> inv_freq() const;
 };
 
 // A weight used as y = x W^T (+ bias): dense (out, in) in the activations' dtype, or quantized.
@@ -61,6 +78,13 @@ class LlamaModel {
   // weights (F32, F16, BF16) become `dtype`, block-format weights stay as the file holds them. A
   // missing tensor or one of the wrong shape is a FormatError naming it.
   static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32);
+  // The model of a Hugging Face checkpoint: `dir` holds config.json and the weights
+  // (model.safetensors, or shards and model.safetensors.index.json) with transformers' names
+  // (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head); weights of any float
+  // dtype become `dtype`. Errors as from_gguf's, naming the checkpoint.
+  static LlamaModel from_checkpoint(const std::string& dir, Device device = Device::cpu(), DType dtype = DType::F32);
+  // from_checkpoint for a directory, from_gguf for a file.
+  static LlamaModel open(const std::string& path, Device device = Device::cpu(), DType dtype = DType::F32);
 
   // A model of `config` with random weights on `device`, for benchmarks: dense ones drawn from
   // N(0, 0.02^2) in `dtype`, or, with `weights`, blocks of that format (quantized from a random
@@ -92,6 +116,11 @@ class LlamaModel {
     Tensor attn_norm, ffn_norm;
     Linear q, k, v, o, gate, up, down;
   };
+  // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
+  class Weights;
+  class GgufWeights;
+  class CheckpointWeights;
+  static LlamaModel load(const LlamaConfig& config, const Weights& weights, Device device, DType dtype);
   Tensor embed(const Tensor& tokens) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
@@ -103,7 +132,7 @@ class LlamaModel {
   std::vector<Layer> layers_;
   Tensor output_norm_;
   Linear output_;
-  std::vector<double> inv_freq_;  // the rotation rate of each pair, with llama3 scaling applied
+  std::vector<double> inv_freq_;  // the rotation rate of each pair, every scaling applied
 };
 
 }  // namespace wick::models

@@ -1,4 +1,5 @@
-// Tokenizers of the Llama family, configured from a GGUF file's tokenizer.ggml.* metadata:
+// Tokenizers of the Llama family, configured from a GGUF file's tokenizer.ggml.* metadata or a
+// Hugging Face tokenizer.json:
 //   - SentencePiece-style ("llama": Llama 2, Mistral): spaces become U+2581, pieces merge by
 //     score, characters outside the vocabulary fall back to byte tokens <0xXX>;
 //   - byte-level BPE ("gpt2": Llama 3, Qwen2): the text split by the pre-tokenizer's pattern
@@ -29,6 +30,16 @@ class Tokenizer {
   // The tokenizer of a GGUF file (tokenizer.ggml.model "llama" or "gpt2"); a FormatError naming the
   // file and the key for a missing or broken entry, NotSupportedError for another model.
   static Tokenizer from_gguf(const io::GgufFile& file);
+  // The tokenizer of a Hugging Face tokenizer.json (`path` is the file or its directory): a "BPE"
+  // model, byte-level (a ByteLevel pre-tokenizer, after the Split pattern it names) or
+  // SentencePiece-style (byte_fallback, U+2581 for spaces), with its added tokens (special ones
+  // as control tokens). BOS and EOS come from tokenizer_config.json beside it, else from the
+  // post-processor's template; generation_config.json's eos_token_id also ends generation. The
+  // same ids as from_gguf on a GGUF file converted from it. FormatError naming the file and the
+  // key for a broken entry, NotSupportedError for another model or pre-tokenizer step.
+  static Tokenizer from_json(const std::string& path);
+  // from_json for a directory or a .json file, from_gguf otherwise.
+  static Tokenizer open(const std::string& path);
 
   // The ids of `text`, which must be valid UTF-8 (an Error naming the byte offset otherwise).
   // add_special: the BOS token first (and EOS last) where the vocabulary asks for them. The text of
