@@ -310,6 +310,20 @@ TEST(Cli, BenchPrintsATableAndWritesEveryColumnOfTheCsv) {
   EXPECT_EQ(units, (std::set<std::string>{"GB/s", "TFLOP/s"}));
 }
 
+// `wick generate` with no --model runs the shipped tiny model (bigrams of the GPL-3), on every
+// device present: greedy, the prompt "GNU General Public" goes on with " License" (the first new
+// token keeps its space), and the speed line follows.
+TEST(Cli, GenerateRunsTheTinyModelByDefault) {
+  for (const Device& d : available_devices()) {
+    SCOPED_TRACE(d.to_string());
+    const WickRun r = run_wick("generate --prompt 'GNU General Public' --max-tokens 8 --temp 0 --device " + d.to_string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("GNU General Public License", 0), 0u) << r.out;
+    EXPECT_NE(r.err.find("wick's tiny model"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("generation: 8 tokens"), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
   struct Bad {
     std::string args, message;

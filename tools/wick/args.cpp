@@ -40,14 +40,14 @@ commands:
   generate [options]      text from a model (Llama, Mistral, Qwen2), streamed, then the prompt's
                           and the generation's speed
       --model PATH        a GGUF file, or a Hugging Face checkpoint directory (config.json,
-                          safetensors, tokenizer.json)
+                          safetensors, tokenizer.json); default: wick's tiny model (models/tiny.gguf)
       --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
       --max-tokens N      new tokens at most (default 128); the model's end tokens stop earlier
       --temp T            temperature (default 0.8; 0: greedy)
       --top-k K, --top-p P, --min-p P, --repeat-penalty R
                           sampling (defaults 40, 0.95, 0.05, 1: none)
       --seed N            the draws' seed (default 0)
-      --device D          cpu (default), cuda:0, ...
+      --device D          cpu, cuda:0, ... (default: the first GPU present, else cpu)
       --dtype T           activations: f32 (default), f16 or bf16
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape

@@ -1,4 +1,4 @@
-// `wick generate`: text from a GGUF model, streamed as it is generated, then the prompt's and the
+// `wick generate`: text from a GGUF file or checkpoint (wick's tiny model by default), streamed as it is generated, then the prompt's and the
 // generation's speed.
 #include <cstdio>
 #include <iostream>
@@ -14,7 +14,7 @@ namespace wick::cli {
 
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
-  Device device = Device::cpu();
+  Device device = available_devices().back();  // a GPU where one is present
   DType dtype = DType::F32;
   models::GenerateOptions opts;
   opts.sampling.temperature = 0.8;
@@ -47,13 +47,19 @@ int cmd_generate(int argc, char** argv) {
     else
       o.unknown();
   }
-  if (model_path.empty()) throw std::runtime_error("generate: --model is needed");
+  if (model_path.empty()) {
+    model_path = WICK_TINY_MODEL;
+    std::fprintf(stderr, "model: %s (wick's tiny model: bigrams of the GPL-3; --model FILE runs another)\n", model_path.c_str());
+  }
   const models::Tokenizer tok = models::Tokenizer::open(model_path);
   const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype);
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");
   models::TextStream stream(tok);
+  // The prompt through the stream first, unprinted: the first new token is not the text's first,
+  // and keeps its leading space.
+  for (int32_t id : prompts[0]) stream.push(id);
   std::cout << prompt << std::flush;
   const models::GenerateResult r = models::generate(
       model, prompts, opts,
