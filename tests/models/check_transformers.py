@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""wick's model runner against transformers, on checkpoints that transformers writes.
+
+For LlamaForCausalLM (plain, and with Llama 3.1's "llama3" rope scaling), MistralForCausalLM (a
+sliding window shorter than the sequence) and Qwen2ForCausalLM (q/k/v biases, tied embeddings),
+each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
+by save_pretrained as safetensors, and a random prompt of 24 tokens:
+  - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
+    the checkpoint directory) must agree within 2e-4 of the largest logit, in f32;
+  - greedy decoding of 64 tokens must give the same ids.
+Both run on the CPU and, where CUDA is present, on the GPU (transformers there too). Needs torch,
+transformers and safetensors (the GPU machine has them).
+
+usage: check_transformers.py MODEL_LOGITS OUT_DIR
+"""
+import os
+import subprocess
+import sys
+
+import torch
+from safetensors.numpy import load_file, save_file
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
+
+PROMPT, GREEDY, TOLERANCE = 24, 64, 2e-4
+BASE = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
+            num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5, initializer_range=0.2,
+            bos_token_id=None, eos_token_id=None, pad_token_id=None)
+CASES = [
+    ("llama", LlamaConfig, LlamaForCausalLM, dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    ("llama3.1", LlamaConfig, LlamaForCausalLM,
+     dict(rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                               high_freq_factor=4.0, original_max_position_embeddings=64))),
+    ("mistral", MistralConfig, MistralForCausalLM,
+     dict(sliding_window=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    ("qwen2", Qwen2Config, Qwen2ForCausalLM,
+     dict(tie_word_embeddings=True, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+]
+
+
+def transformers_run(model, ids, device):
+    model = model.to(device)
+    x = ids.to(device)
+    with torch.no_grad():
+        logits = model(x).logits.float().cpu().numpy()
+        out = model.generate(x, max_new_tokens=GREEDY, do_sample=False, pad_token_id=0)
+    return logits, out[0, PROMPT:].cpu().numpy()
+
+
+def wick_run(tool, path, tokens_file, out_dir, device):
+    out = os.path.join(out_dir, f"wick-{device.replace(':', '')}.safetensors")
+    subprocess.run([tool, path, tokens_file, out, device, "f32"], check=True)
+    r = load_file(out)
+    return r["logits"], r["greedy"]
+
+
+def main():
+    tool, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    devices = ["cpu"] + (["cuda:0"] if torch.cuda.is_available() else [])
+    runs = failed = 0
+    for name, config_cls, model_cls, extra in CASES:
+        torch.manual_seed(0)
+        config = config_cls(**BASE, **extra)
+        model = model_cls(config).float().eval()
+        path = os.path.join(out, name)
+        model.save_pretrained(path)
+        ids = torch.randint(0, BASE["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
+        tokens_file = os.path.join(path, "prompt.safetensors")
+        save_file({"tokens": ids.numpy()}, tokens_file, metadata={"greedy": str(GREEDY)})
+        for device in devices:
+            want_logits, want_ids = transformers_run(model, ids, device)
+            got_logits, got_ids = wick_run(tool, path, tokens_file, out, device)
+            diff = float(abs(got_logits - want_logits).max()) / float(abs(want_logits).max())
+            same = int((got_ids == want_ids).sum()) if got_ids.shape == want_ids.shape else 0
+            ok = diff <= TOLERANCE and same == GREEDY
+            runs += 1
+            failed += not ok
+            print(f"{name:9s} {device:7s} logits max difference {diff:.2e} of the largest (tolerance {TOLERANCE:.0e}); "
+                  f"greedy: {same}/{GREEDY} ids equal  {'ok' if ok else 'DIFFER'}")
+            if same != GREEDY:
+                print(f"  transformers {want_ids.tolist()}\n  wick         {got_ids.tolist()}")
+        model.to("cpu")
+    print(f"transformers check (transformers {__import__('transformers').__version__}): "
+          f"{runs} runs, {runs - failed} agree, {failed} differ")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
