@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> ids = tokens.to_vector<int64_t>();
     const std::vector<std::vector<int32_t>> prompt = {std::vector<int32_t>(ids.begin(), ids.end())};
     std::vector<int64_t> picked;
-    if (options.max_tokens > 0)
-      for (int32_t id : models::generate(model, prompt, options).tokens[0]) picked.push_back(id);
+    if (options.max_tokens > 0) {
+      const models::GenerateResult result = models::generate(model, prompt, options);
+      picked.assign(result.tokens[0].begin(), result.tokens[0].end());
+    }
 
     io::SafetensorsWriter out;
     out.add("logits", logits);
