@@ -1,11 +1,15 @@
 // Batched matmul: f32 and f64 through OpenBLAS with operands in place (row-major or transposed
 // views), f16/bf16/f8e4m3 through f32 buffers (accumulating in f32). Small products of a large
 // batch run in parallel, one per thread; large ones run one after another on OpenBLAS's threads.
+// A few rows of f32/f16/bf16 times a matrix stored as rows (a linear layer's weight, b = W^T)
+// take the matvec.h loops instead, which read the weight once where a GEMM would pack it.
 
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 #include "cpu/loops.h"
+#include "cpu/matvec.h"
+#include "cpu/nn/rows.h"
 #include "cpu/scratch.h"
 #include "kernels/numeric.h"
 
@@ -38,6 +42,75 @@ void for_each_matrix(const Layout& out, const Layout& a, const Layout& b, bool p
     for_each_run_serial<3>(s, run);
 }
 
+// Weights of at least this many elements are split over the threads by columns; smaller
+// products of a batch run a matrix per thread.
+constexpr int64_t kWideWeight = 1 << 16;
+
+// The few-row product of matvec.h for a (.., m, k) with m <= kMatvecRows and b (.., k, n) whose
+// columns are dense along k; false (nothing done) for other operands.
+template <typename T>
+bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
+  constexpr bool kTakes = std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+  const int r = a.layout.rank();
+  const int64_t m = a.layout.dim(r - 2), k = a.layout.dim(r - 1), n = b.layout.dim(r - 1);
+  if (!kTakes || m > kMatvecRows || (k > 1 && b.layout.stride(r - 2) != 1)) return false;
+  if constexpr (kTakes) {
+    const int64_t ars = a.layout.stride(r - 2), acs = a.layout.stride(r - 1);
+    const int64_t ldw = n > 1 ? b.layout.stride(r - 1) : k;
+    const T* pa = static_cast<const T*>(a.storage.data());
+    const T* pb = static_cast<const T*>(b.storage.data());
+    // f32 rows of a dense along k are read in place; others are widened first.
+    const bool a_in_place = std::is_same_v<T, float> && (acs == 1 || k <= 1);
+    const bool wide = n * k >= kWideWeight;
+    for_each_matrix(out_l, a.layout, b.layout, !wide, [&](int64_t oo, int64_t oa, int64_t ob) {
+      Scratch<float> fa(a_in_place ? 0 : m * k), fc(std::is_same_v<T, float> ? 0 : m * n);
+      const float* a_rows = nullptr;
+      int64_t lda = k;
+      if constexpr (std::is_same_v<T, float>) {
+        if (a_in_place) {
+          a_rows = pa + oa;
+          lda = m > 1 ? ars : k;
+        }
+      }
+      if (a_rows == nullptr) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t l = 0; l < k; ++l) fa[i * k + l] = kernels::to_opmath(pa[oa + i * ars + l * acs]);
+        a_rows = fa.data();
+      }
+      float* c = nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        c = po + oo;
+      } else {
+        c = fc.data();
+      }
+      auto columns = [&](int64_t j0, int64_t j1) { matvec_rows(m, j0, j1, k, a_rows, lda, pb + ob, ldw, c, n); };
+      if (wide)
+        parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), columns);
+      else
+        columns(0, n);
+      if constexpr (!std::is_same_v<T, float>) rows::narrow(c, m * n, po + oo);
+    });
+  }
+  return true;
+}
+
+// A (rows, cols) matrix of halves or f8 at (row stride, col stride) as dense row-major f32, each
+// row widened in a vectorised loop where its elements are adjacent.
+template <typename T>
+void widen_matrix(const T* p, int64_t n_rows, int64_t cols, int64_t rs, int64_t cs, float* out) {
+  parallel_for(n_rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cols, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (cs == 1 || cols <= 1) {
+        if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+          rows::widen_row(p + i * rs, cols, out + i * cols);
+          continue;
+        }
+      }
+      for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = kernels::to_opmath(p[i * rs + j * cs]);
+    }
+  });
+}
+
 }  // namespace
 
 StoragePtr CpuBackend::matmul(const View& a, const View& b) {
@@ -52,6 +125,9 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
   const bool parallel = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadedGemm;
 
   dispatch(a.dtype, [&]<typename T>() {
+    if constexpr (kernels::is_float_v<T>) {
+      if (few_rows<T>(a, b, out_l, out->as<T>())) return;
+    }
     if constexpr (std::is_floating_point_v<T>) {
       // An operand BLAS cannot read in place (a stride-2 slice, a broadcast row) is copied first.
       StoragePtr held[2];
@@ -80,17 +156,20 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
       T* po = out->as<T>();
       const int64_t ars = a.layout.stride(r - 2), acs = a.layout.stride(r - 1);
       const int64_t brs = b.layout.stride(r - 2), bcs = b.layout.stride(r - 1);
-      const BlasMatrix dense_a{false, std::max<int64_t>(k, 1)}, dense_b{false, std::max<int64_t>(n, 1)};
+      // b is widened in the order it is stored: by columns where those are dense (a weight W
+      // as b = W^T), by rows otherwise.
+      const bool b_by_columns = brs == 1 && bcs != 1;
+      const BlasMatrix dense_a{false, std::max<int64_t>(k, 1)};
+      const BlasMatrix dense_b = b_by_columns ? BlasMatrix{true, std::max<int64_t>(k, 1)} : BlasMatrix{false, std::max<int64_t>(n, 1)};
       for_each_matrix(out_l, a.layout, b.layout, parallel, [&](int64_t oo, int64_t oa, int64_t ob) {
         Scratch<float> fa(m * k), fb(k * n), fc(m * n);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < k; ++j)
-            fa[i * k + j] = static_cast<float>(pa[oa + i * ars + j * acs]);
-        for (int64_t i = 0; i < k; ++i)
-          for (int64_t j = 0; j < n; ++j)
-            fb[i * n + j] = static_cast<float>(pb[ob + i * brs + j * bcs]);
+        widen_matrix(pa + oa, m, k, ars, acs, fa.data());
+        if (b_by_columns)
+          widen_matrix(pb + ob, n, k, bcs, brs, fb.data());
+        else
+          widen_matrix(pb + ob, k, n, brs, bcs, fb.data());
         gemm(m, n, k, fa.data(), dense_a, fb.data(), dense_b, fc.data(), n);
-        for (int64_t i = 0; i < m * n; ++i) po[oo + i] = T(fc[i]);
+        rows::narrow(fc.data(), m * n, po + oo);
       });
     } else {
       throw_not_supported(*this, OpCode::Matmul, a.dtype);

@@ -51,6 +51,12 @@ void add_matmul(std::vector<Case>& cases, DType dt) {
       {"prime", {37, 41}, {41, 29}, {}, {}},
       {"large", {64, 128}, {128, 96}, {}, {}},
       {"many_small", {64, 8, 8}, {64, 8, 8}, {}, {}, Form::Transposed},
+      // A few rows times a weight stored as rows (b transposed): one row, a wide weight split
+      // over threads by columns with k past whole vectors, and the first row count past them.
+      {"linear_one_row", {1, 1024}, {1024, 97}, {}, {}, Form::Contiguous, Form::Transposed},
+      {"linear_few_rows", {3, 300}, {300, 257}, {}, {}, Form::Contiguous, Form::Transposed},
+      {"linear_few_rows_strided", {8, 300}, {300, 257}, {}, {}, Form::Stride2, Form::Transposed},
+      {"linear_many_rows", {9, 300}, {300, 64}, {}, {}, Form::Contiguous, Form::Transposed},
   };
   for (const MatmulCase& m : list) {
     std::ostringstream label;

@@ -7,11 +7,7 @@
 #include <limits>
 #include <memory>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__SANITIZE_ADDRESS__)
-#define WICK_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define WICK_ROW_CLONES
-#endif
+#include "cpu/clones.h"
 
 namespace wick::cpu::rows {
 
@@ -65,13 +61,13 @@ float* thread_buffer(int64_t n) {
   return buffer->data();
 }
 
-WICK_ROW_CLONES float max_of(const float* x, int64_t n) {
+WICK_CPU_CLONES float max_of(const float* x, int64_t n) {
   return reduce(
       x, n, kNegInf, [](Vec& acc, const Vec& v, int64_t) { acc = v > acc ? v : acc; },
       [](float acc, float v, int64_t) { return larger(acc, v); }, larger);
 }
 
-WICK_ROW_CLONES float sum_exp(const float* x, int64_t n, float max, float* e) {
+WICK_CPU_CLONES float sum_exp(const float* x, int64_t n, float max, float* e) {
   // Every exponential is computed, then -inf's replaced by 0: a select, unlike a branch, vectorises.
   return reduce(
       x, n, 0.f,
@@ -91,23 +87,23 @@ WICK_ROW_CLONES float sum_exp(const float* x, int64_t n, float max, float* e) {
       plus);
 }
 
-WICK_ROW_CLONES float sum_of(const float* x, int64_t n) {
+WICK_CPU_CLONES float sum_of(const float* x, int64_t n) {
   return reduce(
       x, n, 0.f, [](Vec& acc, const Vec& v, int64_t) { acc += v; }, [](float acc, float v, int64_t) { return acc + v; },
       plus);
 }
 
-WICK_ROW_CLONES float sum_squared_deviations(const float* x, int64_t n, float mean) {
+WICK_CPU_CLONES float sum_squared_deviations(const float* x, int64_t n, float mean) {
   return reduce(
       x, n, 0.f, [&](Vec& acc, const Vec& v, int64_t) { acc += (v - mean) * (v - mean); },
       [&](float acc, float v, int64_t) { return acc + (v - mean) * (v - mean); }, plus);
 }
 
-WICK_ROW_CLONES void scale(float* x, int64_t n, float s) {
+WICK_CPU_CLONES void scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
-WICK_ROW_CLONES void affine(const float* x, int64_t n, float shift, float s, const float* w, const float* b,
+WICK_CPU_CLONES void affine(const float* x, int64_t n, float shift, float s, const float* w, const float* b,
                             float* out) {
   if (b) {
     for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - shift) * s * w[i] + b[i];
@@ -118,14 +114,14 @@ WICK_ROW_CLONES void affine(const float* x, int64_t n, float shift, float s, con
 
 // The conversions as branch-free selects on the bits, which the compiler vectorises; each is the
 // scalar conversion of float_types.h case for case.
-WICK_ROW_CLONES void widen_row(const bf16* x, int64_t n, float* out) {
+WICK_CPU_CLONES void widen_row(const bf16* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t u = static_cast<uint32_t>(x[i].bits) << 16;
     std::memcpy(out + i, &u, sizeof u);
   }
 }
 
-WICK_ROW_CLONES void widen_row(const f16* x, int64_t n, float* out) {
+WICK_CPU_CLONES void widen_row(const f16* x, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t h = x[i].bits, sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     const float sub = static_cast<float>(static_cast<int32_t>(m)) * 5.9604644775390625e-8f;  // m * 2^-24
@@ -138,7 +134,7 @@ WICK_ROW_CLONES void widen_row(const f16* x, int64_t n, float* out) {
   }
 }
 
-WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, bf16* out) {
+WICK_CPU_CLONES void narrow_row(const float* x, int64_t n, bf16* out) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, x + i, sizeof u);
@@ -147,7 +143,7 @@ WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, bf16* out) {
   }
 }
 
-WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, f16* out) {
+WICK_CPU_CLONES void narrow_row(const float* x, int64_t n, f16* out) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, x + i, sizeof u);
@@ -172,7 +168,7 @@ WICK_ROW_CLONES void narrow_row(const float* x, int64_t n, f16* out) {
   }
 }
 
-WICK_ROW_CLONES void subtract(const float* x, int64_t n, float shift, float* out) {
+WICK_CPU_CLONES void subtract(const float* x, int64_t n, float shift, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] - shift;
 }
 

@@ -1,0 +1,108 @@
+// The few-row products of matvec.h: GCC vectors of kLanes floats, which the compiler splits into
+// the registers of the instruction set each clone is built for.
+#include "cpu/matvec.h"
+
+#include <cstring>
+
+#include "cpu/clones.h"
+
+namespace wick::cpu {
+
+namespace {
+
+constexpr int kLanes = 16;
+using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
+using VecI = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+using VecU = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+using VecH = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+
+// Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
+[[gnu::always_inline]] inline void load(const float* p, Vec& v) { std::memcpy(&v, p, sizeof v); }
+
+// kLanes weights as f32: the conversions of float_types.h, lane by lane, as branch-free selects.
+[[gnu::always_inline]] inline void widen(const float* p, Vec& v) { load(p, v); }
+
+[[gnu::always_inline]] inline void widen(const bf16* p, Vec& v) {
+  VecH h;
+  std::memcpy(&h, p, sizeof h);
+  const VecU u = __builtin_convertvector(h, VecU) << 16;
+  std::memcpy(&v, &u, sizeof v);
+}
+
+[[gnu::always_inline]] inline void widen(const f16* p, Vec& v) {
+  VecH bits;
+  std::memcpy(&bits, p, sizeof bits);
+  const VecU h = __builtin_convertvector(bits, VecU);
+  const VecU sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  const Vec sub = __builtin_convertvector(__builtin_convertvector(m, VecI), Vec) * 5.9604644775390625e-8f;  // m * 2^-24
+  VecU sub_bits;
+  std::memcpy(&sub_bits, &sub, sizeof sub_bits);
+  const VecU u = e == 0x1fu ? (sign | 0x7f800000u | (m << 13))
+                 : e == 0u  ? (sign | sub_bits)
+                            : (sign | ((e + 112u) << 23) | (m << 13));
+  std::memcpy(&v, &u, sizeof v);
+}
+
+// M rows of a against weight rows j0..j1-1: kLanes partial sums per output, the elements past the
+// last whole vector added to lane 0 in order, then the lanes folded in order.
+template <int M, typename W>
+[[gnu::always_inline]] inline void rows_by(int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const W* w,
+                                           int64_t ldw, float* out, int64_t ldo) {
+  for (int64_t j = j0; j < j1; ++j) {
+    const W* wj = w + j * ldw;
+    Vec acc[M] = {};
+    Vec wv, av;
+    int64_t l = 0;
+    for (; l + kLanes <= k; l += kLanes) {
+      widen(wj + l, wv);
+      for (int i = 0; i < M; ++i) {
+        load(a + i * lda + l, av);
+        acc[i] += av * wv;
+      }
+    }
+    for (int i = 0; i < M; ++i) {
+      float lanes[kLanes];
+      std::memcpy(lanes, &acc[i], sizeof lanes);
+      for (int64_t t = l; t < k; ++t) lanes[0] += a[i * lda + t] * kernels::to_opmath(wj[t]);
+      float r = lanes[0];
+      for (int q = 1; q < kLanes; ++q) r += lanes[q];
+      out[i * ldo + j] = r;
+    }
+  }
+}
+
+template <typename W>
+[[gnu::always_inline]] inline void by_row_count(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a,
+                                                int64_t lda, const W* w, int64_t ldw, float* out, int64_t ldo) {
+  switch (m) {
+    case 1: return rows_by<1>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 2: return rows_by<2>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 3: return rows_by<3>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 4: return rows_by<4>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 5: return rows_by<5>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 6: return rows_by<6>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 7: return rows_by<7>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 8: return rows_by<8>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    default: return;
+  }
+}
+static_assert(kMatvecRows == 8, "by_row_count has a case for each row count");
+
+}  // namespace
+
+WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
+                                 const float* w, int64_t ldw, float* out, int64_t ldo) {
+  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+}
+
+WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
+                                 const f16* w, int64_t ldw, float* out, int64_t ldo) {
+  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+}
+
+WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
+                                 const bf16* w, int64_t ldw, float* out, int64_t ldo) {
+  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+}
+
+}  // namespace wick::cpu
