@@ -71,6 +71,24 @@ TEST_P(NnTest, MatmulTransposedAndBroadcastBatch) {
   EXPECT_EQ(randn({3, 5, 7}).matmul(randn({7, 0})).shape(), Shape({3, 5, 0}));
 }
 
+// A linear layer's product, x (b, t, k) times W^T for W (n, k): a few rows read each weight row
+// once, more rows go to the GEMM; the batch and row dims of x merge into one product where they
+// can, and give the same values where they cannot (a transposed x).
+TEST_P(NnTest, MatmulOfALinearLayer) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor w = randn({70, 300}).to_dtype(dt);
+    for (const Shape& s : {Shape({1, 1, 300}), Shape({2, 3, 300}), Shape({4, 2, 300}), Shape({3, 5, 300})}) {
+      const Tensor x = randn(s).to_dtype(dt);
+      const Tensor want = x.to_dtype(DType::F64).matmul(w.to_dtype(DType::F64).t());
+      // Sums of 300 products of N(0, 1) values (up to about 60) in f32, rounded to dt.
+      const double tol = dt == DType::F32 ? 1e-3 : dt == DType::F16 ? 0.05 : 0.5;
+      expect_near(x.matmul(w.t()), want, tol);
+      expect_near(x.transpose(0, 1).contiguous().transpose(0, 1).matmul(w.t()), want, tol);
+      EXPECT_EQ(x.matmul(w.get(0)).shape(), Shape({s[0], s[1]}));
+    }
+  }
+}
+
 TEST_P(NnTest, HalfMatmulAccumulatesInF32) {
   // 4096 ones: an f16 accumulator would stop at 2048; f32 accumulation gives the exact 4096.
   Tensor a = Tensor::ones({1, 4096}, DType::F16, dev()), b = Tensor::ones({4096, 1}, DType::F16, dev());

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "backend/nn_params.h"
@@ -182,7 +183,16 @@ Tensor matmul_as(const char* op, const Tensor& lhs, const Tensor& rhs) {
   constexpr int64_t kBlasMax = std::numeric_limits<int>::max();
   WICK_CHECK(m <= kBlasMax && n <= kBlasMax && k <= kBlasMax, NotSupportedError, op, "dims m=", m, " n=", n, " k=", k,
              " exceed the 32-bit BLAS interface (", describe(lhs), " and ", describe(rhs), ")");
-  const Layout la = a.layout().broadcast_as(sa), lb = b.layout().broadcast_as(sb);
+  // A product by one matrix whose left operand's batch and row dims merge into one without a copy
+  // (a linear layer over (batch, t, k) activations) runs as one product of batch * m rows: one
+  // GEMM, or one pass over b, where a batch of products would read b once each.
+  std::optional<Layout> merged;
+  if (b.rank() == 2 && a.rank() > 2) {
+    Shape rows = batch;
+    rows.push_back(m);
+    if (checked::numel_fits(rows) && rows.numel() <= kBlasMax) merged = a.layout().reshape(Shape({rows.numel(), k}));
+  }
+  const Layout la = merged ? *merged : a.layout().broadcast_as(sa), lb = merged ? b.layout() : b.layout().broadcast_as(sb);
   Tensor out = wrap(backend_of(a).matmul(view_of(a, la), view_of(b, lb)), so, lhs.dtype());
   if (lhs.rank() == 1) out = out.squeeze(-2);
   if (rhs.rank() == 1) out = out.squeeze(-1);
