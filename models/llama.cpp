@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wick/ops.h"
+
 namespace wick::models {
 
 namespace {
@@ -242,6 +244,60 @@ int64_t Linear::bytes() const {
   return b + (quantized.defined() ? quantized.nbytes() : dense.numel() * dtype_size(dense.dtype()));
 }
 
+LinearGroup LinearGroup::of(std::vector<Linear> linears) {
+  LinearGroup g;
+  for (const Linear& l : linears) g.widths.push_back(l.out_features());
+  const Linear& first = linears.front();
+  bool stack = linears.size() > 1;
+  for (const Linear& l : linears) {
+    stack = stack && l.quantized.defined() == first.quantized.defined() && l.bias.defined() == first.bias.defined() &&
+            l.in_features() == first.in_features();
+    if (l.quantized.defined() && first.quantized.defined()) stack = stack && l.quantized.qtype() == first.quantized.qtype();
+    if (l.dense.defined() && first.dense.defined()) stack = stack && l.dense.dtype() == first.dense.dtype();
+  }
+  if (!stack) {
+    g.weights = std::move(linears);
+    return g;
+  }
+  std::vector<Tensor> rows, biases;
+  for (const Linear& l : linears) {
+    rows.push_back(l.quantized.defined() ? l.quantized.bytes() : l.dense);
+    if (l.bias.defined()) biases.push_back(l.bias);
+  }
+  Linear joint;
+  if (first.quantized.defined()) {
+    int64_t n = 0;
+    for (int64_t w : g.widths) n += w;
+    joint.quantized = quant::QTensor(first.quantized.qtype(), n, first.in_features(), cat(rows, 0));
+  } else {
+    joint.dense = cat(rows, 0);
+  }
+  if (!biases.empty()) joint.bias = cat(biases, 0);
+  g.weights = {joint};
+  return g;
+}
+
+std::vector<Tensor> LinearGroup::operator()(const Tensor& x) const {
+  std::vector<Tensor> out;
+  if (weights.size() == widths.size()) {
+    for (const Linear& l : weights) out.push_back(l(x));
+    return out;
+  }
+  const Tensor y = weights.front()(x);
+  int64_t from = 0;
+  for (int64_t w : widths) {
+    out.push_back(y.narrow(-1, from, w));
+    from += w;
+  }
+  return out;
+}
+
+int64_t LinearGroup::bytes() const {
+  int64_t n = 0;
+  for (const Linear& l : weights) n += l.bytes();
+  return n;
+}
+
 // The tensors of a file under the roles of llama.cpp's names ("token_embd", "blk.3.attn_q",
 // "output_norm", ...), each without its ".weight"/".bias" suffix.
 class LlamaModel::Weights {
@@ -349,13 +405,13 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device devic
     const std::string p = detail::str_cat("blk.", i, ".");
     Layer l;
     l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
-    l.q = w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype);
-    l.k = w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype);
-    l.v = w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype);
+    l.qkv = LinearGroup::of({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype),
+                             w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype),
+                             w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype)});
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
-    l.gate = w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype);
-    l.up = w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype);
+    l.gate_up = LinearGroup::of({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype),
+                                 w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype)});
     l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype);
     m.layers_.push_back(std::move(l));
   }
@@ -419,12 +475,10 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
     Layer l;
     l.attn_norm = Tensor::ones({c.dim}, dtype, device);
     l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
-    l.q = linear(c.heads * c.head_dim, c.dim, bias);
-    l.k = linear(c.kv_heads * c.head_dim, c.dim, bias);
-    l.v = linear(c.kv_heads * c.head_dim, c.dim, bias);
+    l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias), linear(c.kv_heads * c.head_dim, c.dim, bias),
+                             linear(c.kv_heads * c.head_dim, c.dim, bias)});
     l.o = linear(c.dim, c.heads * c.head_dim, false);
-    l.gate = linear(c.hidden, c.dim, false);
-    l.up = linear(c.hidden, c.dim, false);
+    l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false), linear(c.hidden, c.dim, false)});
     l.down = linear(c.dim, c.hidden, false);
     m.layers_.push_back(std::move(l));
   }
@@ -438,7 +492,7 @@ int64_t LlamaModel::weight_bytes() const {
   int64_t n = output_.bytes() + output_norm_.numel() * dtype_size(output_norm_.dtype());
   for (const Layer& l : layers_) {
     n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
-    for (const Linear* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) n += w->bytes();
+    n += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
   }
   return n;
 }
@@ -500,13 +554,13 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   };
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    const Tensor h = nn::rms_norm(x, l.attn_norm, c.rms_eps);
-    const Tensor q = heads(l.q(h), c.heads, true);
-    const auto [keys, values] = cache[i].append(heads(l.k(h), c.kv_heads, true), heads(l.v(h), c.kv_heads, false));
+    const std::vector<Tensor> qkv = l.qkv(nn::rms_norm(x, l.attn_norm, c.rms_eps));
+    const Tensor q = heads(qkv[0], c.heads, true);
+    const auto [keys, values] = cache[i].append(heads(qkv[1], c.kv_heads, true), heads(qkv[2], c.kv_heads, false));
     const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
     x = x + l.o(a.transpose(1, 2).contiguous().reshape({b, t, c.heads * c.head_dim}));
-    const Tensor g = nn::rms_norm(x, l.ffn_norm, c.rms_eps);
-    x = x + l.down(l.gate(g).silu() * l.up(g));
+    const std::vector<Tensor> gate_up = l.gate_up(nn::rms_norm(x, l.ffn_norm, c.rms_eps));
+    x = x + l.down(gate_up[0].silu() * gate_up[1]);
   }
   if (last_only) x = x.narrow(1, t - 1, 1);
   return output_(nn::rms_norm(x, output_norm_, c.rms_eps)).to_dtype(DType::F32);

@@ -18,6 +18,8 @@ namespace {
 using io::GgufValue;
 using io::GgufWriter;
 using models::LlamaModel;
+using models::Linear;
+using models::LinearGroup;
 
 struct Tiny {
   std::string arch = "llama";
@@ -150,6 +152,45 @@ TEST_P(LlamaTest, QuantizedWeightsStayClose) {
   const Tensor b = qm.forward(Tensor::from_vector(kTokens, {1, t}), c3);
   const float scale = a.abs().max().item<float>();
   EXPECT_LT(max_abs_diff(a, b), 0.05f * scale);
+}
+
+// Linears of one format are stacked into one weight whose product, split, is each one's own;
+// linears of different formats (a Q4_K_M file's q and v) stay apart.
+TEST_P(LlamaTest, LinearGroupsStackWeightsOfOneFormat) {
+  auto dense = [&](int64_t out, bool bias) {
+    Linear l;
+    l.dense = Tensor::rand_normal({out, 64}, 0.0, 1.0, DType::F32, device());
+    if (bias) l.bias = Tensor::rand_normal({out}, 0.0, 1.0, DType::F32, device());
+    return l;
+  };
+  auto blocks = [&](int64_t out, quant::QType q) {
+    Linear l;
+    l.quantized = quant::quantize(Tensor::rand_normal({out, 64}, 0.0, 1.0), q).to_device(device());
+    return l;
+  };
+  const Tensor x = Tensor::rand_normal({2, 3, 64}, 0.0, 1.0, DType::F32, device());
+  const std::vector<std::vector<Linear>> groups = {
+      {dense(32, true), dense(16, true), dense(16, true)},
+      {blocks(32, quant::QType::Q4_0), blocks(16, quant::QType::Q4_0)},
+      {blocks(32, quant::QType::Q4_0), blocks(16, quant::QType::Q8_0)},
+      {dense(32, true), dense(16, false)},
+  };
+  const std::vector<size_t> stacked = {1, 1, 2, 2};
+  for (size_t i = 0; i < groups.size(); ++i) {
+    SCOPED_TRACE(i);
+    const LinearGroup g = LinearGroup::of(groups[i]);
+    EXPECT_EQ(g.weights.size(), stacked[i]);
+    const std::vector<Tensor> y = g(x);
+    ASSERT_EQ(y.size(), groups[i].size());
+    int64_t bytes = 0;
+    for (size_t j = 0; j < y.size(); ++j) {
+      const Tensor want = groups[i][j](x);
+      ASSERT_EQ(y[j].shape(), want.shape());
+      EXPECT_LT(max_abs_diff(y[j].contiguous(), want), 1e-4f) << "layer " << j;
+      bytes += groups[i][j].bytes();
+    }
+    EXPECT_EQ(g.bytes(), bytes);
+  }
 }
 
 TEST_P(LlamaTest, TiedEmbeddingsAndHalfActivations) {

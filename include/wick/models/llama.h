@@ -72,6 +72,21 @@ struct Linear {
   int64_t bytes() const;  // of the weight and the bias
 };
 
+// Linear layers applied to the same input (q, k and v; gate and up). Where their weights share a
+// format (all dense, or all of one block format) and all or none have a bias, they are one weight
+// of stacked rows, which a decode step reads in one pass (one launch on a GPU); otherwise (a
+// Q4_K_M file's q and v differ) each stays its own.
+struct LinearGroup {
+  std::vector<Linear> weights;  // one stacked weight, or one per layer of the group
+  std::vector<int64_t> widths;  // each layer's output features
+
+  // The layers of `linears`, stacked where they can be.
+  static LinearGroup of(std::vector<Linear> linears);
+  // Each layer's output for x, in order (views of one product where stacked).
+  std::vector<Tensor> operator()(const Tensor& x) const;
+  int64_t bytes() const;
+};
+
 class LlamaModel {
  public:
   // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense
@@ -114,7 +129,8 @@ class LlamaModel {
  private:
   struct Layer {
     Tensor attn_norm, ffn_norm;
-    Linear q, k, v, o, gate, up, down;
+    LinearGroup qkv, gate_up;
+    Linear o, down;
   };
   // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
   class Weights;
