@@ -1,11 +1,13 @@
 // The number of OpenMP threads does not change results: reductions, cumsum, argsort and the index
 // ops give the same bits with 1, 2 and 3 threads, on sizes above the CPU backend's parallel grain
-// (32768 elements). matmul and convolution are left out: OpenBLAS may change their last bits.
+// (32768 elements). matmul and convolution are left out, OpenBLAS may change their last bits, but
+// for products of a few rows by a weight stored as rows, which wick computes itself.
 #include <omp.h>
 
 #include <cstring>
 #include <string>
 
+#include "cpu/matvec.h"
 #include "test_util.h"
 
 namespace wick {
@@ -82,7 +84,37 @@ std::vector<Result> results(int threads) {
   keep("scatter_add", Tensor::zeros({16, 256}).scatter_add(ids(65536, 7, 16, {256, 256}), x, 0));
   keep("index_add", Tensor::zeros({64, 256}).index_add(ids(256, 5, 64, {256}), x, 0));
   keep("embedding", embedding(x, ids(4096, 13, 256, {64, 64})));
+  // A linear layer's product for 1 to 8 rows: the weight (300 x 257, past the split by columns)
+  // read once by wick's own loops.
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const Tensor w = Tensor::rand_normal({257, 300}, 0, 1, DType::F32).to_dtype(dt);
+    for (int64_t rows : {1, 3, 8}) {
+      const Tensor a = Tensor::rand_normal({rows, 300}, 0, 1, DType::F32).to_dtype(dt);
+      keep(std::string(dtype_name(dt)) + " linear of " + std::to_string(rows) + " rows", a.matmul(w.t()));
+    }
+  }
   return out;
+}
+
+// f16 weights take the processor's F16C conversion where it has one; the portable loop gives the
+// same f32 sums, bit for bit (subnormal, infinite and NaN weights included).
+TEST(Threads, HalfWeightsGiveTheSameBitsWithAndWithoutF16C) {
+  constexpr int64_t kRows = 8, kCols = 37, kK = 1000;
+  const std::vector<float> a = Tensor::rand_normal({kRows, kK}, 0, 1, DType::F32).to_vector<float>();
+  std::vector<f16> w = Tensor::rand_normal({kCols, kK}, 0, 1, DType::F32).to_dtype(DType::F16).to_vector<f16>();
+  for (size_t i = 0; i < 64; ++i) w[i * 97].bits = static_cast<uint16_t>(i * 0x0401u);  // subnormals and a spread
+  w[5].bits = 0x7c00;  // +inf in the first column
+  w[kK + 7].bits = 0x7e01;  // NaN in the second
+  for (int64_t m = 1; m <= cpu::kMatvecRows; ++m) {
+    std::vector<float> fast(static_cast<size_t>(m * kCols)), portable(fast.size());
+    cpu::matvec_rows(m, 0, kCols, kK, a.data(), kK, w.data(), kK, fast.data(), kCols);
+    const bool was = cpu::set_matvec_f16c(false);
+    cpu::matvec_rows(m, 0, kCols, kK, a.data(), kK, w.data(), kK, portable.data(), kCols);
+    cpu::set_matvec_f16c(was);
+    for (size_t i = 0; i < fast.size(); ++i)
+      ASSERT_TRUE(std::memcmp(&fast[i], &portable[i], sizeof(float)) == 0 || (fast[i] != fast[i] && portable[i] != portable[i]))
+          << m << " rows, output " << i << ": " << fast[i] << " and " << portable[i];
+  }
 }
 
 TEST(Threads, ResultsDoNotDependOnTheThreadCount) {

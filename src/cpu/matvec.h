@@ -24,4 +24,8 @@ void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, i
 void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const bf16* w, int64_t ldw,
                  float* out, int64_t ldo);
 
+// Whether f16 weights may take the F16C loop where the processor has it (else the portable one,
+// which gives the same bits); returns the previous setting. For tests.
+bool set_matvec_f16c(bool use);
+
 }  // namespace wick::cpu

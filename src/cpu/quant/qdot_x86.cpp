@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <utility>
+#include "cpu/prefetch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WICK_QDOT_X86 1
@@ -152,6 +153,7 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
     if constexpr (kUnits == 1) {
       int64_t i = 0;
       for (; i + kSets <= nb; i += kSets) {
+        prefetch_ahead<kSets * sizeof(typename F::Block)>(row + i);
 #pragma GCC unroll 2
         for (int e = 0; e < kSets; ++e) {
           const kq::GroupScale s = kq::group_scale<Q>(row[i + e], 0);
@@ -164,6 +166,7 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
       }
     } else {
       for (int64_t i = 0; i < nb; ++i) {
+        prefetch_ahead<sizeof(typename F::Block)>(row + i);
         kq::GroupScale s[F::kGroups];
         kq::block_scales<Q>(row[i], s);
         constexpr int kStep = F::kGroup == 32 ? 1 : 2;  // groups per unit
@@ -229,6 +232,7 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
     if constexpr (kUnits == 1) {
       int64_t i = 0;
       for (; i + 4 <= nb; i += 4) {
+        prefetch_ahead<4 * sizeof(typename F::Block)>(row + i);
 #pragma GCC unroll 2
         for (int e = 0; e < 2; ++e) {
           const kq::GroupScale g0 = kq::group_scale<Q>(row[i + 2 * e], 0), g1 = kq::group_scale<Q>(row[i + 2 * e + 1], 0);
@@ -249,6 +253,7 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
       }
     } else {
       for (int64_t i = 0; i < nb; ++i) {
+        prefetch_ahead<sizeof(typename F::Block)>(row + i);
         kq::GroupScale g[F::kGroups];
         kq::block_scales<Q>(row[i], g);
         kq::GroupScale s[kUnits][2];  // the two scales of each unit (one group twice for 32-value groups)
