@@ -9,6 +9,7 @@
 #include "cpu/prefetch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -145,8 +146,13 @@ WICK_F16C void matvec_rows_f16c(int64_t m, int64_t j0, int64_t j1, int64_t k, co
   }
 }
 
+// F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. AVX2
+// being usable means the operating system saves the registers F16C writes.
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
   return yes;
 }
 #else
