@@ -26,33 +26,38 @@ CTX, CHUNKS = 128, 6
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2}
 
 
+def llama_tensors(shape, vocab, tied=False):
+    """The tensors of a Llama model of `shape` under llama.cpp's names, in file order: (name, rows,
+    cols, scale) for a matrix (scale: the deviation of check_llama's random weights), (name, None,
+    None, None) for a norm's weight."""
+    dim, hidden, heads, kv = shape["dim"], shape["hidden"], shape["heads"], shape["kv_heads"]
+    hd = dim // heads
+    yield "token_embd.weight", vocab, dim, 1.0
+    for i in range(shape["layers"]):
+        p = f"blk.{i}."
+        yield p + "attn_norm.weight", None, None, None
+        yield p + "attn_q.weight", heads * hd, dim, 0.2
+        yield p + "attn_k.weight", kv * hd, dim, 0.2
+        yield p + "attn_v.weight", kv * hd, dim, 0.2
+        yield p + "attn_output.weight", dim, heads * hd, 0.1
+        yield p + "ffn_norm.weight", None, None, None
+        yield p + "ffn_gate.weight", hidden, dim, 0.1
+        yield p + "ffn_up.weight", hidden, dim, 0.1
+        yield p + "ffn_down.weight", dim, hidden, 0.1
+    yield "output_norm.weight", None, None, None
+    if not tied:
+        yield "output.weight", vocab, dim, 0.15
+
+
 def tiny_llama(src, out, f16):
     w, vocab = vocab_writer("tiny-llama", src, "llama", "", out, SHAPE)
     rng = np.random.default_rng(1)
-    dim, hidden, heads, kv = SHAPE["dim"], SHAPE["hidden"], SHAPE["heads"], SHAPE["kv_heads"]
-    hd = dim // heads
     dtype = np.float16 if f16 else np.float32
-
-    def add(name, rows, cols, scale):
-        w.add_tensor(name, (rng.standard_normal((rows, cols)) * scale).astype(dtype))
-
-    def norm(name):
-        w.add_tensor(name, (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32))
-
-    add("token_embd.weight", vocab, dim, 1.0)
-    for i in range(SHAPE["layers"]):
-        p = f"blk.{i}."
-        norm(p + "attn_norm.weight")
-        add(p + "attn_q.weight", heads * hd, dim, 0.2)
-        add(p + "attn_k.weight", kv * hd, dim, 0.2)
-        add(p + "attn_v.weight", kv * hd, dim, 0.2)
-        add(p + "attn_output.weight", dim, heads * hd, 0.1)
-        norm(p + "ffn_norm.weight")
-        add(p + "ffn_gate.weight", hidden, dim, 0.1)
-        add(p + "ffn_up.weight", hidden, dim, 0.1)
-        add(p + "ffn_down.weight", dim, hidden, 0.1)
-    norm("output_norm.weight")
-    add("output.weight", vocab, dim, 0.15)
+    for name, rows, cols, scale in llama_tensors(SHAPE, vocab):
+        if rows is None:
+            w.add_tensor(name, (1 + 0.1 * rng.standard_normal(SHAPE["dim"])).astype(np.float32))
+        else:
+            w.add_tensor(name, (rng.standard_normal((rows, cols)) * scale).astype(dtype))
     write_gguf(w)
 
 
