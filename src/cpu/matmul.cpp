@@ -4,6 +4,8 @@
 // A few rows of f32/f16/bf16 times a matrix stored as rows (a linear layer's weight, b = W^T)
 // take the matvec.h loops instead, which read the weight once where a GEMM would pack it.
 
+#include <optional>
+
 #include "core/dispatch.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
@@ -42,6 +44,23 @@ void for_each_matrix(const Layout& out, const Layout& a, const Layout& b, bool p
     for_each_run_serial<3>(s, run);
 }
 
+// A (rows, cols) matrix at (row stride, col stride) as dense row-major f32, each row of halves
+// widened in a vectorised loop where its elements are adjacent.
+template <typename T>
+void widen_matrix(const T* p, int64_t n_rows, int64_t cols, int64_t rs, int64_t cs, float* out) {
+  parallel_for(n_rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cols, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      if (cs == 1 || cols <= 1) {
+        if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+          rows::widen_row(p + i * rs, cols, out + i * cols);
+          continue;
+        }
+      }
+      for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = kernels::to_opmath(p[i * rs + j * cs]);
+    }
+  });
+}
+
 // Weights of at least this many elements are split over the threads by columns; smaller
 // products of a batch run a matrix per thread.
 constexpr int64_t kWideWeight = 1 << 16;
@@ -63,7 +82,7 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
     const bool a_in_place = std::is_same_v<T, float> && (acs == 1 || k <= 1);
     const bool wide = n * k >= kWideWeight;
     for_each_matrix(out_l, a.layout, b.layout, !wide, [&](int64_t oo, int64_t oa, int64_t ob) {
-      Scratch<float> fa(a_in_place ? 0 : m * k), fc(std::is_same_v<T, float> ? 0 : m * n);
+      std::optional<Scratch<float>> fa, fc;  // only where a is widened, and for halves' results
       const float* a_rows = nullptr;
       int64_t lda = k;
       if constexpr (std::is_same_v<T, float>) {
@@ -73,15 +92,14 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
         }
       }
       if (a_rows == nullptr) {
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t l = 0; l < k; ++l) fa[i * k + l] = kernels::to_opmath(pa[oa + i * ars + l * acs]);
-        a_rows = fa.data();
+        widen_matrix(pa + oa, m, k, ars, acs, fa.emplace(m * k).data());
+        a_rows = fa->data();
       }
       float* c = nullptr;
       if constexpr (std::is_same_v<T, float>) {
         c = po + oo;
       } else {
-        c = fc.data();
+        c = fc.emplace(m * n).data();
       }
       auto columns = [&](int64_t j0, int64_t j1) { matvec_rows(m, j0, j1, k, a_rows, lda, pb + ob, ldw, c, n); };
       if (wide)
@@ -92,23 +110,6 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
     });
   }
   return true;
-}
-
-// A (rows, cols) matrix of halves or f8 at (row stride, col stride) as dense row-major f32, each
-// row widened in a vectorised loop where its elements are adjacent.
-template <typename T>
-void widen_matrix(const T* p, int64_t n_rows, int64_t cols, int64_t rs, int64_t cs, float* out) {
-  parallel_for(n_rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(cols, 1)), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (cs == 1 || cols <= 1) {
-        if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-          rows::widen_row(p + i * rs, cols, out + i * cols);
-          continue;
-        }
-      }
-      for (int64_t j = 0; j < cols; ++j) out[i * cols + j] = kernels::to_opmath(p[i * rs + j * cs]);
-    }
-  });
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // the registers of the instruction set each clone is built for.
 #include "cpu/matvec.h"
 
+#include <array>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "cpu/clones.h"
 #include "cpu/prefetch.h"
@@ -131,19 +133,18 @@ WICK_F16C inline void rows_by_f16c(int64_t j0, int64_t j1, int64_t k, const floa
   }
 }
 
-WICK_F16C void matvec_rows_f16c(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const f16* w,
-                                int64_t ldw, float* out, int64_t ldo) {
-  switch (m) {
-    case 1: return rows_by_f16c<1>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 2: return rows_by_f16c<2>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 3: return rows_by_f16c<3>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 4: return rows_by_f16c<4>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 5: return rows_by_f16c<5>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 6: return rows_by_f16c<6>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 7: return rows_by_f16c<7>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 8: return rows_by_f16c<8>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    default: return;
-  }
+using RowsFn = void (*)(int64_t, int64_t, int64_t, const float*, int64_t, const f16*, int64_t, float*, int64_t);
+
+template <int... M>
+constexpr std::array<RowsFn, sizeof...(M)> f16c_kernels(std::integer_sequence<int, M...>) {
+  return {&rows_by_f16c<M + 1>...};
+}
+// rows_by_f16c<m> at [m - 1].
+constexpr auto kF16cKernels = f16c_kernels(std::make_integer_sequence<int, kMatvecRows>{});
+
+void matvec_rows_f16c(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const f16* w,
+                      int64_t ldw, float* out, int64_t ldo) {
+  kF16cKernels[static_cast<size_t>(m - 1)](j0, j1, k, a, lda, w, ldw, out, ldo);
 }
 
 // F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. AVX2
