@@ -116,6 +116,9 @@ inline Status event_create(Event* e) { return cudaEventCreate(e); }
 inline Status event_destroy(Event e) { return cudaEventDestroy(e); }
 inline Status event_record(Event e, Stream s) { return cudaEventRecord(e, s); }
 inline Status event_synchronize(Event e) { return cudaEventSynchronize(e); }
+// kSuccess once the work before e has finished, kNotReady while it runs, else an error.
+inline Status event_query(Event e) { return cudaEventQuery(e); }
+inline constexpr Status kNotReady = cudaErrorNotReady;
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
 
 // ---- device side ------------------------------------------------------------------------------

@@ -116,6 +116,9 @@ inline Status event_create(Event* e) { return hipEventCreate(e); }
 inline Status event_destroy(Event e) { return hipEventDestroy(e); }
 inline Status event_record(Event e, Stream s) { return hipEventRecord(e, s); }
 inline Status event_synchronize(Event e) { return hipEventSynchronize(e); }
+// kSuccess once the work before e has finished, kNotReady while it runs, else an error.
+inline Status event_query(Event e) { return hipEventQuery(e); }
+inline constexpr Status kNotReady = hipErrorNotReady;
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
 
 // ---- device side ------------------------------------------------------------------------------

@@ -1,0 +1,447 @@
+// GPU ranks through NCCL (CUDA) or RCCL (ROCm), which share one API. The library is opened with
+// dlopen when the first communicator is made, so that wick links without it and a machine without
+// it fails with one clear line; the header gives the types. Calls are queued on the device's stream.
+//
+// Failures: communicators are made non-blocking where the header has ncclConfig_t (NCCL 2.14 and
+// later), so that making one can time out. A watchdog thread looks at every communicator every few
+// milliseconds: an error NCCL reports (a peer's connection lost), or a call still unfinished on the
+// GPU after the timeout (a peer hung or killed), aborts the communicator (ncclCommAbort), which
+// ends its kernels; every later call on it raises DistError with the reason.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "dist/engine.h"
+#include "dist/rendezvous.h"
+#include "backend/registry.h"
+#include "gpu/gpu_backend.h"
+
+#if defined(WICK_HAS_NCCL)
+#if defined(WICK_BACKEND_HIP)
+#include <rccl/rccl.h>
+#else
+#include <nccl.h>
+#endif
+#endif
+
+namespace wick::gpu {
+
+#if !defined(WICK_HAS_NCCL)
+
+const dist::detail::GpuCollectives* GpuBackend::collectives() const { return nullptr; }
+
+#else
+
+namespace {
+
+using dist::DistError;
+using dist::Options;
+using dist::ReduceOp;
+using dist::detail::Engine;
+using dist::detail::Engines;
+using wick::detail::str_cat;
+using Clock = std::chrono::steady_clock;
+
+#if defined(WICK_BACKEND_HIP)
+constexpr const char* kLibrary = "librccl.so.1";
+constexpr const char* kName = "RCCL";
+#else
+constexpr const char* kLibrary = "libnccl.so.2";
+constexpr const char* kName = "NCCL";
+#endif
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+#define WICK_NCCL_NONBLOCKING 1
+#endif
+
+// The library's entry points, found with dlsym.
+struct Api {
+#define WICK_NCCL_FUNCTIONS(X)                                                                                      \
+  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy) X(ncclCommAbort)                      \
+  X(ncclCommGetAsyncError) X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce) X(ncclAllGather)              \
+  X(ncclReduceScatter) X(ncclBroadcast) X(ncclSend) X(ncclRecv) X(ncclGroupStart) X(ncclGroupEnd)
+#define WICK_X(f) decltype(&::f) f = nullptr;
+  WICK_NCCL_FUNCTIONS(WICK_X)
+#undef WICK_X
+#if defined(WICK_NCCL_NONBLOCKING)
+  decltype(&::ncclCommInitRankConfig) ncclCommInitRankConfig = nullptr;
+#endif
+  int version = 0;
+};
+
+const Api& api() {
+  static const Api a = [] {
+    Api a;
+    void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr)
+      throw NotSupportedError(str_cat("dist: ", kName, " is not installed: ", kLibrary, " did not load (", dlerror(), ")"));
+    auto find = [&](const char* fn) {
+      void* f = dlsym(lib, fn);
+      if (f == nullptr) throw NotSupportedError(str_cat("dist: ", kLibrary, " has no ", fn));
+      return f;
+    };
+#define WICK_X(f) a.f = reinterpret_cast<decltype(a.f)>(find(#f));
+    WICK_NCCL_FUNCTIONS(WICK_X)
+#undef WICK_X
+#if defined(WICK_NCCL_NONBLOCKING)
+    a.ncclCommInitRankConfig = reinterpret_cast<decltype(a.ncclCommInitRankConfig)>(find("ncclCommInitRankConfig"));
+#endif
+    a.ncclGetVersion(&a.version);
+    return a;
+  }();
+  return a;
+}
+
+std::string error_text(ncclResult_t r, ncclComm_t comm = nullptr) {
+  std::string s = str_cat(kName, " error ", static_cast<int>(r), " (", api().ncclGetErrorString(r), ")");
+  if (const char* last = api().ncclGetLastError(comm); last != nullptr && *last != '\0') s += str_cat(": ", last);
+  return s;
+}
+
+bool pending(ncclResult_t r) {
+#if defined(WICK_NCCL_NONBLOCKING)
+  return r == ncclInProgress;
+#else
+  (void)r;
+  return false;
+#endif
+}
+
+// Waits while a non-blocking communicator is still busy with a call; its final state.
+ncclResult_t settle(ncclComm_t comm, Clock::time_point deadline) {
+  ncclResult_t state;
+  for (;;) {
+    if (const ncclResult_t r = api().ncclCommGetAsyncError(comm, &state); r != ncclSuccess) return r;
+    if (!pending(state) || Clock::now() > deadline) return state;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+// The NCCL type of a dtype; for moving data (not reducing), a dtype NCCL lacks moves as bytes.
+bool nccl_type(DType dtype, bool reduce, ncclDataType_t* type, size_t* per_element) {
+  *per_element = 1;
+  switch (dtype) {
+    case DType::U8: *type = ncclUint8; return true;
+    case DType::U32: *type = ncclUint32; return true;
+    case DType::I32: *type = ncclInt32; return true;
+    case DType::I64: *type = ncclInt64; return true;
+    case DType::BF16: *type = ncclBfloat16; return true;
+    case DType::F16: *type = ncclFloat16; return true;
+    case DType::F32: *type = ncclFloat32; return true;
+    case DType::F64: *type = ncclFloat64; return true;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+    case DType::F8E4M3: *type = ncclFloat8e4m3; return true;
+#endif
+    default: break;
+  }
+  if (reduce) return false;
+  *type = ncclUint8;
+  *per_element = dtype_size(dtype);
+  return true;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Avg: return ncclAvg;
+  }
+  return ncclSum;
+}
+
+class NcclEngine;
+
+// Watches every live communicator (see the top of the file).
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog;  // never destroyed: its thread runs until the process ends
+    return *w;
+  }
+  void add(NcclEngine* e) {
+    const std::lock_guard lock(mutex_);
+    engines_.push_back(e);
+  }
+  void remove(NcclEngine* e) {
+    const std::lock_guard lock(mutex_);
+    std::erase(engines_, e);
+  }
+
+ private:
+  Watchdog() { std::thread([this] { run(); }).detach(); }
+  void run();
+  std::mutex mutex_;
+  std::vector<NcclEngine*> engines_;
+};
+
+class NcclEngine final : public Engine {
+ public:
+  NcclEngine(ncclComm_t comm, int rank, int size, GpuBackend& backend, const Options& options)
+      : comm_(comm), rank_(rank), size_(size), backend_(backend), options_(options) {
+    Watchdog::get().add(this);
+  }
+  ~NcclEngine() override {
+    Watchdog::get().remove(this);
+    const std::lock_guard lock(mutex_);
+    for (auto& c : in_flight_) (void)event_destroy(c.done);
+    if (!failed_) {
+      backend_.activate();
+      (void)stream_synchronize(backend_.stream());  // a destructor does not throw
+      api().ncclCommDestroy(comm_);
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return backend_.device(); }
+
+  void all_reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
+    const auto [type, n] = type_of(dtype, true, "all_reduce");
+    call("all_reduce", [&] { return api().ncclAllReduce(send, recv, count * n, type, nccl_op(op), comm_, backend_.stream()); });
+  }
+  void all_gather(const void* send, void* recv, size_t count, DType dtype) override {
+    const auto [type, n] = type_of(dtype, false, "all_gather");
+    call("all_gather", [&] { return api().ncclAllGather(send, recv, count * n, type, comm_, backend_.stream()); });
+  }
+  void reduce_scatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
+    const auto [type, n] = type_of(dtype, true, "reduce_scatter");
+    call("reduce_scatter",
+         [&] { return api().ncclReduceScatter(send, recv, count * n, type, nccl_op(op), comm_, backend_.stream()); });
+  }
+  void broadcast(const void* send, void* recv, size_t count, DType dtype, int root) override {
+    const auto [type, n] = type_of(dtype, false, "broadcast");
+    call("broadcast", [&] { return api().ncclBroadcast(send, recv, count * n, type, root, comm_, backend_.stream()); });
+  }
+  void send(const void* buf, size_t count, DType dtype, int peer) override {
+    const auto [type, n] = type_of(dtype, false, "send");
+    call("send", [&] { return api().ncclSend(buf, count * n, type, peer, comm_, backend_.stream()); });
+  }
+  void recv(void* buf, size_t count, DType dtype, int peer) override {
+    const auto [type, n] = type_of(dtype, false, "recv");
+    call("recv", [&] { return api().ncclRecv(buf, count * n, type, peer, comm_, backend_.stream()); });
+  }
+
+  void group_start() override {
+    check("group");
+    api().ncclGroupStart();
+    ++t_depth;
+    t_group.push_back(this);
+  }
+  void group_end() override {
+    const ncclResult_t r = api().ncclGroupEnd();
+    if (--t_depth > 0) return;
+    // The outermost end launched the group: each of its communicators settles, then marks its work.
+    std::vector<NcclEngine*> engines = std::move(t_group);
+    t_group.clear();
+    for (NcclEngine* e : engines) e->after_launch("group", r);
+  }
+
+  void synchronize() override {
+    const Clock::time_point deadline = Clock::now() + options_.timeout;
+    for (;;) {
+      {
+        const std::lock_guard lock(mutex_);
+        if (failed_) throw DistError(str_cat("dist: synchronize on rank ", rank_, ": ", reason_));
+        if (in_flight_.empty()) return;
+      }
+      if (Clock::now() > deadline) throw DistError(str_cat("dist: synchronize on rank ", rank_, ": timed out"));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void abort() override {
+    while (t_depth > 0) {  // a group this thread left open ends first
+      api().ncclGroupEnd();
+      --t_depth;
+    }
+    std::erase(t_group, this);
+    fail(str_cat("rank ", rank_, " aborted the group"));
+  }
+
+  // The watchdog's look: finished work retired, an error or an overdue call aborts.
+  void watch() {
+    const std::lock_guard lock(mutex_);
+    if (failed_) return;
+    ncclResult_t state = ncclSuccess;
+    if (api().ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && !pending(state))
+      return fail_locked(error_text(state, comm_));
+    while (!in_flight_.empty()) {
+      InFlight& c = in_flight_.front();
+      const Status s = event_query(c.done);
+      if (s == kNotReady) {
+        if (Clock::now() - c.queued > options_.timeout)
+          return fail_locked(str_cat(c.op, " unfinished after ", options_.timeout.count(), " ms (a peer failed or stopped)"));
+        return;
+      }
+      (void)event_destroy(c.done);
+      in_flight_.pop_front();
+    }
+  }
+
+ private:
+  struct InFlight {
+    const char* op;
+    Event done;
+    Clock::time_point queued;
+  };
+
+  std::pair<ncclDataType_t, size_t> type_of(DType dtype, bool reduce, const char* op) const {
+    ncclDataType_t t;
+    size_t n;
+    if (!nccl_type(dtype, reduce, &t, &n))
+      throw NotSupportedError(str_cat("dist: ", op, " of ", dtype, " on ", device(), ": ", kName, " ", api().version,
+                                      " has no ", dtype, " reduction"));
+    return {t, n};
+  }
+
+  void check(const char* op) {
+    const std::lock_guard lock(mutex_);
+    if (failed_) throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", reason_));
+  }
+
+  template <typename F>
+  void call(const char* op, F&& enqueue) {
+    check(op);
+    backend_.activate();
+    const ncclResult_t r = enqueue();
+    if (t_depth == 0) after_launch(op, r);
+  }
+
+  // After a call (or a group) is handed to NCCL: wait for a non-blocking enqueue, raise an error,
+  // and record an event for the watchdog.
+  void after_launch(const char* op, ncclResult_t r) {
+    if (pending(r)) r = settle(comm_, Clock::now() + options_.timeout);
+    if (r != ncclSuccess) {
+      const std::string why = pending(r) ? str_cat(op, " not queued after ", options_.timeout.count(), " ms") : error_text(r, comm_);
+      fail(why);
+      throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", why));
+    }
+    Event e;
+    WICK_GPU_CHECK(event_create(&e));
+    WICK_GPU_CHECK(event_record(e, backend_.stream()));
+    const std::lock_guard lock(mutex_);
+    in_flight_.push_back({op, e, Clock::now()});
+  }
+
+  void fail(const std::string& why) {
+    const std::lock_guard lock(mutex_);
+    fail_locked(why);
+  }
+  void fail_locked(const std::string& why) {
+    if (failed_) return;
+    failed_ = true;
+    reason_ = why;
+    api().ncclCommAbort(comm_);  // ends the kernels that wait for a peer
+  }
+
+  static thread_local int t_depth;
+  static thread_local std::vector<NcclEngine*> t_group;
+
+  ncclComm_t comm_;
+  int rank_, size_;
+  GpuBackend& backend_;
+  Options options_;
+  std::mutex mutex_;
+  std::deque<InFlight> in_flight_;
+  bool failed_ = false;
+  std::string reason_;
+};
+
+thread_local int NcclEngine::t_depth = 0;
+thread_local std::vector<NcclEngine*> NcclEngine::t_group;
+
+void Watchdog::run() {
+  for (;;) {
+    {
+      const std::lock_guard lock(mutex_);
+      for (NcclEngine* e : engines_) e->watch();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+GpuBackend& gpu_of(Device d) { return static_cast<GpuBackend&>(backend_for(d, "dist")); }
+
+// Makes rank `rank`'s communicator on `backend` (inside a group when several are made at once).
+ncclResult_t init_rank(ncclComm_t* comm, int size, const ncclUniqueId& id, int rank, GpuBackend& backend) {
+  backend.activate();
+#if defined(WICK_NCCL_NONBLOCKING)
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return api().ncclCommInitRankConfig(comm, size, id, rank, &config);
+#else
+  return api().ncclCommInitRank(comm, size, id, rank);
+#endif
+}
+
+std::shared_ptr<Engine> settle_new(ncclComm_t comm, ncclResult_t r, int rank, int size, GpuBackend& backend,
+                                   const Options& options, Clock::time_point deadline) {
+  if (pending(r)) r = settle(comm, deadline);
+  if (r != ncclSuccess) {
+    const std::string why = pending(r) ? str_cat("not connected after ", options.timeout.count(), " ms") : error_text(r, comm);
+    if (comm != nullptr) api().ncclCommAbort(comm);
+    throw DistError(str_cat("dist: making rank ", rank, " of ", size, " on ", backend.device(), ": ", why));
+  }
+  return std::make_shared<NcclEngine>(comm, rank, size, backend, options);
+}
+
+class NcclCollectives final : public dist::detail::GpuCollectives {
+ public:
+  Engines local(const std::vector<Device>& devices, const Options& options) const override {
+    const Api& a = api();
+    const Clock::time_point deadline = Clock::now() + options.timeout;
+    ncclUniqueId id;
+    if (const ncclResult_t r = a.ncclGetUniqueId(&id); r != ncclSuccess)
+      throw DistError(str_cat("dist: local: ncclGetUniqueId: ", error_text(r)));
+    const int n = static_cast<int>(devices.size());
+    std::vector<ncclComm_t> comms(devices.size(), nullptr);
+    std::vector<ncclResult_t> results(devices.size(), ncclSuccess);
+    a.ncclGroupStart();
+    for (int i = 0; i < n; ++i) results[i] = init_rank(&comms[i], n, id, i, gpu_of(devices[i]));
+    const ncclResult_t group = a.ncclGroupEnd();
+    Engines engines;
+    for (int i = 0; i < n; ++i) {
+      const ncclResult_t r = results[i] != ncclSuccess && !pending(results[i]) ? results[i] : group;
+      engines.push_back(settle_new(comms[i], r, i, n, gpu_of(devices[i]), options, deadline));
+    }
+    return engines;
+  }
+
+  std::shared_ptr<Engine> join(const std::string& rendezvous, int size, int rank, Device device,
+                               const Options& options) const override {
+    const Api& a = api();
+    const Clock::time_point deadline = Clock::now() + options.timeout;
+    ncclUniqueId id;
+    if (rank == 0) {
+      if (const ncclResult_t r = a.ncclGetUniqueId(&id); r != ncclSuccess)
+        throw DistError(str_cat("dist: join: ncclGetUniqueId: ", error_text(r)));
+      dist::detail::publish(rendezvous, sizeof(id), [&](void* p) { std::memcpy(p, &id, sizeof(id)); });
+    } else {
+      const dist::detail::Mapping m = dist::detail::await(rendezvous, sizeof(id), deadline, rank);
+      std::memcpy(&id, m.data(), sizeof(id));
+    }
+    GpuBackend& backend = gpu_of(device);
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = init_rank(&comm, size, id, rank, backend);
+    std::shared_ptr<Engine> e = settle_new(comm, r, rank, size, backend, options, deadline);
+    if (rank == 0) ::unlink(rendezvous.c_str());  // every rank has read it: they are connected
+    return e;
+  }
+};
+
+}  // namespace
+
+const dist::detail::GpuCollectives* GpuBackend::collectives() const {
+  static const NcclCollectives c;
+  return &c;
+}
+
+#endif
+
+}  // namespace wick::gpu
