@@ -12,6 +12,8 @@
 #include <functional>
 #include <thread>
 
+#include <sys/wait.h>
+
 #include "backend/storage.h"
 #include "test_util.h"
 #include "wick/dist.h"
@@ -331,6 +333,61 @@ TEST(DistFailures, JoinMakesOneGroupOfThreadsThroughAFile) {
   { std::ofstream(path) << "x"; }
   EXPECT_THROW(Communicator::join(path, 1, 0, Device::cpu()), DistError);
   std::remove(path.c_str());
+}
+
+// ---- groups of processes through `wick launch` (tests/dist_rank.cpp is each rank) -------------
+
+struct Launched {
+  int status;
+  std::string output;
+};
+
+Launched launch(const std::string& args) {
+  const std::string cmd = std::string(WICK_CLI) + " launch " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return {-1, "popen failed"};
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+const std::string kRank = WICK_DIST_RANK;
+
+TEST(DistProcesses, LaunchRunsAGroupOfProcesses) {
+  const Launched r = launch("-n 3 " + kRank + " collectives");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (int i = 0; i < 3; ++i) EXPECT_NE(r.output.find("rank " + std::to_string(i) + " of 3: ok"), std::string::npos) << r.output;
+}
+
+TEST(DistProcesses, AKilledRankFailsTheOthersInsteadOfHangingThem) {
+  const auto start = std::chrono::steady_clock::now();
+  const Launched r = launch("-n 3 " + kRank + " die");
+  EXPECT_EQ(r.status, 3) << r.output;  // rank 1's own status
+  EXPECT_NE(r.output.find("wick launch: rank 1 (process"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with status 3"), std::string::npos) << r.output;
+  for (int i : {0, 2}) EXPECT_NE(r.output.find("rank " + std::to_string(i) + ": DistError: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has exited"), std::string::npos) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(DistProcesses, AHungRankTimesTheOthersOut) {
+  const Launched r = launch("-n 2 " + kRank + " hang");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0: DistError: dist: all_reduce on rank 0: rank 0 waited 1000 ms in all_reduce for rank 1"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("rank 1: DistError: dist: all_reduce on rank 1: rank 0 reports"), std::string::npos) << r.output;
+}
+
+TEST(DistProcesses, LaunchRefusesBadArgumentsAndReportsACommandThatDoesNotRun) {
+  EXPECT_EQ(launch(kRank).status, 2);
+  EXPECT_EQ(launch("-n 0 " + kRank).status, 2);
+  EXPECT_EQ(launch("-n 2").status, 2);
+  const Launched missing = launch("-n 2 /nonexistent/program");
+  EXPECT_EQ(missing.status, 127) << missing.output;
+  EXPECT_NE(missing.output.find("cannot run /nonexistent/program"), std::string::npos) << missing.output;
 }
 
 }  // namespace

@@ -156,7 +156,7 @@ class World {
   }
   bool failed() const { return header_->failed.load(std::memory_order_acquire) != 0; }
   std::string failure() const {
-    return str_cat("rank ", header_->failed.load(std::memory_order_acquire) - 1, " failed: ", std::string(header_->reason));
+    return str_cat("rank ", header_->failed.load(std::memory_order_acquire) - 1, " reports: ", std::string(header_->reason));
   }
 
  private:

@@ -62,6 +62,10 @@ commands:
       --chunks N          at most N chunks (default: all the text holds)
       --device D          cpu (default), cuda:0, ...
       --dtype T           activations: f32 (default), f16 or bf16
+  launch -n N CMD [ARGS...]
+                          N processes of CMD, one per rank of a dist::Communicator::from_env
+                          group (WICK_RANK, WICK_LOCAL_RANK, WICK_WORLD_SIZE and a fresh
+                          WICK_RENDEZVOUS in each); exits with the first failing rank's status
 )";
 
 

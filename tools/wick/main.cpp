@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate, bench-model.
+// generate, bench-model, launch.
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +17,7 @@
 #include "bench.h"
 #include "bench_model.h"
 #include "generate.h"
+#include "launch.h"
 #include "perplexity.h"
 #include "tokenize.h"
 #include "wick/wick.h"
@@ -99,6 +100,7 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return cli::cmd_perplexity(argc - 2, argv + 2);
     if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
     if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
+    if (cmd == "launch") return cli::cmd_launch(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << cli::kUsage;
       return 0;
