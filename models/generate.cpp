@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 namespace wick::models {
 
@@ -116,7 +117,12 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   const auto t0 = static_cast<int64_t>(longest);
   const int64_t capacity = t0 + options.max_tokens;
   const int64_t vocab = model.config().vocab;
-  Sampler sampler(options.sampling);
+  // A model split over ranks: rank 0 picks the tokens and says which sequences end, and the other
+  // ranks take its word (their draws and callbacks could differ), so that all run the same steps.
+  const dist::Communicator& comm = model.communicator();
+  const bool follower = comm.defined() && comm.rank() > 0, split = comm.defined() && comm.size() > 1;
+  std::optional<Sampler> sampler;
+  if (!follower) sampler.emplace(options.sampling);
 
   // Left padding: sequence s starts at column pad[s]; its keys before it are hidden.
   std::vector<int64_t> ids(static_cast<size_t>(b * t0), 0);
@@ -149,15 +155,26 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     std::vector<int64_t> next(static_cast<size_t>(b), 0);
     bool any = false;
+    std::vector<int64_t> word(static_cast<size_t>(2 * b), 0);  // rank 0's: the tokens, then 1 for each sequence ending
+    if (!follower) {
+      for (int64_t s = 0; s < b; ++s) {
+        if (done[static_cast<size_t>(s)]) continue;
+        const int32_t id = sampler->sample({host.data() + s * vocab, static_cast<size_t>(vocab)}, history[static_cast<size_t>(s)]);
+        const bool go_on = on_token ? on_token(s, id) : true;
+        word[static_cast<size_t>(s)] = id;
+        word[static_cast<size_t>(b + s)] =
+            !go_on || stops(id) || static_cast<int64_t>(r.tokens[static_cast<size_t>(s)].size()) + 1 == options.max_tokens;
+      }
+    }
+    if (split) word = comm.broadcast(Tensor::from_vector(word, {2 * b}, model.device()), 0).to_vector<int64_t>();
     for (int64_t s = 0; s < b; ++s) {
       if (done[static_cast<size_t>(s)]) continue;
-      const int32_t id = sampler.sample({host.data() + s * vocab, static_cast<size_t>(vocab)}, history[static_cast<size_t>(s)]);
+      const auto id = static_cast<int32_t>(word[static_cast<size_t>(s)]);
       history[static_cast<size_t>(s)].push_back(id);
       r.tokens[static_cast<size_t>(s)].push_back(id);
       next[static_cast<size_t>(s)] = id;
-      const bool go_on = on_token ? on_token(s, id) : true;
-      if (!go_on || stops(id) || static_cast<int64_t>(r.tokens[static_cast<size_t>(s)].size()) == options.max_tokens)
-        done[static_cast<size_t>(s)] = true;
+      if (follower && on_token) on_token(s, id);
+      done[static_cast<size_t>(s)] = word[static_cast<size_t>(b + s)] != 0;
       any = any || !done[static_cast<size_t>(s)];
     }
     if (!any) break;

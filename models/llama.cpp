@@ -237,6 +237,31 @@ Tensor Linear::operator()(const Tensor& x) const {
   return bias.defined() ? y + bias : y;
 }
 
+Linear Linear::slice(int dim, int rank, int size) const {
+  const int64_t n = dim == 0 ? out_features() : in_features();
+  const int64_t width = n / size;
+  Linear l;
+  if (quantized.defined()) {
+    const quant::QType q = quantized.qtype();
+    if (dim == 0) {
+      l.quantized = quant::QTensor(q, width, quantized.cols(), quantized.bytes().narrow(0, width * rank, width));
+    } else {
+      if (width % quant::block_values(q) != 0)
+        throw NotSupportedError(detail::str_cat("llama: split of a ", q, " weight of ", n, " columns in ", size,
+                                                " parts of ", width, " (not whole blocks of ", quant::block_values(q), ")"));
+      const int64_t piece = quant::row_bytes(q, width);
+      l.quantized = quant::QTensor(q, quantized.rows(), width, quantized.bytes().narrow(1, piece * rank, piece));
+    }
+  } else {
+    l.dense = dense.narrow(dim, width * rank, width).contiguous();
+  }
+  if (bias.defined()) {
+    if (dim != 0) throw NotSupportedError("llama: split of a biased weight by its columns");
+    l.bias = bias.narrow(0, width * rank, width).contiguous();
+  }
+  return l;
+}
+
 int64_t Linear::out_features() const { return quantized.defined() ? quantized.rows() : dense.shape()[0]; }
 int64_t Linear::in_features() const { return quantized.defined() ? quantized.cols() : dense.shape()[1]; }
 int64_t Linear::bytes() const {
@@ -323,15 +348,26 @@ class LlamaModel::Weights {
     if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
     return dense(name, device).to_dtype(dtype);
   }
-  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype) const {
+  // The weight `role` (and its bias), or the part of it that `part` names: cut from the file's
+  // tensor on the host, so that only that part is copied to the device.
+  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype,
+                Part part = {}) const {
     const std::string name = role + ".weight";
     expect(name, Shape({out, in}));
+    const Device at = part.dim < 0 ? device : Device::cpu();
     Linear l;
     if (quantized(name))
-      l.quantized = blocks(name, device);
+      l.quantized = blocks(name, at);
     else
-      l.dense = dense(name, device).to_dtype(dtype);
-    if (bias) l.bias = dense(role + ".bias", Shape({out}), device, dtype);
+      l.dense = dense(name, at);
+    if (bias) l.bias = dense(role + ".bias", Shape({out}), at, dtype);
+    if (part.dim >= 0) {
+      l = l.slice(part.dim, part.rank, part.size);
+      if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
+      if (l.dense.defined()) l.dense = l.dense.to_device(device);
+      if (l.bias.defined()) l.bias = l.bias.to_device(device);
+    }
+    if (l.dense.defined()) l.dense = l.dense.to_dtype(dtype);
     return l;
   }
 };
@@ -392,32 +428,63 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
   const io::SafetensorsCheckpoint& c_;
 };
 
-LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device device, DType dtype) {
+void LlamaModel::split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format) {
+  const LlamaConfig& c = config_;
+  heads_ = c.heads;
+  kv_heads_ = c.kv_heads;
+  if (!comm.defined()) return;
+  if (comm.device() != device_)
+    throw DeviceError(detail::str_cat("llama: a model on ", device_, " split over a communicator on ", comm.device()));
+  comm_ = comm;
+  rank_ = comm.rank();
+  ranks_ = comm.size();
+  const std::pair<const char*, int64_t> counts[] = {
+      {"attention heads", c.heads}, {"KV heads", c.kv_heads}, {"MLP width", c.hidden}, {"vocabulary", c.vocab}};
+  for (const auto& [what, n] : counts)
+    if (n % ranks_ != 0)
+      throw NotSupportedError(detail::str_cat("llama: tensor parallel over ", ranks_, " ranks: the ", n, " ", what,
+                                              " do not divide in ", ranks_, " equal parts"));
+  if (down_format && (c.hidden / ranks_) % quant::block_values(*down_format) != 0)
+    throw NotSupportedError(detail::str_cat("llama: tensor parallel over ", ranks_, " ranks: ", c.hidden / ranks_,
+                                            " columns of ffn_down per rank are not whole ", *down_format, " blocks"));
+  heads_ = c.heads / ranks_;
+  kv_heads_ = c.kv_heads / ranks_;
+}
+
+LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device device, DType dtype, const dist::Communicator& comm) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
   LlamaModel m;
   m.config_ = c;
   m.device_ = device;
   m.dtype_ = dtype;
+  std::optional<quant::QType> down_format;
+  if (c.layers > 0 && w.shape("blk.0.ffn_down.weight") && w.quantized("blk.0.ffn_down.weight"))
+    down_format = w.blocks("blk.0.ffn_down.weight", Device::cpu()).qtype();
+  m.split_over(comm, down_format);
+  const Part whole, rows = m.part(0), cols = m.part(1);
+  const bool split = m.ranks_ > 1;
   const bool bias = c.architecture == "qwen2";
-  m.embedding_ = w.linear("token_embd", c.vocab, c.dim, false, device, dtype);
+  m.embedding_ = w.linear("token_embd", c.vocab, c.dim, false, device, dtype, split ? rows : whole);
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = detail::str_cat("blk.", i, ".");
+    const Part r = split ? rows : whole, k = split ? cols : whole;
     Layer l;
     l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
-    l.qkv = LinearGroup::of({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype),
-                             w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype),
-                             w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype)});
-    l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype);
+    l.qkv = LinearGroup::of({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r),
+                             w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r),
+                             w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r)});
+    l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
-    l.gate_up = LinearGroup::of({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype),
-                                 w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype)});
-    l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype);
+    l.gate_up = LinearGroup::of({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r),
+                                 w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r)});
+    l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
     m.layers_.push_back(std::move(l));
   }
   m.output_norm_ = w.dense("output_norm.weight", Shape({c.dim}), device, dtype);
   // Tied embeddings: no head of its own, the embedding serves.
-  m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype) : m.embedding_;
+  m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype, split ? rows : whole)
+                                       : m.embedding_;
 
   m.inv_freq_ = c.inv_freq();
   // GGUF files carry Llama 3.1's scaling as one factor per rotated pair (rope_freqs.weight).
@@ -429,22 +496,23 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device devic
   return m;
 }
 
-LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype) {
-  return load(LlamaConfig::from_gguf(f), GgufWeights(f), device, dtype);
+LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm) {
+  return load(LlamaConfig::from_gguf(f), GgufWeights(f), device, dtype, comm);
 }
 
-LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype) {
-  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype);
-  return from_gguf(io::GgufFile::open(path), device, dtype);
+LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype, const dist::Communicator& comm) {
+  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype, comm);
+  return from_gguf(io::GgufFile::open(path), device, dtype, comm);
 }
 
-LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype) {
+LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype, const dist::Communicator& comm) {
   const LlamaConfig config = LlamaConfig::from_json(dir + "/config.json");
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(dir);
-  return load(config, CheckpointWeights(checkpoint), device, dtype);
+  return load(config, CheckpointWeights(checkpoint), device, dtype, comm);
 }
 
-LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed) {
+LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed,
+                              const dist::Communicator& comm) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
   manual_seed(seed, device);
@@ -453,7 +521,9 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   m.config_ = c;
   m.device_ = device;
   m.dtype_ = dtype;
-  auto linear = [&](int64_t out, int64_t in, bool bias) {
+  m.split_over(comm, weights);
+  // Every rank draws the whole weight, then keeps its part (dim 0: rows, 1: columns).
+  auto linear = [&](int64_t out, int64_t in, bool bias, int dim) {
     Linear l;
     if (weights) {
       // 256 random rows quantized on the CPU, repeated: valid blocks at any size, made quickly.
@@ -467,23 +537,24 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
       l.dense = Tensor::rand_normal({out, in}, 0.0, 0.02, dtype, device);
     }
     if (bias) l.bias = Tensor::rand_normal({out}, 0.0, 0.02, dtype, device);
-    return l;
+    return m.ranks_ > 1 ? l.slice(dim, m.rank_, m.ranks_) : l;
   };
   const bool bias = c.architecture == "qwen2";
   m.embedding_.dense = Tensor::rand_normal({c.vocab, c.dim}, 0.0, 1.0, dtype, device);
+  if (m.ranks_ > 1) m.embedding_ = m.embedding_.slice(0, m.rank_, m.ranks_);
   for (int64_t i = 0; i < c.layers; ++i) {
     Layer l;
     l.attn_norm = Tensor::ones({c.dim}, dtype, device);
     l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
-    l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias), linear(c.kv_heads * c.head_dim, c.dim, bias),
-                             linear(c.kv_heads * c.head_dim, c.dim, bias)});
-    l.o = linear(c.dim, c.heads * c.head_dim, false);
-    l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false), linear(c.hidden, c.dim, false)});
-    l.down = linear(c.dim, c.hidden, false);
+    l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias, 0), linear(c.kv_heads * c.head_dim, c.dim, bias, 0),
+                             linear(c.kv_heads * c.head_dim, c.dim, bias, 0)});
+    l.o = linear(c.dim, c.heads * c.head_dim, false, 1);
+    l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
+    l.down = linear(c.dim, c.hidden, false, 1);
     m.layers_.push_back(std::move(l));
   }
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
-  m.output_ = linear(c.vocab, c.dim, false);
+  m.output_ = linear(c.vocab, c.dim, false, 0);
   m.inv_freq_ = c.inv_freq();
   return m;
 }
@@ -501,7 +572,7 @@ int64_t LlamaModel::weight_bytes() const {
 
 std::vector<nn::KvCache> LlamaModel::make_cache(int64_t batch, int64_t capacity) const {
   std::vector<nn::KvCache> cache;
-  for (int64_t i = 0; i < config_.layers; ++i) cache.emplace_back(batch, config_.kv_heads, capacity, config_.head_dim, dtype_, device_);
+  for (int64_t i = 0; i < config_.layers; ++i) cache.emplace_back(batch, kv_heads_, capacity, config_.head_dim, dtype_, device_);
   return cache;
 }
 
@@ -517,13 +588,27 @@ std::pair<Tensor, Tensor> LlamaModel::rope_tables(int64_t from, int64_t t) const
   return {Tensor::from_vector(c, {t, half}, device_).to_dtype(dtype_), Tensor::from_vector(s, {t, half}, device_).to_dtype(dtype_)};
 }
 
+Tensor LlamaModel::reduce(const Tensor& x) const { return ranks_ > 1 ? comm_.all_reduce(x) : x; }
+
 Tensor LlamaModel::embed(const Tensor& tokens) const {
-  const Tensor ids = tokens.reshape({tokens.numel()});
-  if (!embedding_.quantized.defined()) return embedding_.dense.index_select(ids, 0);
-  // The rows' blocks, gathered, then dequantized: only the rows the tokens use.
-  const quant::QTensor& q = embedding_.quantized;
-  const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.bytes().index_select(ids, 0));
-  return quant::dequantize(rows, dtype_);
+  Tensor ids = tokens.reshape({tokens.numel()});
+  Tensor mine;  // split: 1 where this rank holds the token's row, else 0
+  if (ranks_ > 1) {
+    const int64_t rows = embedding_.out_features();
+    const Tensor local = ids.to_dtype(DType::I64).sub(rows * rank_);
+    mine = (local.ge(0) * local.lt(rows)).to_dtype(dtype_).unsqueeze(1);
+    ids = local.clamp(0, rows - 1);
+  }
+  Tensor x;
+  if (!embedding_.quantized.defined()) {
+    x = embedding_.dense.index_select(ids, 0);
+  } else {
+    // The rows' blocks, gathered, then dequantized: only the rows the tokens use.
+    const quant::QTensor& q = embedding_.quantized;
+    const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.bytes().index_select(ids, 0));
+    x = quant::dequantize(rows, dtype_);
+  }
+  return ranks_ > 1 ? reduce(x * mine) : x;
 }
 
 Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
@@ -534,6 +619,13 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
     throw ShapeError(detail::str_cat("llama: forward: ", cache.size(), " caches for ", c.layers, " layers"));
   const int64_t b = tokens.shape()[0], t = tokens.shape()[1];
   const int64_t from = cache[0].size();
+  if (ranks_ > 1 && tokens.device().is_cpu() && tokens.numel() > 0) {
+    // A split embedding would read an unknown token as zeros on every rank: refuse it here.
+    const Tensor ids64 = tokens.to_dtype(DType::I64);
+    const int64_t lo = ids64.min().item<int64_t>(), hi = ids64.max().item<int64_t>();
+    if (lo < 0 || hi >= c.vocab)
+      throw IndexError(detail::str_cat("llama: forward: token ", lo < 0 ? lo : hi, " outside the vocabulary of ", c.vocab));
+  }
   const Tensor ids = tokens.to_device(device_);
   Tensor x = embed(ids).reshape({b, t, c.dim});
   const auto [cos, sin] = rope_tables(from, t);
@@ -555,15 +647,16 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     const std::vector<Tensor> qkv = l.qkv(nn::rms_norm(x, l.attn_norm, c.rms_eps));
-    const Tensor q = heads(qkv[0], c.heads, true);
-    const auto [keys, values] = cache[i].append(heads(qkv[1], c.kv_heads, true), heads(qkv[2], c.kv_heads, false));
+    const Tensor q = heads(qkv[0], heads_, true);
+    const auto [keys, values] = cache[i].append(heads(qkv[1], kv_heads_, true), heads(qkv[2], kv_heads_, false));
     const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
-    x = x + l.o(a.transpose(1, 2).contiguous().reshape({b, t, c.heads * c.head_dim}));
+    x = x + reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim})));
     const std::vector<Tensor> gate_up = l.gate_up(nn::rms_norm(x, l.ffn_norm, c.rms_eps));
-    x = x + l.down(gate_up[0].silu() * gate_up[1]);
+    x = x + reduce(l.down(gate_up[0].silu() * gate_up[1]));
   }
   if (last_only) x = x.narrow(1, t - 1, 1);
-  return output_(nn::rms_norm(x, output_norm_, c.rms_eps)).to_dtype(DType::F32);
+  const Tensor logits = output_(nn::rms_norm(x, output_norm_, c.rms_eps));
+  return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
 }
 
 }  // namespace wick::models

@@ -4,9 +4,12 @@
 // dense ones, tied embeddings, Qwen2's biases, and files with missing or misshapen tensors. Run on
 // every device present.
 #include <cmath>
+#include <functional>
 #include <random>
+#include <thread>
 
 #include "test_util.h"
+#include "wick/dist.h"
 #include "wick/io.h"
 #include "wick/models/generate.h"
 #include "wick/models/llama.h"
@@ -377,6 +380,128 @@ TEST_P(LlamaTest, RandomModelsAndLastPositionLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), device_name);
+
+// ---- tensor parallel --------------------------------------------------------------------------
+
+// Runs f(rank) on a thread per rank, as the ranks of a split model run.
+void on_ranks(int n, const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        f(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// The model split over 2 and 4 CPU ranks (Megatron's split) gives the whole model's logits, within
+// the rounding of its partial sums, and the same greedy tokens; for dense and block-format
+// weights, Qwen2's biases and tied embeddings.
+TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
+  for (const std::string arch : {"llama", "qwen2"})
+    for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}})
+      for (int n : {2, 4}) {
+        Tiny m;
+        m.arch = arch, m.qtype = q, m.dim = 128, m.heads = 8, m.kv_heads = 4, m.hidden = 256, m.tied = arch == "qwen2";
+        const std::vector<uint8_t> bytes = tiny_model(m).bytes();
+        const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
+        const LlamaModel whole = LlamaModel::from_gguf(file, Device::cpu());
+        const std::vector<dist::Communicator> comms = dist::Communicator::local(std::vector<Device>(static_cast<size_t>(n), Device::cpu()));
+        std::vector<LlamaModel> parts;
+        for (int r = 0; r < n; ++r) parts.push_back(LlamaModel::from_gguf(file, Device::cpu(), DType::F32, comms[static_cast<size_t>(r)]));
+        EXPECT_LT(parts[1].weight_bytes() * n, whole.weight_bytes() * 11 / 10);
+
+        const Tensor tokens = Tensor::from_vector(kTokens, {1, static_cast<int64_t>(kTokens.size())});
+        auto cache = whole.make_cache(1, 16);
+        const Tensor want = whole.forward(tokens, cache);
+        std::vector<Tensor> got(static_cast<size_t>(n));
+        on_ranks(n, [&](int r) {
+          auto c = parts[static_cast<size_t>(r)].make_cache(1, 16);
+          got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, c);
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_EQ(got[static_cast<size_t>(r)].shape(), want.shape());
+          EXPECT_LT(max_abs_diff(got[static_cast<size_t>(r)], want), 2e-4f) << arch << " " << n << " ranks, rank " << r;
+          EXPECT_EQ(max_abs_diff(got[static_cast<size_t>(r)], got[0]), 0.f);  // every rank the same bits
+        }
+
+        const std::vector<std::vector<int32_t>> prompts = {{1, 17, 42, 8}, {1, 5}};
+        models::GenerateOptions o;
+        o.max_tokens = 8;
+        const models::GenerateResult alone = models::generate(whole, prompts, o);
+        std::vector<models::GenerateResult> split(static_cast<size_t>(n));
+        on_ranks(n, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
+        for (int r = 0; r < n; ++r) EXPECT_EQ(split[static_cast<size_t>(r)].tokens, alone.tokens) << arch << " rank " << r;
+      }
+}
+
+TEST(LlamaTensorParallel, SampledTokensAndStopsComeFromRankZero) {
+  Tiny m;
+  const std::vector<uint8_t> bytes = tiny_model(m).bytes();
+  const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
+  const LlamaModel whole = LlamaModel::from_gguf(file, Device::cpu());
+  const std::vector<dist::Communicator> comms = dist::Communicator::local({Device::cpu(), Device::cpu()});
+  std::vector<LlamaModel> parts;
+  for (int r = 0; r < 2; ++r) parts.push_back(LlamaModel::from_gguf(file, Device::cpu(), DType::F32, comms[static_cast<size_t>(r)]));
+  const std::vector<std::vector<int32_t>> prompts = {{1, 17, 42, 8}};
+  models::GenerateOptions o;
+  o.max_tokens = 12;
+  o.sampling.temperature = 0.9, o.sampling.top_k = 20, o.sampling.seed = 5;
+  const models::GenerateResult alone = models::generate(whole, prompts, o);
+  std::vector<models::GenerateResult> split(2);
+  std::vector<int> seen(2);
+  on_ranks(2, [&](int r) {
+    // Rank 0's callback stops after 5 tokens; rank 1's would go on, and is overruled.
+    split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o, [&, r](int64_t, int32_t) {
+      return ++seen[static_cast<size_t>(r)] < 5 || r == 1;
+    });
+  });
+  const std::vector<int32_t> first5(alone.tokens[0].begin(), alone.tokens[0].begin() + 5);
+  EXPECT_EQ(split[0].tokens[0], first5);
+  EXPECT_EQ(split[1].tokens[0], first5);
+  EXPECT_EQ(seen[1], 5);
+}
+
+TEST(LlamaTensorParallel, SplitsThatDoNotDivideAreRefused) {
+  Tiny m;  // 4 heads, 2 KV heads, MLP 96
+  const std::vector<uint8_t> bytes = tiny_model(m).bytes();
+  const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
+  const auto three = dist::Communicator::local({Device::cpu(), Device::cpu(), Device::cpu()});
+  WICK_EXPECT_ERROR(LlamaModel::from_gguf(file, Device::cpu(), DType::F32, three[0]), NotSupportedError, "3 ranks", "4 attention heads");
+  m.qtype = quant::QType::Q8_0;  // 96 / 2 = 48 columns of ffn_down: not whole blocks of 32
+  const std::vector<uint8_t> qbytes = tiny_model(m).bytes();
+  const auto two = dist::Communicator::local({Device::cpu(), Device::cpu()});
+  WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(qbytes, "q.gguf"), Device::cpu(), DType::F32, two[0]), NotSupportedError,
+                    "48 columns of ffn_down", "q8_0");
+  // A token outside the vocabulary is an IndexError, as it is for the whole model.
+  const LlamaModel part = LlamaModel::from_gguf(file, Device::cpu(), DType::F32, two[0]);
+  auto cache = part.make_cache(1, 4);
+  WICK_EXPECT_ERROR(part.forward(Tensor::from_vector(std::vector<int64_t>{1, 64}, {1, 2}), cache), IndexError, "token 64");
+}
+
+TEST(LlamaTensorParallel, RandomModelsSplitTheSameWeights) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+  const LlamaModel whole = LlamaModel::random(c, Device::cpu(), DType::F32, std::nullopt, 3);
+  const auto comms = dist::Communicator::local({Device::cpu(), Device::cpu()});
+  std::vector<LlamaModel> parts;
+  for (int r = 0; r < 2; ++r) parts.push_back(LlamaModel::random(c, Device::cpu(), DType::F32, std::nullopt, 3, comms[static_cast<size_t>(r)]));
+  const Tensor tokens = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4});
+  auto cache = whole.make_cache(1, 8);
+  const Tensor want = whole.forward(tokens, cache);
+  std::vector<Tensor> got(2);
+  on_ranks(2, [&](int r) {
+    auto rc = parts[static_cast<size_t>(r)].make_cache(1, 8);
+    got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, rc);
+  });
+  EXPECT_LT(max_abs_diff(got[0], want), 2e-4f);
+}
 
 // ---- sampling ------------------------------------------------------------------------------------
 

@@ -50,9 +50,10 @@ class Engine;
 class Communicator {
  public:
   Communicator() = default;  // undefined: every call throws
+  // Copies are handles to the same rank (as Tensor's are to the same storage).
+  Communicator(const Communicator&) = default;
+  Communicator& operator=(const Communicator&) = default;
   ~Communicator();
-  Communicator(Communicator&&) noexcept;
-  Communicator& operator=(Communicator&&) noexcept;
 
   // The ranks of one process: rank i on devices[i]. GPUs must be distinct devices of one backend;
   // CPU ranks may repeat Device::cpu(). One thread may drive every rank inside dist::group(), or

@@ -53,8 +53,6 @@ const char* name(ReduceOp op) {
 
 Communicator::Communicator(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {}
 Communicator::~Communicator() = default;
-Communicator::Communicator(Communicator&&) noexcept = default;
-Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 
 std::vector<Communicator> Communicator::local(const std::vector<Device>& devices, const Options& options) {
   if (devices.empty()) throw Error("dist: local: no devices");

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wick/dist.h"
 #include "wick/io.h"
 #include "wick/nn.h"
 #include "wick/quant.h"
@@ -67,6 +68,9 @@ struct Linear {
   Tensor bias;  // undefined: none
 
   Tensor operator()(const Tensor& x) const;
+  // Part `rank` of `size` equal parts of the weight's rows (dim 0; the bias's too) or columns (dim
+  // 1; a block-format weight's in whole blocks), as a weight of its own.
+  Linear slice(int dim, int rank, int size) const;
   int64_t out_features() const;
   int64_t in_features() const;
   int64_t bytes() const;  // of the weight and the bias
@@ -87,34 +91,52 @@ struct LinearGroup {
   int64_t bytes() const;
 };
 
+// Tensor parallelism (Megatron's split): with a communicator of n ranks, each rank holds 1/n of
+// the attention heads (q, k and v by rows, o by columns, and its heads' KV cache), 1/n of the MLP's
+// width (gate and up by rows, down by columns) and 1/n of the vocabulary (the embedding's and the
+// head's rows). A layer's attention and MLP each end in one all_reduce of the partial products;
+// the embedding's rows come together by an all_reduce and the logits by an all_gather. Every rank
+// runs forward() with the same tokens, at the same time, and gets the whole logits. The heads, the
+// KV heads, the MLP width and the vocabulary must divide by n (and a block-format down's columns
+// into whole blocks); a NotSupportedError names what does not.
 class LlamaModel {
  public:
   // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense
   // weights (F32, F16, BF16) become `dtype`, block-format weights stay as the file holds them. A
-  // missing tensor or one of the wrong shape is a FormatError naming it.
-  static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32);
+  // missing tensor or one of the wrong shape is a FormatError naming it. With a defined `comm` (on
+  // `device`): this rank's part of the model (above); only that part is copied to the device.
+  static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32,
+                              const dist::Communicator& comm = {});
   // The model of a Hugging Face checkpoint: `dir` holds config.json and the weights
   // (model.safetensors, or shards and model.safetensors.index.json) with transformers' names
   // (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head); weights of any float
   // dtype become `dtype`. Errors as from_gguf's, naming the checkpoint.
-  static LlamaModel from_checkpoint(const std::string& dir, Device device = Device::cpu(), DType dtype = DType::F32);
+  static LlamaModel from_checkpoint(const std::string& dir, Device device = Device::cpu(), DType dtype = DType::F32,
+                                    const dist::Communicator& comm = {});
   // from_checkpoint for a directory, from_gguf for a file.
-  static LlamaModel open(const std::string& path, Device device = Device::cpu(), DType dtype = DType::F32);
+  static LlamaModel open(const std::string& path, Device device = Device::cpu(), DType dtype = DType::F32,
+                         const dist::Communicator& comm = {});
 
   // A model of `config` with random weights on `device`, for benchmarks: dense ones drawn from
   // N(0, 0.02^2) in `dtype`, or, with `weights`, blocks of that format (quantized from a random
   // block of 256 rows, repeated) for every linear layer but the embedding.
+  // With `comm`: this rank's part of the same model (every rank makes the whole weights from the
+  // seed and keeps its part).
   static LlamaModel random(const LlamaConfig& config, Device device = Device::cpu(), DType dtype = DType::F32,
-                           std::optional<quant::QType> weights = std::nullopt, uint64_t seed = 0);
+                           std::optional<quant::QType> weights = std::nullopt, uint64_t seed = 0,
+                           const dist::Communicator& comm = {});
 
   const LlamaConfig& config() const { return config_; }
   // The bytes of the weights a decode step reads (every layer's and the head's; one embedding row
-  // is left out).
+  // is left out): this rank's, where the model is split.
   int64_t weight_bytes() const;
   Device device() const { return device_; }
+  // The ranks the model is split over (undefined: none).
+  const dist::Communicator& communicator() const { return comm_; }
   DType dtype() const { return dtype_; }
 
-  // One KV cache per layer for `batch` sequences of up to `capacity` positions each.
+  // One KV cache per layer for `batch` sequences of up to `capacity` positions each (of this
+  // rank's KV heads).
   std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const;
   // The logits (b, t, vocab), f32, of tokens (b, t) (i64 or u32) placed after the positions the
   // caches hold; each cache grows by t. key_mask, where defined, is (b, t_kv) f32 (t_kv: the
@@ -136,12 +158,28 @@ class LlamaModel {
   class Weights;
   class GgufWeights;
   class CheckpointWeights;
-  static LlamaModel load(const LlamaConfig& config, const Weights& weights, Device device, DType dtype);
+  // Which part of a weight a rank keeps: all (dim -1), or 1/size of its rows (0) or columns (1).
+  struct Part {
+    int dim = -1;
+    int rank = 0;
+    int size = 1;
+  };
+  static LlamaModel load(const LlamaConfig& config, const Weights& weights, Device device, DType dtype,
+                         const dist::Communicator& comm);
+  // Sets the communicator and the counts of this rank's heads; NotSupportedError for a split that
+  // does not divide.
+  void split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format);
+  Part part(int dim) const { return {dim, rank_, ranks_}; }
+  // The whole of a rank's partial sums, or x where the model is not split.
+  Tensor reduce(const Tensor& x) const;
   Tensor embed(const Tensor& tokens) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
 
   LlamaConfig config_;
+  dist::Communicator comm_;
+  int rank_ = 0, ranks_ = 1;
+  int64_t heads_ = 0, kv_heads_ = 0;  // this rank's
   Device device_ = Device::cpu();
   DType dtype_ = DType::F32;
   Linear embedding_;  // (vocab, dim): its rows are the token embeddings
