@@ -324,6 +324,29 @@ TEST(Cli, GenerateRunsTheTinyModelByDefault) {
   }
 }
 
+// `--devices` splits the model over ranks (tensor parallel): two CPU ranks, or every GPU present,
+// give the greedy text of one device; a split that does not divide is named.
+TEST(Cli, GenerateSplitOverDevicesGivesTheSameText) {
+  const std::string args = "generate --prompt 'GNU General Public' --max-tokens 8 --temp 0 ";
+  const WickRun one = run_wick(args + "--device cpu");
+  ASSERT_EQ(one.status, 0) << one.err;
+  std::vector<std::string> lists = {"cpu,cpu"};
+  std::string gpus;
+  for (const Device& d : available_devices())
+    if (!d.is_cpu()) gpus.append(gpus.empty() ? "" : ",").append(d.to_string());
+  if (gpus.find(',') != std::string::npos) lists.push_back(gpus);
+  for (const std::string& list : lists) {
+    const WickRun r = run_wick(args + "--devices " + list);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, one.out) << list;
+    EXPECT_NE(r.err.find("on " + list + ", f32"), std::string::npos) << r.err;
+  }
+  const WickRun three = run_wick(args + "--devices cpu,cpu,cpu");
+  EXPECT_NE(three.status, 0);
+  EXPECT_NE(three.err.find("the 4 attention heads do not divide in 3 equal parts"), std::string::npos) << three.err;
+  EXPECT_NE(run_wick(args + "--devices cpu,tpu").err.find("unknown device 'tpu' in 'cpu,tpu'"), std::string::npos);
+}
+
 TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
   struct Bad {
     std::string args, message;

@@ -1,6 +1,9 @@
 #include "args.h"
 
+#include <algorithm>
 #include <charconv>
+#include <exception>
+#include <thread>
 #include <stdexcept>
 
 namespace wick::cli {
@@ -48,11 +51,13 @@ commands:
                           sampling (defaults 40, 0.95, 0.05, 1: none)
       --seed N            the draws' seed (default 0)
       --device D          cpu, cuda:0, ... (default: the first GPU present, else cpu)
+      --devices D,D,...   the model split over these devices (tensor parallel; cpu may repeat)
       --dtype T           activations: f32 (default), f16 or bf16
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
                           (llama3-8b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
-      --device D, --dtype T   as for generate
+      --device D, --devices LIST, --dtype T   as for generate (split over devices: size and
+                          weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
       --csv FILE          append one row per test
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
@@ -134,6 +139,35 @@ Device Options::device_value() {
   Device d;
   if (!Device::parse(v, &d)) fail("unknown device '" + v + "'");
   return d;
+}
+
+std::vector<Device> Options::device_list_value() {
+  const std::string v = value();
+  std::vector<Device> out;
+  for (size_t start = 0; start <= v.size();) {
+    const size_t end = std::min(v.find(',', start), v.size());
+    Device d;
+    if (!Device::parse(v.substr(start, end - start), &d)) fail("unknown device '" + v.substr(start, end - start) + "' in '" + v + "'");
+    out.push_back(d);
+    start = end + 1;
+  }
+  return out;
+}
+
+void on_ranks(int n, const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        f(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 DType Options::dtype_value() {

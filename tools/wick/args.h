@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@ namespace wick::cli {
 
 // The usage text of `wick` (parity's options included: wick-parity is reached as `wick parity`).
 extern const char* const kUsage;
+
+// Runs f(rank) on a thread per rank and waits for all; rethrows the first rank's error.
+void on_ranks(int n, const std::function<void(int)>& f);
 
 // "f32,bf16" -> {F32, BF16}; std::runtime_error naming an unknown dtype.
 std::vector<DType> parse_dtype_list(const std::string& list);
@@ -30,6 +34,8 @@ class Options {
   int64_t int_value();
   double float_value();
   Device device_value();
+  // "cuda:0,cuda:1": the devices of a model split over ranks (one per device; cpu may repeat).
+  std::vector<Device> device_list_value();
   DType dtype_value();
   [[noreturn]] void unknown() const;
   [[noreturn]] void fail(const std::string& what) const;

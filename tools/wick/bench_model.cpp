@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "bench_model.h"
+#include "wick/dist.h"
 #include "wick/io.h"
 #include "wick/models/llama.h"
 
@@ -38,6 +39,7 @@ int cmd_bench_model(int argc, char** argv) {
   std::string model_path, shape, csv;
   std::optional<quant::QType> qtype;
   Device device = Device::cpu();
+  std::vector<Device> devices;  // --devices: the model split over these
   DType dtype = DType::F32;
   int64_t prompt = 512, gen = 128, batch = 1;
   int reps = 3;
@@ -52,6 +54,8 @@ int cmd_bench_model(int argc, char** argv) {
       if (!qtype) o.fail("unknown block format '" + q + "'");
     } else if (o.is("--device")) {
       device = o.device_value();
+    } else if (o.is("--devices")) {
+      devices = o.device_list_value();
     } else if (o.is("--dtype")) {
       dtype = o.dtype_value();
     } else if (o.is("--prompt")) {
@@ -70,47 +74,63 @@ int cmd_bench_model(int argc, char** argv) {
   }
   if (model_path.empty() == shape.empty()) throw std::runtime_error("bench-model: one of --model and --shape is needed");
   if (prompt < 1 || gen < 1 || batch < 1 || reps < 1) throw std::runtime_error("bench-model: --prompt, --gen, --batch and --reps must be positive");
-  const models::LlamaModel model = shape.empty() ? models::LlamaModel::open(model_path, device, dtype)
-                                                 : models::LlamaModel::random(models::LlamaConfig::preset(shape), device, dtype, qtype);
+  // One model, or one part of it per device (tensor parallel; random parts made one after another,
+  // since ranks on the CPU share its generator).
+  if (devices.empty()) devices = {device};
+  std::vector<dist::Communicator> comms(devices.size());
+  if (devices.size() > 1) comms = dist::Communicator::local(devices);
+  std::vector<models::LlamaModel> parts;
+  for (size_t r = 0; r < devices.size(); ++r)
+    parts.push_back(shape.empty() ? models::LlamaModel::open(model_path, devices[r], dtype, comms[r])
+                                  : models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dtype, qtype, 0, comms[r]));
+  const models::LlamaModel& model = parts[0];
   const models::LlamaConfig& c = model.config();
   std::string name = shape.empty() ? model_path : shape;
   if (!shape.empty() && qtype) name.append(" ").append(quant::qtype_name(*qtype));
+  std::string where = devices[0].to_string();
+  for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());  // a CSV field
   const double gib = static_cast<double>(model.weight_bytes()) / (1 << 30);
   std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(c.vocab));
 
-  const double pp = median_seconds(reps, [&] {
-    auto cache = model.make_cache(batch, prompt);
-    const auto t = Clock::now();
-    (void)model.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
-    return seconds_since(t);
+  // Every rank runs the same steps; rank 0's clock is reported.
+  std::vector<double> pps(parts.size()), tgs(parts.size());
+  on_ranks(static_cast<int>(parts.size()), [&](int rank) {
+    const models::LlamaModel& m = parts[static_cast<size_t>(rank)];
+    pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
+      auto cache = m.make_cache(batch, prompt);
+      const auto t = Clock::now();
+      (void)m.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
+      return seconds_since(t);
+    });
+    tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
+      auto cache = m.make_cache(batch, gen);
+      std::vector<int64_t> next(static_cast<size_t>(batch), 1);
+      const auto t = Clock::now();
+      for (int64_t s = 0; s < gen; ++s) {
+        const Tensor ids = m.forward(Tensor::from_vector(next, {batch, 1}), cache, {}, true).argmax(-1).to_dtype(DType::I64);
+        next = ids.reshape({batch}).to_vector<int64_t>();
+      }
+      return seconds_since(t);
+    });
   });
-  const double tg = median_seconds(reps, [&] {
-    auto cache = model.make_cache(batch, gen);
-    std::vector<int64_t> next(static_cast<size_t>(batch), 1);
-    const auto t = Clock::now();
-    for (int64_t s = 0; s < gen; ++s) {
-      const Tensor ids = model.forward(Tensor::from_vector(next, {batch, 1}), cache, {}, true).argmax(-1).to_dtype(DType::I64);
-      next = ids.reshape({batch}).to_vector<int64_t>();
-    }
-    return seconds_since(t);
-  });
+  const double pp = pps[0], tg = tgs[0];
   const double pp_rate = static_cast<double>(batch * prompt) / pp, tg_rate = static_cast<double>(batch * gen) / tg;
   const double weights_per_second = static_cast<double>(model.weight_bytes()) * static_cast<double>(gen) / tg / 1e9;
   std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|\n");
   std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | |\n", name.c_str(), gib, static_cast<double>(c.parameters()) / 1e9,
-              device.to_string().c_str(), std::string(dtype_name(dtype)).c_str(), static_cast<long long>(batch),
+              where.c_str(), std::string(dtype_name(dtype)).c_str(), static_cast<long long>(batch),
               static_cast<long long>(prompt), pp_rate);
   std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s |\n", name.c_str(), gib,
-              static_cast<double>(c.parameters()) / 1e9, device.to_string().c_str(), std::string(dtype_name(dtype)).c_str(),
+              static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
               static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second);
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
-    f << name << "," << model.weight_bytes() << "," << device.to_string() << "," << dtype_name(dtype) << "," << batch << ",pp" << prompt
+    f << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",pp" << prompt
       << "," << pp_rate << "\n"
-      << name << "," << model.weight_bytes() << "," << device.to_string() << "," << dtype_name(dtype) << "," << batch << ",tg" << gen
+      << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",tg" << gen
       << "," << tg_rate << "\n";
   }
   return 0;

@@ -1,12 +1,14 @@
 // `wick generate`: text from a GGUF file or checkpoint (wick's tiny model by default), streamed as it is generated, then the prompt's and the
 // generation's speed.
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 
 #include "args.h"
 #include "generate.h"
+#include "wick/dist.h"
 #include "wick/io.h"
 #include "wick/models/generate.h"
 
@@ -15,6 +17,7 @@ namespace wick::cli {
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
   Device device = available_devices().back();  // a GPU where one is present
+  std::vector<Device> devices;                 // --devices: the model split over these
   DType dtype = DType::F32;
   models::GenerateOptions opts;
   opts.sampling.temperature = 0.8;
@@ -42,6 +45,8 @@ int cmd_generate(int argc, char** argv) {
       opts.sampling.seed = parse_seed(o.value());
     else if (o.is("--device"))
       device = o.device_value();
+    else if (o.is("--devices"))
+      devices = o.device_list_value();
     else if (o.is("--dtype"))
       dtype = o.dtype_value();
     else
@@ -52,7 +57,12 @@ int cmd_generate(int argc, char** argv) {
     std::fprintf(stderr, "model: %s (wick's tiny model: bigrams of the GPL-3; --model FILE runs another)\n", model_path.c_str());
   }
   const models::Tokenizer tok = models::Tokenizer::open(model_path);
-  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype);
+  // One model, or one part of it per device (tensor parallel), each rank on a thread of its own.
+  if (devices.empty()) devices = {device};
+  std::vector<dist::Communicator> comms(devices.size());
+  if (devices.size() > 1) comms = dist::Communicator::local(devices);
+  std::vector<models::LlamaModel> parts;
+  for (size_t r = 0; r < devices.size(); ++r) parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r]));
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");
@@ -61,19 +71,25 @@ int cmd_generate(int argc, char** argv) {
   // and keeps its leading space.
   for (int32_t id : prompts[0]) stream.push(id);
   std::cout << prompt << std::flush;
-  const models::GenerateResult r = models::generate(
-      model, prompts, opts,
-      [&](int64_t, int32_t id) {
+  std::vector<models::GenerateResult> results(parts.size());
+  cli::on_ranks(static_cast<int>(parts.size()), [&](int rank) {
+    std::function<bool(int64_t, int32_t)> print;
+    if (rank == 0)
+      print = [&](int64_t, int32_t id) {
         std::cout << stream.push(id) << std::flush;
         return true;
-      },
-      &tok);
+      };
+    results[static_cast<size_t>(rank)] = models::generate(parts[static_cast<size_t>(rank)], prompts, opts, print, &tok);
+  });
+  const models::GenerateResult& r = results[0];
+  std::string where = devices[0].to_string();
+  for (size_t i = 1; i < devices.size(); ++i) where.append(",").append(devices[i].to_string());
   std::cout << stream.finish() << std::endl;
   const auto rate = [](double n, double s) { return s > 0 ? n / s : 0.0; };
   std::fprintf(stderr, "prompt: %lld tokens in %.3f s (%.1f tokens/s); generation: %lld tokens in %.3f s (%.1f tokens/s) on %s, %s\n",
                static_cast<long long>(r.prompt_tokens), r.prompt_seconds, rate(static_cast<double>(r.prompt_tokens), r.prompt_seconds),
                static_cast<long long>(r.generated_tokens()), r.generate_seconds,
-               rate(static_cast<double>(r.generated_tokens()), r.generate_seconds), device.to_string().c_str(),
+               rate(static_cast<double>(r.generated_tokens()), r.generate_seconds), where.c_str(),
                std::string(dtype_name(dtype)).c_str());
   return 0;
 }
