@@ -186,6 +186,9 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
   if (name == "llama3-8b") {
     c.vocab = 128256, c.dim = 4096, c.hidden = 14336, c.layers = 32, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
     c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama3-70b") {
+    c.vocab = 128256, c.dim = 8192, c.hidden = 28672, c.layers = 80, c.heads = 64, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 8192, c.rope_theta = 500000;
   } else if (name == "llama3-1b") {
     c.vocab = 128256, c.dim = 2048, c.hidden = 8192, c.layers = 16, c.heads = 32, c.kv_heads = 8, c.head_dim = 64;
     c.context = 8192, c.rope_theta = 500000;
@@ -198,7 +201,7 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
     c.vocab = 152064, c.dim = 3584, c.hidden = 18944, c.layers = 28, c.heads = 28, c.kv_heads = 4, c.head_dim = 128;
     c.context = 32768, c.rope_theta = 1000000, c.rms_eps = 1e-6;
   } else {
-    throw Error(detail::str_cat("llama: no preset \"", name, "\" (llama3-8b, llama3-1b, llama2-7b, qwen2-7b)"));
+    throw Error(detail::str_cat("llama: no preset \"", name, "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b)"));
   }
   return c;
 }

@@ -191,6 +191,7 @@ class NcclEngine final : public Engine {
     Watchdog::get().remove(this);
     const std::lock_guard lock(mutex_);
     for (auto& c : in_flight_) (void)event_destroy(c.done);
+    for (Event e : spare_) (void)event_destroy(e);
     if (!failed_) {
       backend_.activate();
       (void)stream_synchronize(backend_.stream());  // a destructor does not throw
@@ -279,7 +280,7 @@ class NcclEngine final : public Engine {
           return fail_locked(str_cat(c.op, " unfinished after ", options_.timeout.count(), " ms (a peer failed or stopped)"));
         return;
       }
-      (void)event_destroy(c.done);
+      spare_.push_back(c.done);
       in_flight_.pop_front();
     }
   }
@@ -322,8 +323,15 @@ class NcclEngine final : public Engine {
       fail(why);
       throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", why));
     }
-    Event e;
-    WICK_GPU_CHECK(event_create(&e));
+    Event e = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      if (!spare_.empty()) {
+        e = spare_.back();
+        spare_.pop_back();
+      }
+    }
+    if (e == nullptr) WICK_GPU_CHECK(event_create(&e));
     WICK_GPU_CHECK(event_record(e, backend_.stream()));
     const std::lock_guard lock(mutex_);
     in_flight_.push_back({op, e, Clock::now()});
@@ -349,6 +357,7 @@ class NcclEngine final : public Engine {
   Options options_;
   std::mutex mutex_;
   std::deque<InFlight> in_flight_;
+  std::vector<Event> spare_;  // events of finished calls, recorded again by later ones
   bool failed_ = false;
   std::string reason_;
 };

@@ -55,7 +55,7 @@ commands:
       --dtype T           activations: f32 (default), f16 or bf16
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
-                          (llama3-8b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
+                          (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
       --device D, --devices LIST, --dtype T   as for generate (split over devices: size and
                           weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
@@ -67,6 +67,13 @@ commands:
       --chunks N          at most N chunks (default: all the text holds)
       --device D          cpu (default), cuda:0, ...
       --dtype T           activations: f32 (default), f16 or bf16
+  bench-dist [options]    all_reduce over ranks of this process, 8 bytes to --max: time, algorithm
+                          and bus bandwidth per size, as nccl-tests print them
+      --devices D,D,...   one rank per device (cpu may repeat)
+      --dtype T           default bf16
+      --max BYTES         the largest size (default 1 GiB)
+      --iters N           calls timed per size (default 20)
+      --csv FILE          append one row per size
   launch -n N CMD [ARGS...]
                           N processes of CMD, one per rank of a dist::Communicator::from_env
                           group (WICK_RANK, WICK_LOCAL_RANK, WICK_WORLD_SIZE and a fresh

@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate, bench-model, launch.
+// generate, bench-model, launch, bench-dist.
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +15,7 @@
 #include "backend/registry.h"
 #include "args.h"
 #include "bench.h"
+#include "bench_dist.h"
 #include "bench_model.h"
 #include "generate.h"
 #include "launch.h"
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
     if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
     if (cmd == "launch") return cli::cmd_launch(argc - 2, argv + 2);
+    if (cmd == "bench-dist") return cli::cmd_bench_dist(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::cout << cli::kUsage;
       return 0;

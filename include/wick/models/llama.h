@@ -51,8 +51,8 @@ struct LlamaConfig {
   // rope settings as rope_theta and rope_scaling, or transformers 5's rope_parameters); a
   // FormatError naming the file and the key for a missing or inconsistent value.
   static LlamaConfig from_json(const std::string& path);
-  // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-1b"
-  // (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
+  // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-70b",
+  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
   // The weights' element count.
   int64_t parameters() const;

@@ -1,0 +1,9 @@
+#pragma once
+
+namespace wick::cli {
+
+// `wick bench-dist --devices LIST [--dtype T] [--max BYTES] [--iters N] [--csv FILE]`
+// (tools/wick/bench_dist.cpp); the arguments after "bench-dist".
+int cmd_bench_dist(int argc, char** argv);
+
+}  // namespace wick::cli
