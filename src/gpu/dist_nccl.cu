@@ -323,6 +323,7 @@ class NcclEngine final : public Engine {
       fail(why);
       throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", why));
     }
+    backend_.activate();  // an event belongs to the device of the stream it is recorded on
     Event e = nullptr;
     {
       const std::lock_guard lock(mutex_);
