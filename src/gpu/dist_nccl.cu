@@ -244,16 +244,20 @@ class NcclEngine final : public Engine {
     for (NcclEngine* e : engines) e->after_launch("group", r);
   }
 
+  // Looks at the calls in flight itself (the watchdog's look, without its 5 ms period), until all
+  // have finished or one has failed; an overdue one fails, so this ends.
   void synchronize() override {
-    const Clock::time_point deadline = Clock::now() + options_.timeout;
-    for (;;) {
+    for (int spins = 0;; ++spins) {
       {
         const std::lock_guard lock(mutex_);
+        retire_locked();
         if (failed_) throw DistError(str_cat("dist: synchronize on rank ", rank_, ": ", reason_));
         if (in_flight_.empty()) return;
       }
-      if (Clock::now() > deadline) throw DistError(str_cat("dist: synchronize on rank ", rank_, ": timed out"));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (spins < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
   void abort() override {
@@ -268,6 +272,18 @@ class NcclEngine final : public Engine {
   // The watchdog's look: finished work retired, an error or an overdue call aborts.
   void watch() {
     const std::lock_guard lock(mutex_);
+    retire_locked();
+  }
+
+ private:
+  struct InFlight {
+    const char* op;
+    Event done;
+    Clock::time_point queued;
+  };
+
+  // Retires the calls that have finished; fails on an error NCCL reports or an overdue call.
+  void retire_locked() {
     if (failed_) return;
     ncclResult_t state = ncclSuccess;
     if (api().ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && !pending(state))
@@ -284,13 +300,6 @@ class NcclEngine final : public Engine {
       in_flight_.pop_front();
     }
   }
-
- private:
-  struct InFlight {
-    const char* op;
-    Event done;
-    Clock::time_point queued;
-  };
 
   std::pair<ncclDataType_t, size_t> type_of(DType dtype, bool reduce, const char* op) const {
     ncclDataType_t t;
