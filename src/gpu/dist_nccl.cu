@@ -2,18 +2,21 @@
 // dlopen when the first communicator is made, so that wick links without it and a machine without
 // it fails with one clear line; the header gives the types. Calls are queued on the device's stream.
 //
-// Failures: communicators are made non-blocking where the header has ncclConfig_t (NCCL 2.14 and
-// later), so that making one can time out. A watchdog thread looks at every communicator every few
-// milliseconds: an error NCCL reports (a peer's connection lost), or a call still unfinished on the
-// GPU after the timeout (a peer hung or killed), aborts the communicator (ncclCommAbort), which
-// ends its kernels; every later call on it raises DistError with the reason.
+// Communicators are made in NCCL's blocking mode, as PyTorch makes them: its non-blocking mode
+// hands every call to a thread of its own and costs tens of microseconds per call. Making one
+// (which waits for every peer) runs on a helper thread, so that it can time out. A watchdog thread
+// looks at every communicator every few milliseconds: an error NCCL reports (a peer's connection
+// lost), a call stuck inside NCCL (connecting to a peer that is gone) or a call still unfinished
+// on the GPU after the timeout (a peer hung or killed) aborts the communicator (ncclCommAbort,
+// which ends its kernels and its waits); every later call on it raises DistError with the reason.
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -56,10 +59,6 @@ constexpr const char* kLibrary = "libnccl.so.2";
 constexpr const char* kName = "NCCL";
 #endif
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
-#define WICK_NCCL_NONBLOCKING 1
-#endif
-
 // The library's entry points, found with dlsym.
 struct Api {
 #define WICK_NCCL_FUNCTIONS(X)                                                                                      \
@@ -69,9 +68,6 @@ struct Api {
 #define WICK_X(f) decltype(&::f) f = nullptr;
   WICK_NCCL_FUNCTIONS(WICK_X)
 #undef WICK_X
-#if defined(WICK_NCCL_NONBLOCKING)
-  decltype(&::ncclCommInitRankConfig) ncclCommInitRankConfig = nullptr;
-#endif
   int version = 0;
 };
 
@@ -89,9 +85,6 @@ const Api& api() {
 #define WICK_X(f) a.f = reinterpret_cast<decltype(a.f)>(find(#f));
     WICK_NCCL_FUNCTIONS(WICK_X)
 #undef WICK_X
-#if defined(WICK_NCCL_NONBLOCKING)
-    a.ncclCommInitRankConfig = reinterpret_cast<decltype(a.ncclCommInitRankConfig)>(find("ncclCommInitRankConfig"));
-#endif
     a.ncclGetVersion(&a.version);
     return a;
   }();
@@ -102,31 +95,6 @@ std::string error_text(ncclResult_t r, ncclComm_t comm = nullptr) {
   std::string s = str_cat(kName, " error ", static_cast<int>(r), " (", api().ncclGetErrorString(r), ")");
   if (const char* last = api().ncclGetLastError(comm); last != nullptr && *last != '\0') s += str_cat(": ", last);
   return s;
-}
-
-bool pending(ncclResult_t r) {
-#if defined(WICK_NCCL_NONBLOCKING)
-  return r == ncclInProgress;
-#else
-  (void)r;
-  return false;
-#endif
-}
-
-// Waits while a non-blocking communicator is still busy with a call; its final state. A queued
-// collective settles within microseconds, and the next op waits for this: spin first (a sleep of
-// 20 us lasts some 80 us, which would add to every call), sleep only for the slow cases (making
-// a communicator, connecting to a peer).
-ncclResult_t settle(ncclComm_t comm, Clock::time_point deadline) {
-  ncclResult_t state;
-  for (int spins = 0;; ++spins) {
-    if (const ncclResult_t r = api().ncclCommGetAsyncError(comm, &state); r != ncclSuccess) return r;
-    if (!pending(state) || Clock::now() > deadline) return state;
-    if (spins < 100000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
 }
 
 // The NCCL type of a dtype; for moving data (not reducing), a dtype NCCL lacks moves as bytes.
@@ -242,11 +210,19 @@ class NcclEngine final : public Engine {
     t_group.push_back(this);
   }
   void group_end() override {
-    const ncclResult_t r = api().ncclGroupEnd();
-    if (--t_depth > 0) return;
-    // The outermost end launched the group: each of its communicators settles, then marks its work.
+    if (t_depth > 1) {
+      api().ncclGroupEnd();
+      --t_depth;
+      return;
+    }
+    // The outermost end launches the group (and may wait inside NCCL for peers: every communicator
+    // of the group is watched while it does), then each communicator marks its work.
     std::vector<NcclEngine*> engines = std::move(t_group);
     t_group.clear();
+    for (NcclEngine* e : engines) e->calling_since_.store(Clock::now().time_since_epoch().count());
+    const ncclResult_t r = api().ncclGroupEnd();
+    --t_depth;
+    for (NcclEngine* e : engines) e->calling_since_.store(0);
     for (NcclEngine* e : engines) e->after_launch("group", r);
   }
 
@@ -292,8 +268,11 @@ class NcclEngine final : public Engine {
   void retire_locked() {
     if (failed_) return;
     ncclResult_t state = ncclSuccess;
-    if (api().ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && !pending(state))
+    if (api().ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess)
       return fail_locked(error_text(state, comm_));
+    if (const int64_t since = calling_since_.load(); since != 0 && Clock::now().time_since_epoch().count() - since >
+                                                                        std::chrono::nanoseconds(options_.timeout).count())
+      return fail_locked(str_cat("a call still inside ", kName, " after ", options_.timeout.count(), " ms (a peer failed or stopped)"));
     while (!in_flight_.empty()) {
       InFlight& c = in_flight_.front();
       const Status s = event_query(c.done);
@@ -321,20 +300,30 @@ class NcclEngine final : public Engine {
     if (failed_) throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", reason_));
   }
 
+  // Hands a call to NCCL (which may wait inside for a peer the first time: watched meanwhile).
   template <typename F>
   void call(const char* op, F&& enqueue) {
     check(op);
     backend_.activate();
+    if (t_depth > 0) {
+      enqueue();  // its error, if any, comes from the group's end
+      return;
+    }
+    calling_since_.store(Clock::now().time_since_epoch().count());
     const ncclResult_t r = enqueue();
-    if (t_depth == 0) after_launch(op, r);
+    calling_since_.store(0);
+    after_launch(op, r);
   }
 
-  // After a call (or a group) is handed to NCCL: wait for a non-blocking enqueue, raise an error,
-  // and record an event for the watchdog.
+  // After a call (or a group) is handed to NCCL: raise its error (or the watchdog's reason, where
+  // it aborted the call), or record an event for the watchdog.
   void after_launch(const char* op, ncclResult_t r) {
-    if (pending(r)) r = settle(comm_, Clock::now() + options_.timeout);
+    {
+      const std::lock_guard lock(mutex_);
+      if (failed_) throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", reason_));
+    }
     if (r != ncclSuccess) {
-      const std::string why = pending(r) ? str_cat(op, " not queued after ", options_.timeout.count(), " ms") : error_text(r, comm_);
+      const std::string why = error_text(r, comm_);
       fail(why);
       throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", why));
     }
@@ -372,6 +361,7 @@ class NcclEngine final : public Engine {
   GpuBackend& backend_;
   Options options_;
   std::mutex mutex_;
+  std::atomic<int64_t> calling_since_{0};  // when the call now inside NCCL began (steady clock), or 0
   std::deque<InFlight> in_flight_;
   std::vector<Event> spare_;  // events of finished calls, recorded again by later ones
   bool failed_ = false;
@@ -393,48 +383,55 @@ void Watchdog::run() {
 
 GpuBackend& gpu_of(Device d) { return static_cast<GpuBackend&>(backend_for(d, "dist")); }
 
-// Makes rank `rank`'s communicator on `backend` (inside a group when several are made at once).
-ncclResult_t init_rank(ncclComm_t* comm, int size, const ncclUniqueId& id, int rank, GpuBackend& backend) {
-  backend.activate();
-#if defined(WICK_NCCL_NONBLOCKING)
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  return api().ncclCommInitRankConfig(comm, size, id, rank, &config);
-#else
-  return api().ncclCommInitRank(comm, size, id, rank);
-#endif
-}
-
-std::shared_ptr<Engine> settle_new(ncclComm_t comm, ncclResult_t r, int rank, int size, GpuBackend& backend,
-                                   const Options& options, Clock::time_point deadline) {
-  if (pending(r)) r = settle(comm, deadline);
-  if (r != ncclSuccess) {
-    const std::string why = pending(r) ? str_cat("not connected after ", options.timeout.count(), " ms") : error_text(r, comm);
-    if (comm != nullptr) api().ncclCommAbort(comm);
-    throw DistError(str_cat("dist: making rank ", rank, " of ", size, " on ", backend.device(), ": ", why));
+// Runs `make` (NCCL's communicator setup, which waits for every peer) on a thread of its own and
+// waits for it up to the timeout. Past it, DistError; the thread is left to NCCL (its result, if
+// it ever comes, is dropped).
+std::vector<ncclComm_t> make_comms(size_t n, const std::function<ncclResult_t(std::vector<ncclComm_t>&)>& make,
+                                   const Options& options, const std::string& what) {
+  struct Result {
+    std::vector<ncclComm_t> comms;
+    ncclResult_t r = ncclSuccess;
+  };
+  auto result = std::make_shared<Result>();
+  result->comms.assign(n, nullptr);
+  std::packaged_task<void()> task([result, make] { result->r = make(result->comms); });
+  std::future<void> done = task.get_future();
+  std::thread(std::move(task)).detach();
+  if (done.wait_for(options.timeout) != std::future_status::ready)
+    throw DistError(str_cat("dist: ", what, ": not connected after ", options.timeout.count(), " ms (a peer missing or stopped)"));
+  if (result->r != ncclSuccess) {
+    const std::string why = error_text(result->r);
+    for (ncclComm_t c : result->comms)
+      if (c != nullptr) api().ncclCommAbort(c);
+    throw DistError(str_cat("dist: ", what, ": ", why));
   }
-  return std::make_shared<NcclEngine>(comm, rank, size, backend, options);
+  return result->comms;
 }
 
 class NcclCollectives final : public dist::detail::GpuCollectives {
  public:
   Engines local(const std::vector<Device>& devices, const Options& options) const override {
     const Api& a = api();
-    const Clock::time_point deadline = Clock::now() + options.timeout;
     ncclUniqueId id;
     if (const ncclResult_t r = a.ncclGetUniqueId(&id); r != ncclSuccess)
       throw DistError(str_cat("dist: local: ncclGetUniqueId: ", error_text(r)));
     const int n = static_cast<int>(devices.size());
-    std::vector<ncclComm_t> comms(devices.size(), nullptr);
-    std::vector<ncclResult_t> results(devices.size(), ncclSuccess);
-    a.ncclGroupStart();
-    for (int i = 0; i < n; ++i) results[i] = init_rank(&comms[i], n, id, i, gpu_of(devices[i]));
-    const ncclResult_t group = a.ncclGroupEnd();
+    std::vector<GpuBackend*> backends;
+    for (Device d : devices) backends.push_back(&gpu_of(d));
+    const std::vector<ncclComm_t> comms = make_comms(
+        devices.size(),
+        [&a, id, n, backends](std::vector<ncclComm_t>& out) {
+          a.ncclGroupStart();
+          for (int i = 0; i < n; ++i) {
+            backends[static_cast<size_t>(i)]->activate();
+            a.ncclCommInitRank(&out[static_cast<size_t>(i)], n, id, i);
+          }
+          return a.ncclGroupEnd();
+        },
+        options, str_cat("local: making ", n, " ranks"));
     Engines engines;
-    for (int i = 0; i < n; ++i) {
-      const ncclResult_t r = results[i] != ncclSuccess && !pending(results[i]) ? results[i] : group;
-      engines.push_back(settle_new(comms[i], r, i, n, gpu_of(devices[i]), options, deadline));
-    }
+    for (int i = 0; i < n; ++i)
+      engines.push_back(std::make_shared<NcclEngine>(comms[static_cast<size_t>(i)], i, n, *backends[static_cast<size_t>(i)], options));
     return engines;
   }
 
@@ -451,12 +448,18 @@ class NcclCollectives final : public dist::detail::GpuCollectives {
       const dist::detail::Mapping m = dist::detail::await(rendezvous, sizeof(id), deadline, rank);
       std::memcpy(&id, m.data(), sizeof(id));
     }
-    GpuBackend& backend = gpu_of(device);
-    ncclComm_t comm = nullptr;
-    const ncclResult_t r = init_rank(&comm, size, id, rank, backend);
-    std::shared_ptr<Engine> e = settle_new(comm, r, rank, size, backend, options, deadline);
+    GpuBackend* backend = &gpu_of(device);
+    Options rest = options;
+    rest.timeout = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()), std::chrono::milliseconds(1));
+    const std::vector<ncclComm_t> comm = make_comms(
+        1,
+        [&a, id, size, rank, backend](std::vector<ncclComm_t>& out) {
+          backend->activate();
+          return a.ncclCommInitRank(&out[0], size, id, rank);
+        },
+        rest, str_cat("join: making rank ", rank, " of ", size, " on ", device));
     if (rank == 0) ::unlink(rendezvous.c_str());  // every rank has read it: they are connected
-    return e;
+    return std::make_shared<NcclEngine>(comm[0], rank, size, *backend, options);
   }
 };
 
