@@ -29,9 +29,9 @@ def main():
     dtype = DTYPES[a.dtype]
     es = torch.tensor([], dtype=dtype).element_size()
     sizes, b = [], 8
-    while b <= a.max:
+    while b <= a.max:  # as wick bench-dist: by 8 to 256 KiB, then every power of two from 1 MiB
         sizes.append(b)
-        b *= 8 if b < (1 << 20) else 4
+        b *= 8 if b < (1 << 18) else 4 if b < (1 << 20) else 2
     if rank == 0:
         print(f"torch.distributed all_reduce sum of {a.dtype} over {n} ranks (NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}), "
               f"{a.iters} calls per size")

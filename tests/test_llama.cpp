@@ -4,6 +4,7 @@
 // dense ones, tied embeddings, Qwen2's biases, and files with missing or misshapen tensors. Run on
 // every device present.
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <thread>
@@ -439,6 +440,49 @@ TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
         on_ranks(n, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
         for (int r = 0; r < n; ++r) EXPECT_EQ(split[static_cast<size_t>(r)].tokens, alone.tokens) << arch << " rank " << r;
       }
+}
+
+// Where two GPUs are present: the model split over them against the whole model on one, in f32
+// (2e-4 of the largest logit, the same greedy tokens) and bf16 (2% of the largest logit; the
+// partial sums are rounded to bf16 before they are added). The differences are printed.
+TEST(LlamaTensorParallel, SplitOverTwoGpusMatchesOneGpu) {
+  std::vector<Device> gpus;
+  for (Device d : devices())
+    if (!d.is_cpu()) gpus.push_back(d);
+  if (gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
+  Tiny m;
+  m.dim = 128, m.heads = 8, m.kv_heads = 4, m.hidden = 256;
+  const std::vector<uint8_t> bytes = tiny_model(m).bytes();
+  const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
+  const auto comms = dist::Communicator::local({gpus[0], gpus[1]});
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const LlamaModel whole = LlamaModel::from_gguf(file, gpus[0], dt);
+    std::vector<LlamaModel> parts;
+    for (int r = 0; r < 2; ++r) parts.push_back(LlamaModel::from_gguf(file, gpus[static_cast<size_t>(r)], dt, comms[static_cast<size_t>(r)]));
+    const Tensor tokens = Tensor::from_vector(kTokens, {1, static_cast<int64_t>(kTokens.size())});
+    auto cache = whole.make_cache(1, 16);
+    const Tensor want = whole.forward(tokens, cache).to_device(Device::cpu());
+    std::vector<Tensor> got(2);
+    on_ranks(2, [&](int r) {
+      auto c = parts[static_cast<size_t>(r)].make_cache(1, 16);
+      got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, c).to_device(Device::cpu());
+    });
+    const float scale = want.abs().max().item<float>(), diff = max_abs_diff(got[0], want);
+    std::printf("split over %s and %s, %s: largest logit %.4f, largest difference %.3g (%.3g of it)\n", gpus[0].to_string().c_str(),
+                gpus[1].to_string().c_str(), std::string(dtype_name(dt)).c_str(), scale, diff, diff / scale);
+    EXPECT_LT(diff, (dt == DType::F32 ? 2e-4f : 2e-2f) * scale) << dtype_name(dt);
+    EXPECT_EQ(max_abs_diff(got[1], got[0]), 0.f);
+    if (dt == DType::F32) {
+      const std::vector<std::vector<int32_t>> prompts = {{1, 17, 42, 8}, {1, 5}};
+      models::GenerateOptions o;
+      o.max_tokens = 8;
+      const models::GenerateResult alone = models::generate(whole, prompts, o);
+      std::vector<models::GenerateResult> split(2);
+      on_ranks(2, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
+      EXPECT_EQ(split[0].tokens, alone.tokens);
+      EXPECT_EQ(split[1].tokens, alone.tokens);
+    }
+  }
 }
 
 TEST(LlamaTensorParallel, SampledTokensAndStopsComeFromRankZero) {

@@ -1,5 +1,5 @@
 // `wick bench-dist`: all_reduce (sum) over the ranks of one process, one device each, at sizes
-// from 8 bytes to --max bytes, as nccl-tests' all_reduce_perf reports it: the time per call, the
+// from 8 bytes to --max bytes (every power of two from 1 MiB), as nccl-tests' all_reduce_perf reports it: the time per call, the
 // algorithm bandwidth (bytes / time) and the bus bandwidth (algbw x 2(n-1)/n, what each link
 // carries in a ring), next to which bench/dist_torch.py prints torch.distributed's.
 #include <algorithm>
@@ -42,7 +42,8 @@ int cmd_bench_dist(int argc, char** argv) {
   const auto n = static_cast<int>(devices.size());
   const auto es = static_cast<int64_t>(dtype_size(dtype));
   std::vector<int64_t> sizes;
-  for (int64_t b = 8; b <= max_bytes; b *= (b < (int64_t{1} << 20) ? 8 : 4)) sizes.push_back(b);
+  // 8 B to 256 KiB by factors of 8 (latency), then every power of two from 1 MiB (bandwidth).
+  for (int64_t b = 8; b <= max_bytes; b *= (b < (int64_t{1} << 18) ? 8 : b < (int64_t{1} << 20) ? 4 : 2)) sizes.push_back(b);
 
   std::string where = devices[0].to_string();
   for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());
