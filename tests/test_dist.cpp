@@ -64,19 +64,7 @@ void each_rank(int n, bool threads, const std::function<void(int)>& body) {
     });
     return;
   }
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  dist::on_threads(n, body);
 }
 
 struct Group {
@@ -302,6 +290,20 @@ TEST(DistFailures, AnErrorInsideAGroupAbortsIt) {
                }),
                DTypeError);
   EXPECT_THROW(c[1].all_reduce(Tensor::ones({8})), DistError);
+}
+
+TEST(DistFailures, OnThreadsRunsEveryRankAndRethrowsTheLowestRanksError) {
+  std::vector<int> ran(4, 0);
+  dist::on_threads(4, [&](int r) { ran[static_cast<size_t>(r)] = r + 1; });
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+  try {
+    dist::on_threads(3, [](int r) {
+      if (r > 0) throw DTypeError("rank " + std::to_string(r));
+    });
+    FAIL() << "no error";
+  } catch (const DTypeError& e) {
+    EXPECT_STREQ(e.what(), "rank 1");
+  }
 }
 
 TEST(DistFailures, LocalAndJoinRefuseBadGroups) {

@@ -384,23 +384,6 @@ INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), dev
 
 // ---- tensor parallel --------------------------------------------------------------------------
 
-// Runs f(rank) on a thread per rank, as the ranks of a split model run.
-void on_ranks(int n, const std::function<void(int)>& f) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 // The model split over 2 and 4 CPU ranks (Megatron's split) gives the whole model's logits, within
 // the rounding of its partial sums, and the same greedy tokens; for dense and block-format
 // weights, Qwen2's biases and tied embeddings.
@@ -422,7 +405,7 @@ TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
         auto cache = whole.make_cache(1, 16);
         const Tensor want = whole.forward(tokens, cache);
         std::vector<Tensor> got(static_cast<size_t>(n));
-        on_ranks(n, [&](int r) {
+        dist::on_threads(n, [&](int r) {
           auto c = parts[static_cast<size_t>(r)].make_cache(1, 16);
           got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, c);
         });
@@ -437,7 +420,7 @@ TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
         o.max_tokens = 8;
         const models::GenerateResult alone = models::generate(whole, prompts, o);
         std::vector<models::GenerateResult> split(static_cast<size_t>(n));
-        on_ranks(n, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
+        dist::on_threads(n, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
         for (int r = 0; r < n; ++r) EXPECT_EQ(split[static_cast<size_t>(r)].tokens, alone.tokens) << arch << " rank " << r;
       }
 }
@@ -463,7 +446,7 @@ TEST(LlamaTensorParallel, SplitOverTwoGpusMatchesOneGpu) {
     auto cache = whole.make_cache(1, 16);
     const Tensor want = whole.forward(tokens, cache).to_device(Device::cpu());
     std::vector<Tensor> got(2);
-    on_ranks(2, [&](int r) {
+    dist::on_threads(2, [&](int r) {
       auto c = parts[static_cast<size_t>(r)].make_cache(1, 16);
       got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, c).to_device(Device::cpu());
     });
@@ -478,7 +461,7 @@ TEST(LlamaTensorParallel, SplitOverTwoGpusMatchesOneGpu) {
       o.max_tokens = 8;
       const models::GenerateResult alone = models::generate(whole, prompts, o);
       std::vector<models::GenerateResult> split(2);
-      on_ranks(2, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
+      dist::on_threads(2, [&](int r) { split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o); });
       EXPECT_EQ(split[0].tokens, alone.tokens);
       EXPECT_EQ(split[1].tokens, alone.tokens);
     }
@@ -500,7 +483,7 @@ TEST(LlamaTensorParallel, SampledTokensAndStopsComeFromRankZero) {
   const models::GenerateResult alone = models::generate(whole, prompts, o);
   std::vector<models::GenerateResult> split(2);
   std::vector<int> seen(2);
-  on_ranks(2, [&](int r) {
+  dist::on_threads(2, [&](int r) {
     // Rank 0's callback stops after 5 tokens; rank 1's would go on, and is overruled.
     split[static_cast<size_t>(r)] = models::generate(parts[static_cast<size_t>(r)], prompts, o, [&, r](int64_t, int32_t) {
       return ++seen[static_cast<size_t>(r)] < 5 || r == 1;
@@ -540,7 +523,7 @@ TEST(LlamaTensorParallel, RandomModelsSplitTheSameWeights) {
   auto cache = whole.make_cache(1, 8);
   const Tensor want = whole.forward(tokens, cache);
   std::vector<Tensor> got(2);
-  on_ranks(2, [&](int r) {
+  dist::on_threads(2, [&](int r) {
     auto rc = parts[static_cast<size_t>(r)].make_cache(1, 8);
     got[static_cast<size_t>(r)] = parts[static_cast<size_t>(r)].forward(tokens, rc);
   });

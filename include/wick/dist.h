@@ -100,6 +100,10 @@ class Communicator {
   std::shared_ptr<detail::Engine> engine_;
 };
 
+// Runs f(0), ..., f(n - 1) each on a thread of its own (the ranks of local() communicators, one
+// thread per rank) and waits for all; then rethrows the lowest rank's exception, if any.
+void on_threads(int n, const std::function<void(int rank)>& f);
+
 // Runs `calls` as one group: the collectives they make start together when it returns (NCCL's
 // ncclGroupStart/ncclGroupEnd), so that one thread can drive several ranks, and a rank can send to
 // and receive from a peer at once. Tensors returned inside hold their values once group()

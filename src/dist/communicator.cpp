@@ -6,6 +6,7 @@
 #include <exception>
 #include <functional>
 #include <string_view>
+#include <thread>
 
 #include "backend/backend.h"
 #include "backend/registry.h"
@@ -244,6 +245,22 @@ Tensor Communicator::recv(const Shape& shape, DType dtype, int peer) const {
 
 void Communicator::synchronize() const { const_cast<Engine&>(engine("synchronize")).synchronize(); }
 void Communicator::abort() const { const_cast<Engine&>(engine("abort")).abort(); }
+
+void on_threads(int n, const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(std::max(n, 0)));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&f, &errors, r] {
+      try {
+        f(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 void group(const std::function<void()>& calls) {
   GroupState& g = t_group;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <exception>
-#include <thread>
 #include <stdexcept>
 
 namespace wick::cli {
@@ -159,22 +157,6 @@ std::vector<Device> Options::device_list_value() {
     start = end + 1;
   }
   return out;
-}
-
-void on_ranks(int n, const std::function<void(int)>& f) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        f(r);
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
 }
 
 DType Options::dtype_value() {

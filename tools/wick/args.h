@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,9 +12,6 @@ namespace wick::cli {
 
 // The usage text of `wick` (parity's options included: wick-parity is reached as `wick parity`).
 extern const char* const kUsage;
-
-// Runs f(rank) on a thread per rank and waits for all; rethrows the first rank's error.
-void on_ranks(int n, const std::function<void(int)>& f);
 
 // "f32,bf16" -> {F32, BF16}; std::runtime_error naming an unknown dtype.
 std::vector<DType> parse_dtype_list(const std::string& list);

@@ -58,7 +58,7 @@ int cmd_bench_dist(int argc, char** argv) {
   for (const int64_t bytes : sizes) {
     const int64_t count = std::max<int64_t>(bytes / es, 1);
     std::vector<double> seconds(static_cast<size_t>(n));
-    on_ranks(n, [&](int r) {
+    dist::on_threads(n, [&](int r) {
       const dist::Communicator& c = comms[static_cast<size_t>(r)];
       const Tensor x = Tensor::ones({count}, dtype, c.device());
       for (int w = 0; w < 3; ++w) (void)c.all_reduce(x);  // warm-up: NCCL sets up its channels

@@ -95,7 +95,7 @@ int cmd_bench_model(int argc, char** argv) {
 
   // Every rank runs the same steps; rank 0's clock is reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
-  on_ranks(static_cast<int>(parts.size()), [&](int rank) {
+  dist::on_threads(static_cast<int>(parts.size()), [&](int rank) {
     const models::LlamaModel& m = parts[static_cast<size_t>(rank)];
     pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
       auto cache = m.make_cache(batch, prompt);

@@ -72,7 +72,7 @@ int cmd_generate(int argc, char** argv) {
   for (int32_t id : prompts[0]) stream.push(id);
   std::cout << prompt << std::flush;
   std::vector<models::GenerateResult> results(parts.size());
-  cli::on_ranks(static_cast<int>(parts.size()), [&](int rank) {
+  dist::on_threads(static_cast<int>(parts.size()), [&](int rank) {
     std::function<bool(int64_t, int32_t)> print;
     if (rank == 0)
       print = [&](int64_t, int32_t id) {
