@@ -347,6 +347,20 @@ TEST(Cli, GenerateSplitOverDevicesGivesTheSameText) {
   EXPECT_NE(run_wick(args + "--devices cpu,tpu").err.find("unknown device 'tpu' in 'cpu,tpu'"), std::string::npos);
 }
 
+// A GPU backend built in on a machine without a GPU (as in CI) is named, with the runtime's reason,
+// by info and by parity, instead of a list that shows the CPU alone.
+TEST(Cli, ABuiltBackendWithoutADeviceIsNamed) {
+  for (DeviceType t : {DeviceType::Cuda, DeviceType::Rocm}) {
+    if (!backend_built(t) || device_count(t) > 0) continue;
+    const std::string name = t == DeviceType::Cuda ? "cuda" : "rocm";
+    const WickRun info = run_wick("info");
+    EXPECT_NE(info.out.find(name + ": built in, no device (" + no_device_reason(t) + ")"), std::string::npos) << info.out;
+    EXPECT_FALSE(no_device_reason(t).empty());
+    const WickRun parity = run_wick("parity --op '^cast$' --dtype u8");
+    EXPECT_NE(parity.err.find("parity: " + name + " is built in but has no device"), std::string::npos) << parity.err;
+  }
+}
+
 TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
   struct Bad {
     std::string args, message;
@@ -358,6 +372,9 @@ TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
       {"parity --dtype f32,f33", "unknown dtype 'f33'"},
       {"parity --dtype f32,", "unknown dtype ''"},
       {"parity --backend tpu", "unknown backend 'tpu'"},
+      {"parity --backend cpu --op '^no_such_op$'", "no case matches --op, --dtype and --case"},
+      {"parity --backend cpu --case 'no/such/case'", "no case matches --op, --dtype and --case"},
+      {"parity --backend cpu --op '('", "--op: bad regular expression '('"},
       {"parity --seed", "missing value after --seed"},
       {"parity --seed abc", "--seed takes an unsigned 64-bit integer, got 'abc'"},
       {"parity --seed 99999999999999999999", "--seed takes an unsigned 64-bit integer"},
@@ -383,7 +400,9 @@ TEST(Cli, BadArgumentsExitNonZeroWithAMessage) {
     EXPECT_NE(r.status, -1);  // an exit, not a crash
     EXPECT_EQ(r.err.rfind("wick: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(b.message), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("usage: wick"), std::string::npos) << r.err;
+    // One line and where the usage is, not the whole usage.
+    EXPECT_NE(r.err.find("run 'wick --help'"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("usage: wick"), std::string::npos) << r.err;
   }
 }
 

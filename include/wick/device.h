@@ -50,6 +50,10 @@ bool backend_built(DeviceType type);
 // How many devices of this type are present (1 for the CPU; 0 for a backend not built in).
 int device_count(DeviceType type);
 
+// Why a backend that is built in has no device: the runtime's own words ("no CUDA-capable device
+// is detected", a driver too old, ...). Empty where it has devices, or is not built in.
+std::string no_device_reason(DeviceType type);
+
 // Every device present: the CPU first, then GPUs.
 std::vector<Device> available_devices();
 

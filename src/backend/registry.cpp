@@ -87,6 +87,14 @@ int device_count(DeviceType type) {
   return 0;
 }
 
+std::string no_device_reason(DeviceType type) {
+#if WICK_HAS_GPU
+  if (type == gpu::kBuiltDeviceType) return gpu::gpu_no_device_reason();
+#endif
+  (void)type;
+  return {};
+}
+
 std::vector<Device> available_devices() {
   std::vector<Device> out = {Device::cpu()};
 #if WICK_HAS_GPU

@@ -17,6 +17,8 @@ inline constexpr DeviceType kBuiltDeviceType = DeviceType::Cuda;
 
 // How many devices the runtime sees (0 when it cannot initialise, as on a machine without one).
 int gpu_device_count();
+// Why the runtime sees none (its error string), or empty.
+std::string gpu_no_device_reason();
 // The backend of device `index`, made on first use; DeviceError if it does not exist.
 Backend& gpu_backend(int index);
 // "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"

@@ -255,17 +255,34 @@ std::unique_ptr<Timer> GpuBackend::make_timer() { return std::make_unique<EventT
 
 // ---- devices ----------------------------------------------------------------------------------
 
-int gpu_device_count() {
-  static const int count = [] {
-    int n = 0;
-    if (device_count(&n) != kSuccess) {
+namespace {
+
+// The runtime's answer to "how many devices", asked once: the count, or why there are none.
+struct DeviceCount {
+  int n = 0;
+  std::string why;
+};
+
+const DeviceCount& device_count_once() {
+  static const DeviceCount c = [] {
+    DeviceCount r;
+    if (const Status e = device_count(&r.n); e != kSuccess) {
       (void)last_error();
-      return 0;
+      r.n = 0;
+      r.why = error_string(e);
+    } else if (r.n == 0) {
+      r.why = "the runtime found no device";
     }
-    return n;
+    return r;
   }();
-  return count;
+  return c;
 }
+
+}  // namespace
+
+int gpu_device_count() { return device_count_once().n; }
+
+std::string gpu_no_device_reason() { return device_count_once().why; }
 
 Backend& gpu_backend(int index) {
   // Made once and never destroyed: tensors may outlive any static destructor.

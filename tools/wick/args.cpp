@@ -79,6 +79,8 @@ commands:
 )";
 
 
+const char* const kSeeHelp = "run 'wick --help' for the commands and their options\n";
+
 std::vector<DType> parse_dtype_list(const std::string& list) {
   std::vector<DType> out;
   size_t start = 0;

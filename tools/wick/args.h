@@ -12,6 +12,8 @@ namespace wick::cli {
 
 // The usage text of `wick` (parity's options included: wick-parity is reached as `wick parity`).
 extern const char* const kUsage;
+// The line after an error message: where the usage is.
+extern const char* const kSeeHelp;
 
 // "f32,bf16" -> {F32, BF16}; std::runtime_error naming an unknown dtype.
 std::vector<DType> parse_dtype_list(const std::string& list);

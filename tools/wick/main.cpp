@@ -28,7 +28,7 @@ namespace {
 using namespace wick;
 
 int fail(const std::string& message) {
-  std::cerr << "wick: " << message << "\n" << cli::kUsage;
+  std::cerr << "wick: " << message << "\n" << cli::kSeeHelp;
   return 2;
 }
 
@@ -39,6 +39,9 @@ int cmd_info() {
             << (backend_built(DeviceType::Rocm) ? ", rocm" : "") << "\n";
   std::cout << "devices:\n";
   for (Device d : available_devices()) std::cout << "  " << describe_device(d) << "\n";
+  for (DeviceType t : {DeviceType::Cuda, DeviceType::Rocm})
+    if (backend_built(t) && device_count(t) == 0)
+      std::cout << "  " << (t == DeviceType::Cuda ? "cuda" : "rocm") << ": built in, no device (" << no_device_reason(t) << ")\n";
   return 0;
 }
 

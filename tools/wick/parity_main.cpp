@@ -3,6 +3,7 @@
 // the shipped `wick` holds no reference backend.
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,10 +42,22 @@ int cmd_parity(int argc, char** argv) {
     else
       throw std::runtime_error("unknown option '" + a + "'");
   }
+  if (!options.op_regex.empty()) {
+    try {
+      std::regex check(options.op_regex);
+    } catch (const std::regex_error&) {
+      throw std::runtime_error("--op: bad regular expression '" + options.op_regex + "'");
+    }
+  }
   std::vector<Device> devices;
   if (backend_arg == "all") {
     for (Device d : available_devices())
       if (d.is_cpu() || d.index() == 0) devices.push_back(d);
+    // A GPU backend built in without a device: say so, rather than run on the CPU alone unannounced.
+    for (DeviceType t : {DeviceType::Cuda, DeviceType::Rocm})
+      if (backend_built(t) && device_count(t) == 0)
+        std::cerr << "parity: " << (t == DeviceType::Cuda ? "cuda" : "rocm") << " is built in but has no device ("
+                  << no_device_reason(t) << "); the CPU only\n";
   } else {
     Device d;
     if (!Device::parse(backend_arg, &d)) throw std::runtime_error("unknown backend '" + backend_arg + "'");
@@ -56,6 +69,8 @@ int cmd_parity(int argc, char** argv) {
     Backend& b = backend_for(d, "parity");
     parity::run_cases(b, reference::reference_backend(), cases, options, records);
   }
+  if (records.empty())
+    throw std::runtime_error("no case matches --op, --dtype and --case (wick ops lists the ops; a failure prints its case's name)");
   parity::print_report(records, std::cout, options.seed);
   if (!json.empty()) {
     std::ofstream f(json);
@@ -74,7 +89,7 @@ int main(int argc, char** argv) {
   try {
     return cmd_parity(argc - 1, argv + 1);
   } catch (const std::exception& e) {
-    std::cerr << "wick: " << e.what() << "\n" << cli::kUsage;
+    std::cerr << "wick: " << e.what() << "\n" << cli::kSeeHelp;
     return 2;
   }
 }
