@@ -591,7 +591,12 @@ std::pair<Tensor, Tensor> LlamaModel::rope_tables(int64_t from, int64_t t) const
   return {Tensor::from_vector(c, {t, half}, device_).to_dtype(dtype_), Tensor::from_vector(s, {t, half}, device_).to_dtype(dtype_)};
 }
 
-Tensor LlamaModel::reduce(const Tensor& x) const { return ranks_ > 1 ? comm_.all_reduce(x) : x; }
+Tensor LlamaModel::reduce(const Tensor& x) const {
+  if (ranks_ == 1) return x;
+  Tensor y = x.contiguous();  // x is a product of this step's own: reduced where it lies
+  comm_.all_reduce_(y);
+  return y;
+}
 
 Tensor LlamaModel::embed(const Tensor& tokens) const {
   Tensor ids = tokens.reshape({tokens.numel()});

@@ -121,6 +121,21 @@ TEST_P(DistTest, AllReduceMatchesTheReferenceForEveryDtypeAndOp) {
       }
 }
 
+TEST_P(DistTest, AllReduceInPlaceWritesTheInput) {
+  for (DType dt : {DType::F32, DType::BF16, DType::I32})
+    for (const Shape& shape : {Shape({0}), Shape({7}), Shape({300007})}) {
+      std::vector<Tensor> xs, ys;
+      for (int r = 0; r < n(); ++r) {
+        xs.push_back(input(shape, dt, r, dev(r)));
+        ys.push_back(xs.back().contiguous().to_device(dev(r)) * Tensor::ones({1}, dt, dev(r)));  // a copy of its own
+      }
+      each_rank(n(), GetParam().threads, [&](int r) { comms_[r].all_reduce_(ys[r]); });
+      for (int r = 0; r < n(); ++r) ASSERT_EQ(bytes_of(ys[r]), bytes_of(reference(xs, ReduceOp::Sum))) << dtype_name(dt) << " " << shape;
+    }
+  Tensor strided = input(Shape({4, 6}), DType::F32, 0, dev(0)).t();
+  EXPECT_THROW(comms_[0].all_reduce_(strided), ShapeError);
+}
+
 TEST_P(DistTest, AllGatherAndBroadcastMoveEveryDtypeExactly) {
   for (DType dt : kAllDTypes)
     for (const Shape& shape : {Shape({0, 2}), Shape({1, 1}), Shape({5, 3}), Shape({150001, 2})}) {

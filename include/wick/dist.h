@@ -77,6 +77,9 @@ class Communicator {
   // The element-wise combination of every rank's x (same shape and dtype on every rank): a new
   // tensor of x's shape. Every rank gets the same bits.
   Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::Sum) const;
+  // all_reduce into x itself (contiguous, on this rank's device): no new tensor, as torch's
+  // all_reduce works. ShapeError for a non-contiguous x.
+  void all_reduce_(Tensor& x, ReduceOp op = ReduceOp::Sum) const;
   // The ranks' x concatenated along `dim` in rank order: x's shape with dim size() times longer.
   Tensor all_gather(const Tensor& x, int dim = 0) const;
   // all_reduce, then this rank's part of the result: x's dim `dim` (a multiple of size()) split in

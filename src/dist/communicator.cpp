@@ -186,6 +186,16 @@ Tensor Communicator::all_reduce(const Tensor& x, ReduceOp op) const {
   return out;
 }
 
+void Communicator::all_reduce_(Tensor& x, ReduceOp op) const {
+  Engine& e = const_cast<Engine&>(engine("all_reduce_"));
+  Call call(e, "all_reduce_");
+  if (x.defined() && !x.is_contiguous())
+    throw ShapeError(str_cat("dist: all_reduce_: ", describe(x), " is not contiguous (in place needs one block)"));
+  const Tensor in = call.input(x);
+  check_reducible(x, op, "all_reduce_");
+  if (in.numel() > 0) e.all_reduce(Call::ptr(in), Call::mut(in), static_cast<size_t>(in.numel()), in.dtype(), op);
+}
+
 Tensor Communicator::all_gather(const Tensor& x, int dim) const {
   Engine& e = const_cast<Engine&>(engine("all_gather"));
   Call call(e, "all_gather");

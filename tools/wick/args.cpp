@@ -71,6 +71,7 @@ commands:
       --dtype T           default bf16
       --max BYTES         the largest size (default 1 GiB)
       --iters N           calls timed per size (default 20)
+      --in-place          all_reduce_ into the input (as torch's), not into a new tensor
       --csv FILE          append one row per size
   launch -n N CMD [ARGS...]
                           N processes of CMD, one per rank of a dist::Communicator::from_env

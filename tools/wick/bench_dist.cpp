@@ -21,6 +21,7 @@ int cmd_bench_dist(int argc, char** argv) {
   std::vector<Device> devices;
   DType dtype = DType::BF16;
   int64_t max_bytes = int64_t{1} << 30, iters = 20;
+  bool in_place = false;
   std::string csv;
   for (Options o("bench-dist", argc, argv); o.next();) {
     if (o.is("--devices"))
@@ -33,6 +34,8 @@ int cmd_bench_dist(int argc, char** argv) {
       iters = o.int_value();
     else if (o.is("--csv"))
       csv = o.value();
+    else if (o.is("--in-place"))
+      in_place = true;
     else
       o.unknown();
   }
@@ -47,8 +50,8 @@ int cmd_bench_dist(int argc, char** argv) {
 
   std::string where = devices[0].to_string();
   for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());
-  std::printf("all_reduce sum of %s over %d ranks (%s), %lld calls per size\n", std::string(dtype_name(dtype)).c_str(), n, where.c_str(),
-              static_cast<long long>(iters));
+  std::printf("all_reduce%s sum of %s over %d ranks (%s), %lld calls per size\n", in_place ? " in place" : "",
+              std::string(dtype_name(dtype)).c_str(), n, where.c_str(), static_cast<long long>(iters));
   std::printf("%14s %12s %12s %12s\n", "bytes", "time us", "algbw GB/s", "busbw GB/s");
   std::ofstream out;
   if (!csv.empty()) {
@@ -60,11 +63,17 @@ int cmd_bench_dist(int argc, char** argv) {
     std::vector<double> seconds(static_cast<size_t>(n));
     dist::on_threads(n, [&](int r) {
       const dist::Communicator& c = comms[static_cast<size_t>(r)];
-      const Tensor x = Tensor::ones({count}, dtype, c.device());
-      for (int w = 0; w < 3; ++w) (void)c.all_reduce(x);  // warm-up: NCCL sets up its channels
+      Tensor x = Tensor::ones({count}, dtype, c.device());
+      auto once = [&] {
+        if (in_place)
+          c.all_reduce_(x);
+        else
+          (void)c.all_reduce(x);
+      };
+      for (int w = 0; w < 3; ++w) once();  // warm-up: NCCL sets up its channels
       c.synchronize();
       const auto start = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < iters; ++i) (void)c.all_reduce(x);
+      for (int64_t i = 0; i < iters; ++i) once();
       c.synchronize();
       seconds[static_cast<size_t>(r)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     });
