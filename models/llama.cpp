@@ -462,7 +462,7 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device devic
   m.device_ = device;
   m.dtype_ = dtype;
   std::optional<quant::QType> down_format;
-  if (c.layers > 0 && w.shape("blk.0.ffn_down.weight") && w.quantized("blk.0.ffn_down.weight"))
+  if (comm.defined() && c.layers > 0 && w.shape("blk.0.ffn_down.weight") && w.quantized("blk.0.ffn_down.weight"))
     down_format = w.blocks("blk.0.ffn_down.weight", Device::cpu()).qtype();
   m.split_over(comm, down_format);
   const Part whole, rows = m.part(0), cols = m.part(1);

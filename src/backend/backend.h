@@ -68,9 +68,6 @@ inline constexpr size_t kMaxAllocBytes = size_t(1) << 56;
 
 class NnKernels;
 class QuantKernels;
-namespace dist::detail {
-class GpuCollectives;
-}
 
 class Backend {
  public:
@@ -188,11 +185,6 @@ class Backend {
   // This backend's kernels for the GGUF block formats (backend/quant_kernels.h), or null: the front
   // end then dequantizes on the host and multiplies with matmul.
   virtual const QuantKernels* quant() const { return nullptr; }
-
-  // ---- collectives -----------------------------------------------------------------------------
-  // A GPU backend's communicators (src/dist/engine.h: NCCL or RCCL), or null: dist::Communicator
-  // then refuses this backend's devices. CPU ranks need none (src/dist/shm.cpp).
-  virtual const dist::detail::GpuCollectives* collectives() const { return nullptr; }
 
   // ---- random -----------------------------------------------------------------------------
   // Philox4x32-10 (src/kernels/philox.h): each call consumes one stream of the generator.

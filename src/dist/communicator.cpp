@@ -12,6 +12,9 @@
 #include "backend/registry.h"
 #include "core/checked.h"
 #include "dist/engine.h"
+#if WICK_HAS_GPU
+#include "gpu/gpu_api.h"
+#endif
 #include "wick/dist.h"
 
 namespace wick::dist {
@@ -30,6 +33,17 @@ struct GroupState {
   std::vector<std::function<void()>> after;  // what the calls do with their results once they are there
 };
 thread_local GroupState t_group;
+
+// The collectives of a GPU device's backend; NotSupportedError in a build without NCCL's or
+// RCCL's header.
+const detail::GpuCollectives& gpu_collectives(Device device, const char* op) {
+  const detail::GpuCollectives* c = nullptr;
+#if WICK_HAS_GPU
+  if (device.type() == gpu::kBuiltDeviceType) c = gpu::gpu_collectives();
+#endif
+  if (c == nullptr) throw NotSupportedError(str_cat("dist: ", op, ": no collectives for ", device, " (wick was built without NCCL's or RCCL's header)"));
+  return *c;
+}
 
 std::string describe(const Tensor& x) { return str_cat(x.shape(), " ", x.dtype(), " on ", x.device()); }
 
@@ -71,9 +85,7 @@ std::vector<Communicator> Communicator::local(const std::vector<Device>& devices
     engines = detail::cpu_local(static_cast<int>(devices.size()), options);
   } else {
     for (Device d : devices) backend_for(d, "dist: local");  // a missing device or backend names itself
-    const detail::GpuCollectives* gpu = backend_for(first, "dist: local").collectives();
-    if (gpu == nullptr) throw NotSupportedError(str_cat("dist: local: no collectives for ", first));
-    engines = gpu->local(devices, options);
+    engines = gpu_collectives(first, "local").local(devices, options);
   }
   std::vector<Communicator> out;
   for (auto& e : engines) out.push_back(Communicator(std::move(e)));
@@ -86,9 +98,8 @@ Communicator Communicator::join(const std::string& rendezvous, int size, int ran
   if (rendezvous.empty()) throw Error("dist: join: an empty rendezvous path");
   if (options.timeout.count() <= 0) throw Error(str_cat("dist: join: timeout of ", options.timeout.count(), " ms"));
   if (device.is_cpu()) return Communicator(detail::cpu_join(rendezvous, size, rank, options));
-  const detail::GpuCollectives* gpu = backend_for(device, "dist: join").collectives();
-  if (gpu == nullptr) throw NotSupportedError(str_cat("dist: join: no collectives for ", device));
-  return Communicator(gpu->join(rendezvous, size, rank, device, options));
+  backend_for(device, "dist: join");  // a missing device or backend names itself
+  return Communicator(gpu_collectives(device, "join").join(rendezvous, size, rank, device, options));
 }
 
 Communicator Communicator::from_env(Device device, const Options& options) {

@@ -37,7 +37,7 @@ namespace wick::gpu {
 
 #if !defined(WICK_HAS_NCCL)
 
-const dist::detail::GpuCollectives* GpuBackend::collectives() const { return nullptr; }
+const dist::detail::GpuCollectives* gpu_collectives() { return nullptr; }
 
 #else
 
@@ -465,7 +465,7 @@ class NcclCollectives final : public dist::detail::GpuCollectives {
 
 }  // namespace
 
-const dist::detail::GpuCollectives* GpuBackend::collectives() const {
+const dist::detail::GpuCollectives* gpu_collectives() {
   static const NcclCollectives c;
   return &c;
 }

@@ -7,6 +7,10 @@
 #include "backend/backend.h"
 #include "wick/device.h"
 
+namespace wick::dist::detail {
+class GpuCollectives;
+}
+
 namespace wick::gpu {
 
 #if defined(WICK_BACKEND_HIP)
@@ -19,6 +23,9 @@ inline constexpr DeviceType kBuiltDeviceType = DeviceType::Cuda;
 int gpu_device_count();
 // Why the runtime sees none (its error string), or empty.
 std::string gpu_no_device_reason();
+// The communicators of this GPU backend's devices (src/dist/engine.h): NCCL or RCCL, loaded at the
+// first one (gpu/dist_nccl.cu); null in a build without their header.
+const dist::detail::GpuCollectives* gpu_collectives();
 // The backend of device `index`, made on first use; DeviceError if it does not exist.
 Backend& gpu_backend(int index);
 // "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"

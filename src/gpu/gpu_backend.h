@@ -43,8 +43,6 @@ class GpuBackend final : public Backend {
   void set_seed(uint64_t seed) override;
   const NnKernels* nn() const override { return &nn_; }
   const QuantKernels* quant() const override { return &quant_; }
-  // NCCL (CUDA) or RCCL (ROCm), loaded at the first communicator (gpu/dist_nccl.cu).
-  const dist::detail::GpuCollectives* collectives() const override;
   // "conv": "gemm" (wick's own im2col + GEMM path) or "library" (cuDNN / MIOpen where it serves).
   // "attention": "library" (cuDNN's fused attention where it serves, else wick's own kernels; the
   // default), "own" (wick's kernels, on the matrix units where the device has them) or "rows"
