@@ -9,6 +9,12 @@ the tolerance given per file type: tight for F32 and F16, where both compute in 
 weights, looser for the block formats, where ggml rounds the activations to 8 bits per block
 before the dot products and wick's CPU kernels round them per 32 values.
 
+llama-perplexity runs with --no-repack: ggml's plain block kernels, the same on every x86 machine.
+Without it, ggml moves some formats into layouts of its own chosen by the CPU it finds (the repack
+and AMX buffers), which round differently: on one CI machine its Q8_0 perplexity moved 3% away
+from its own F32 figure while every other format stayed to the last digit. The CPU variant ggml
+loaded and the features it reports are printed first.
+
 usage: check_llama.py WICK OUT_DIR VOCAB_DIR TEXT
 """
 import os
@@ -85,11 +91,19 @@ def main():
         files[q] = os.path.join(out, f"tiny-llama-{q}.gguf")
         subprocess.run(["llama-quantize", files["f32"], files[q], q.upper()], capture_output=True, check=True)
     failed = 0
+    shown = False
     for kind, path in files.items():
         llama = subprocess.run(["llama-perplexity", "-m", path, "-f", text, "-c", str(CTX), "--chunks", str(CHUNKS),
-                                "-b", str(CTX), "-t", str(os.cpu_count())], capture_output=True, text=True)
+                                "-b", str(CTX), "-t", str(os.cpu_count()), "--no-repack"],
+                               capture_output=True, text=True)
         if llama.returncode != 0:
             raise RuntimeError("llama-perplexity failed: " + llama.stderr[-800:])
+        if not shown:
+            shown = True
+            for line in (llama.stdout + llama.stderr).splitlines():
+                m = re.search(r"(loaded CPU backend from \S+|system_info: .*)", line)
+                if m:
+                    print("llama.cpp " + m.group(1).strip())
         ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
                               capture_output=True, text=True, check=True)
         want, got = ppl(llama.stdout + llama.stderr), ppl(ours.stdout)
