@@ -64,6 +64,11 @@ std::string describe_device(Device device);
 // Blocks until all work queued on the device is done (a no-op on the CPU).
 void synchronize(Device device);
 
+// The stream on which wick queues the device's work, as the runtime's handle (a cudaStream_t or
+// hipStream_t): for ordering other libraries' work with wick's (DLPack's stream argument). Null
+// for the CPU. wick's streams do not synchronise with the legacy default stream.
+void* native_stream(Device device);
+
 // Seeds the device's random generator; rand_uniform/rand_normal on any device give the same
 // numbers for the same seed and the same sequence of calls.
 void manual_seed(uint64_t seed, Device device = Device::cpu());

@@ -78,7 +78,11 @@ constexpr bool is_unsigned(DType dt) { return dt == DType::U8 || dt == DType::U3
 
 // dtype_of<T> maps a C++ element type to its DType.
 template <typename T>
-struct DTypeOf;
+struct DTypeOf {
+  static_assert(sizeof(T) == 0,
+                "wick: no dtype holds this element type; use uint8_t, uint32_t, int16_t, int32_t, int64_t, "
+                "wick::bf16, wick::f16, float, double or wick::f8e4m3 (size_t and uint64_t: int64_t)");
+};
 #define WICK_X(e, t, n)                      \
   template <>                                \
   struct DTypeOf<t> {                        \

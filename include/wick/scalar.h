@@ -12,9 +12,10 @@ namespace wick {
 
 class Scalar {
  public:
+  // Any integer type, bool (0 or 1) included; an unsigned 64-bit value above INT64_MAX, which no
+  // dtype of wick holds, is a DTypeError.
   template <typename T>
-  requires std::is_integral_v<T> &&(!std::is_same_v<T, bool>)&&(sizeof(T) < 8 || std::is_signed_v<T>)Scalar(T v)
-      : i_(static_cast<int64_t>(v)), integral_(true) {}
+  requires std::is_integral_v<T> Scalar(T v) : i_(from_integer(v)), integral_(true) {}
   template <typename T>
   requires std::is_floating_point_v<T> Scalar(T v) : f_(static_cast<double>(v)), integral_(false) {}
   Scalar(f16 v) : f_(static_cast<double>(v)), integral_(false) {}
@@ -32,6 +33,13 @@ class Scalar {
   bool fits(DType dt) const;
 
  private:
+  template <typename T>
+  static int64_t from_integer(T v) {
+    if constexpr (std::is_unsigned_v<T> && sizeof(T) == 8) return from_u64(v);
+    return static_cast<int64_t>(v);
+  }
+  static int64_t from_u64(uint64_t v);
+
   int64_t i_ = 0;
   double f_ = 0;
   bool integral_ = true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -32,8 +33,20 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& data, const Shape& shape, Device device = Device::cpu()) {
     return from_data(data.data(), static_cast<int64_t>(data.size()), dtype_of<T>, shape, device);
   }
+  // The same from a braced list: Tensor::from_vector({1.f, 2.f}, {2}).
+  template <typename T>
+  static Tensor from_vector(std::initializer_list<T> data, const Shape& shape, Device device = Device::cpu()) {
+    return from_data(data.begin(), static_cast<int64_t>(data.size()), dtype_of<T>, shape, device);
+  }
   static Tensor from_data(const void* data, int64_t count, DType dtype, const Shape& shape,
                           Device device = Device::cpu());
+  // A tensor over memory that something else owns, without a copy (DLPack, the C API and the
+  // Python module use it): `data` is the address of element 0 on `device` (device memory for a
+  // GPU), aligned to the dtype's size; `strides` are in elements, non-negative, one per dim.
+  // `owner` is kept alive until the last tensor or view over this memory is gone, and wick never
+  // frees the memory itself. Writes through wick's in-place ops land in that memory.
+  static Tensor from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype, Device device,
+                          std::shared_ptr<const void> owner);
   // A rank-0 tensor holding `value` converted to `dtype`.
   static Tensor scalar(Scalar value, DType dtype, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::F32, Device device = Device::cpu());
@@ -71,6 +84,10 @@ class Tensor {
   Device device() const;
   bool is_contiguous() const { return layout_.is_contiguous(); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // The address of element 0 (the storage's memory plus offset()) on the tensor's device: device
+  // memory for a GPU tensor. Valid while a tensor over the storage lives; work queued on a GPU may
+  // still be writing it (synchronize, or order on native_stream(device()), before reading).
+  void* data_ptr() const;
   std::string to_string() const;  // "Tensor[2, 3] f32 cpu"
 
   // ---- data out ---------------------------------------------------------------------------
@@ -271,6 +288,9 @@ class Tensor {
   DType dtype_ = DType::F32;
 };
 
+// The values as PyTorch prints them, summarised past 1000 elements (the first and last three
+// along each longer dim), then dtype and device: "tensor([1.5000, 2.0000], dtype=f32)".
+// to_string() gives the one-line summary without values.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 Tensor operator+(const Tensor& a, const Tensor& b);

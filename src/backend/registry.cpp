@@ -123,6 +123,16 @@ bool allow_tf32() { return g_allow_tf32; }
 
 void synchronize(Device device) { backend_for(device, "synchronize").synchronize(); }
 
+void* native_stream(Device device) {
+  backend_for(device, "native_stream");
+  if (device.is_cpu()) return nullptr;
+#if WICK_HAS_GPU
+  return gpu::gpu_stream(device.index());
+#else
+  return nullptr;
+#endif
+}
+
 void manual_seed(uint64_t seed, Device device) { backend_for(device, "manual_seed").set_seed(seed); }
 
 }  // namespace wick

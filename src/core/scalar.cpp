@@ -5,8 +5,15 @@
 #include <sstream>
 
 #include "core/dispatch.h"
+#include "wick/error.h"
 
 namespace wick {
+
+int64_t Scalar::from_u64(uint64_t v) {
+  WICK_CHECK(v <= static_cast<uint64_t>(INT64_MAX), DTypeError, "scalar", "the value ", v,
+             " is above the largest integer a dtype of wick holds (", INT64_MAX, ", i64)");
+  return static_cast<int64_t>(v);
+}
 
 std::string Scalar::to_string() const {
   if (integral_) return std::to_string(i_);

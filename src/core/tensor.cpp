@@ -86,6 +86,34 @@ Tensor Tensor::from_data(const void* data, int64_t count, DType dtype, const Sha
   return ops::wrap(b.from_host(data, static_cast<size_t>(count * dtype_size(dtype))), shape, dtype);
 }
 
+Tensor Tensor::from_blob(void* data, const Shape& shape, const Strides& strides, DType dtype, Device device,
+                         std::shared_ptr<const void> owner) {
+  const char* op = "from_blob";
+  check_shape(op, shape, dtype, device);
+  WICK_CHECK(strides.rank() == shape.rank(), ShapeError, op, strides.rank(), " strides for shape ", shape, " (",
+             dtype, " on ", device, ")");
+  for (int i = 0; i < strides.rank(); ++i)
+    WICK_CHECK(strides[i] >= 0, ShapeError, op, "negative stride in ", strides, " for shape ", shape,
+               ": wick's strides are >= 0");
+  const int64_t n = shape.numel();
+  WICK_CHECK(data != nullptr || n == 0, ShapeError, op, "a null address for ", n, " elements of ", dtype, " on ",
+             device);
+  WICK_CHECK(reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(dtype_size(dtype)) == 0, ShapeError, op,
+             "address ", data, " is not aligned to the ", dtype_size(dtype), " bytes of ", dtype);
+  Backend& b = backend_for(device, op);
+  // The bytes the layout reaches (Layout checks that shape and strides address within int64).
+  Layout layout(shape, strides, 0);
+  const int64_t extent = n == 0 ? 0 : layout.extent();
+  const int64_t nbytes = checked::mul(extent, static_cast<int64_t>(dtype_size(dtype)), op, "shape ", shape, " strides ", strides, " of ", dtype);
+  auto storage = std::make_shared<Storage>(&b, data, static_cast<size_t>(nbytes), std::move(owner));
+  return Tensor(std::move(storage), std::move(layout), dtype);
+}
+
+void* Tensor::data_ptr() const {
+  ops::check_defined("data_ptr", *this);
+  return static_cast<char*>(storage_->data()) + offset() * static_cast<int64_t>(dtype_size(dtype_));
+}
+
 namespace {
 
 // full() and its shorthands, each naming itself in errors.
@@ -213,7 +241,6 @@ Device Tensor::device() const {
 
 std::string Tensor::to_string() const { return "Tensor" + describe(*this); }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
 
 // ---- data out ---------------------------------------------------------------------------------
 

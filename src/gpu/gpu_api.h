@@ -30,6 +30,8 @@ const dist::detail::GpuCollectives* gpu_collectives();
 Backend& gpu_backend(int index);
 // "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"
 std::string gpu_describe(int index);
+// The stream the backend of device `index` queues its work on (a cudaStream_t or hipStream_t).
+void* gpu_stream(int index);
 // The device's name ("NVIDIA H100 80GB HBM3").
 std::string gpu_name(int index);
 // The versions of the driver and of the runtime wick links ("CUDA driver 13.0, runtime 13.0").

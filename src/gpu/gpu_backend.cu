@@ -304,6 +304,8 @@ std::string gpu_describe(int index) {
                          " MiB");
 }
 
+void* gpu_stream(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).stream(); }
+
 std::string gpu_name(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).props().name; }
 
 std::string gpu_driver_version() {

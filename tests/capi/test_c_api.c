@@ -1,0 +1,142 @@
+/* The C API from C: creation, ops, data back, views, memory shared both ways, errors with their
+ * messages, and the model runner on the tiny model of the source tree. Prints one line per check
+ * and a summary; exits 1 on any failure. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "wick/wick_c.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond, what)                                            \
+  do {                                                               \
+    ++checks;                                                        \
+    if (!(cond)) {                                                   \
+      ++failures;                                                    \
+      printf("FAILED %s:%d %s (%s)\n", __FILE__, __LINE__, what, wick_last_error()); \
+    }                                                                \
+  } while (0)
+
+#define OK(call) CHECK((call) == WICK_OK, #call)
+
+static const wick_device cpu = {WICK_DEVICE_CPU, 0};
+static int released = 0;
+static void release(void* ctx) { released += *(int*)ctx; }
+
+static int pieces = 0;
+static int on_token(const char* text, size_t len, int32_t token, void* user) {
+  (void)text;
+  (void)len;
+  (void)token;
+  ++*(int*)user;
+  ++pieces;
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  CHECK(strlen(wick_version()) > 0, "version");
+  CHECK(wick_c_abi_version() == WICK_C_ABI_VERSION, "abi version");
+  CHECK(wick_dtype_size(WICK_BF16) == 2 && strcmp(wick_dtype_name(WICK_F32), "f32") == 0, "dtype size and name");
+
+  /* a (2, 3) + b (3): broadcasting, then the sum of each row. */
+  const float av[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {0.5f, -1, 2};
+  const int64_t s23[2] = {2, 3}, s3[1] = {3};
+  wick_tensor *a = NULL, *b = NULL, *c = NULL, *r = NULL;
+  OK(wick_tensor_from_host(av, sizeof av, WICK_F32, s23, 2, cpu, &a));
+  OK(wick_tensor_from_host(bv, sizeof bv, WICK_F32, s3, 1, cpu, &b));
+  OK(wick_binary(WICK_ADD, a, b, &c));
+  const int64_t dim1 = 1;
+  OK(wick_reduce(WICK_SUM, c, &dim1, 1, 0, &r));
+  float rv[2] = {0, 0};
+  OK(wick_tensor_to_host(r, rv, sizeof rv));
+  CHECK(rv[0] == 7.5f && rv[1] == 16.5f, "(a + b).sum(1)");
+  int rank = -1;
+  int64_t shape[8];
+  OK(wick_tensor_rank(r, &rank));
+  OK(wick_tensor_shape(r, shape));
+  CHECK(rank == 1 && shape[0] == 2, "the sum's shape");
+
+  /* matmul of a by its transpose (a view), then exp, against the C library's. */
+  wick_tensor *at = NULL, *m = NULL, *e = NULL;
+  OK(wick_transpose(a, 0, 1, &at));
+  int contiguous = 1;
+  OK(wick_tensor_is_contiguous(at, &contiguous));
+  CHECK(!contiguous, "a transposed is a view");
+  OK(wick_matmul(a, at, &m));
+  float mv[4];
+  OK(wick_tensor_to_host(m, mv, sizeof mv));
+  CHECK(mv[0] == 14 && mv[1] == 32 && mv[2] == 32 && mv[3] == 77, "a @ a^T");
+  OK(wick_unary(WICK_EXP, a, &e));
+  float ev[6];
+  OK(wick_tensor_to_host(e, ev, sizeof ev));
+  CHECK(fabsf(ev[5] - expf(6)) <= 1e-6f * expf(6), "exp");
+
+  /* Errors: a status, and a message naming the op, the shapes and the dtypes. */
+  wick_tensor *bad = NULL, *i32 = NULL, *untouched = (wick_tensor*)&failures;
+  const int64_t s4[1] = {4};
+  OK(wick_tensor_zeros(s4, 1, WICK_F32, cpu, &bad));
+  CHECK(wick_binary(WICK_ADD, a, bad, &untouched) == WICK_ERROR_SHAPE, "add of [2, 3] and [4] is a shape error");
+  CHECK(strstr(wick_last_error(), "add") && strstr(wick_last_error(), "[2, 3]") && strstr(wick_last_error(), "[4]"),
+        "the message names add and both shapes");
+  CHECK(untouched == (wick_tensor*)&failures, "a failed call leaves its output alone");
+  OK(wick_tensor_zeros(s3, 1, WICK_I32, cpu, &i32));
+  CHECK(wick_binary(WICK_MUL, b, i32, &untouched) == WICK_ERROR_DTYPE, "f32 * i32 is a dtype error");
+  CHECK(strstr(wick_last_error(), "f32") && strstr(wick_last_error(), "i32"), "the message names both dtypes");
+  CHECK(wick_unary(WICK_EXP, NULL, &untouched) == WICK_ERROR_ARGUMENT, "a null handle");
+  CHECK(wick_unary((wick_unary_op)99, a, &untouched) == WICK_ERROR_ARGUMENT, "an unknown op");
+  CHECK(wick_tensor_to_host(a, rv, sizeof rv) == WICK_ERROR_ARGUMENT, "a host buffer of the wrong size");
+  wick_device nowhere = {WICK_DEVICE_CUDA, 1000};
+  wick_tensor* far = NULL;
+  wick_status s = wick_tensor_zeros(s3, 1, WICK_F32, nowhere, &far);
+  CHECK(s == WICK_ERROR_DEVICE, "a device that does not exist");
+  CHECK(strstr(wick_last_error(), "cuda:1000") != NULL, "the message names the device");
+  OK(wick_tensor_numel(a, &shape[0]));
+  CHECK(wick_last_error()[0] == '\0', "a success clears the message");
+
+  /* Memory the caller owns, without a copy: writes land in it; release runs once, at the end. */
+  float owned[6] = {1, 1, 1, 1, 1, 1};
+  int weight = 1;
+  wick_tensor *blob = NULL, *view = NULL;
+  OK(wick_tensor_from_blob(owned, s23, NULL, 2, WICK_F32, cpu, release, &weight, &blob));
+  void* p = NULL;
+  OK(wick_tensor_data_ptr(blob, &p));
+  CHECK(p == owned, "from_blob shares the memory");
+  OK(wick_select(blob, 0, 1, &view));
+  OK(wick_fill(view, 3));
+  CHECK(owned[2] == 1 && owned[3] == 3 && owned[5] == 3, "a write through a view lands in the caller's memory");
+  wick_tensor_free(blob);
+  CHECK(released == 0, "the view keeps the memory");
+  wick_tensor_free(view);
+  CHECK(released == 1, "release once the last handle goes");
+
+  /* Text of the values. */
+  char text[256];
+  size_t len = 0;
+  OK(wick_tensor_format(r, text, sizeof text, &len));
+  CHECK(strcmp(text, "tensor([ 7.5000, 16.5000], dtype=f32)") == 0, "format");
+
+  /* The model runner: greedy on the tiny model, the same text twice. */
+  if (argc > 1) {
+    wick_model* model = NULL;
+    OK(wick_model_open(argv[1], cpu, WICK_F32, &model));
+    size_t n = 0;
+    OK(wick_model_encode(model, "Hello world", NULL, 0, &n));
+    CHECK(n > 1, "encode");
+    wick_generate_options o = wick_generate_defaults();
+    o.max_tokens = 8;
+    int calls = 0;
+    wick_generate_stats st;
+    OK(wick_model_generate(model, "Hello world", &o, on_token, &calls, &st));
+    CHECK(st.generated_tokens >= 1 && st.generated_tokens <= 8 && calls >= st.generated_tokens, "generate");
+    CHECK(wick_model_open("/nonexistent.gguf", cpu, WICK_F32, &model) != WICK_OK, "a missing file");
+    CHECK(strstr(wick_last_error(), "/nonexistent.gguf") != NULL, "the message names the file");
+    wick_model_free(model);
+  }
+
+  wick_tensor* all[] = {a, b, c, r, at, m, e, bad, i32};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) wick_tensor_free(all[i]);
+  printf("C API: %d checks, %d failed\n", checks, failures);
+  return failures ? 1 : 0;
+}
