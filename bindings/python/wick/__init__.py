@@ -1,0 +1,17 @@
+"""wick: tensors on CPU, CUDA and ROCm with the same ops and answers.
+
+    import wick
+    x = wick.tensor([[1.0, 2.0], [3.0, 4.0]], dtype="f32", device="cpu")
+    y = wick.nn.softmax(x @ x.t(), dim=-1)
+    torch_view = torch.from_dlpack(y)      # the same memory, no copy
+    back = wick.from_dlpack(torch_view)    # and back
+
+Dtypes and devices are strings ("f32", "bf16", "cuda:0"). Errors are wick.Error and its
+subclasses (ShapeError, DTypeError, DeviceError, ...), carrying wick's message. docs/api.md lists
+the names beside their C++ and C counterparts.
+"""
+from ._wick import *  # noqa: F401,F403
+from ._wick import (Error, ShapeError, DTypeError, DeviceError, IndexError, OutOfMemoryError,  # noqa: F401
+                    NotSupportedError, FormatError, DistError, Tensor, Model, nn, quant, version)
+
+__version__ = version()

@@ -1,0 +1,156 @@
+"""The Python module against NumPy: creation, ops and operators, views, errors as exceptions,
+DLPack both ways with memory shared and lifetimes kept, and the model runner."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import wick
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def test_tensor_from_numpy_and_back():
+    a = rand(3, 4)
+    t = wick.tensor(a)
+    assert t.shape == (3, 4) and t.dtype == "f32" and t.device == "cpu" and t.ndim == 2
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert wick.tensor([1, 2, 3]).dtype == "i64"
+    assert wick.tensor([1.5, 2], dtype="bf16").to("f32").tolist() == [1.5, 2.0]
+    assert wick.tensor(np.array([True, False])).dtype == "u8"
+
+
+def test_ops_match_numpy():
+    a, b = rand(4, 5), rand(5)
+    ta, tb = wick.tensor(a), wick.tensor(b)
+    np.testing.assert_allclose((ta + tb).numpy(), a + b, rtol=0, atol=0)
+    np.testing.assert_allclose((ta * 2 - 1).numpy(), a * 2 - 1, rtol=0, atol=0)
+    np.testing.assert_allclose((1 - ta).numpy(), 1 - a, rtol=0, atol=0)
+    np.testing.assert_allclose((ta / tb).numpy(), a / b, rtol=1e-7)
+    np.testing.assert_allclose(ta.exp().numpy(), np.exp(a), rtol=1e-6)
+    np.testing.assert_allclose(ta.sum(1).numpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(ta.sum(keepdim=True).numpy(), a.sum(keepdims=True).reshape(1, 1), rtol=1e-5)
+    np.testing.assert_allclose(ta.max([0, 1]).item(), a.max())
+    np.testing.assert_array_equal((ta > 0).numpy(), (a > 0).astype(np.uint8))
+    np.testing.assert_allclose((ta @ ta.t()).numpy(), a @ a.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(ta.argmax(1).numpy(), a.argmax(1).astype(np.uint32))
+    s = wick.nn.softmax(ta, dim=-1).numpy()
+    e = np.exp(a - a.max(-1, keepdims=True))
+    np.testing.assert_allclose(s, e / e.sum(-1, keepdims=True), rtol=1e-6)
+
+
+def test_views_share_memory():
+    a = rand(4, 6)
+    t = wick.tensor(a)
+    np.testing.assert_array_equal(t[1].numpy(), a[1])
+    np.testing.assert_array_equal(t[:, 1:5:2].numpy(), a[:, 1:5:2])
+    np.testing.assert_array_equal(t[-1, 2].numpy(), a[-1, 2])
+    v = t.transpose(0, 1)
+    assert not v.is_contiguous() and v.data_ptr == t.data_ptr
+    v.select(0, 0).fill_(5)
+    assert (t.numpy()[:, 0] == 5).all()
+    assert [r.shape for r in t] == [(6,)] * 4
+    assert len(t) == 4
+
+
+def test_errors_are_exceptions_with_wicks_message():
+    with pytest.raises(wick.ShapeError, match=r"add.*\[2, 3\].*\[4\]"):
+        wick.zeros([2, 3]) + wick.zeros([4])
+    with pytest.raises(wick.DTypeError, match="f32.*i32"):
+        wick.zeros([2]) * wick.zeros([2], dtype="i32")
+    with pytest.raises(wick.DeviceError, match="cuda:1000"):
+        wick.zeros([2], device="cuda:1000")
+    with pytest.raises(wick.DTypeError, match="no_such"):
+        wick.zeros([2], dtype="no_such")
+    with pytest.raises(wick.Error):
+        wick.zeros([2]).reshape([3])
+    assert issubclass(wick.ShapeError, wick.Error) and issubclass(wick.Error, RuntimeError)
+    with pytest.raises(IndexError):
+        wick.zeros([2])[2]
+
+
+def test_numpy_to_wick_is_zero_copy_and_keeps_the_array():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    alive = weakref.ref(a)
+    t = wick.from_dlpack(a)
+    assert t.data_ptr == a.ctypes.data
+    t.fill_(2)
+    assert (a == 2).all()
+    del a
+    gc.collect()
+    assert alive() is not None, "wick holds the NumPy array while its tensor lives"
+    assert t.sum().item() == 24
+    del t
+    gc.collect()
+    assert alive() is None, "the array goes with the last wick tensor over it"
+
+
+def test_strided_numpy_views():
+    a = rand(6, 8)
+    t = wick.from_dlpack(a[1:5, ::2])
+    np.testing.assert_array_equal(t.numpy(), a[1:5, ::2])
+    assert t.strides == (8, 2) and t.data_ptr == a[1:5, ::2].ctypes.data
+    with pytest.raises(wick.ShapeError, match="negative stride"):
+        wick.from_dlpack(a[::-1])
+
+
+def test_wick_to_numpy_is_zero_copy_and_keeps_the_storage():
+    t = wick.tensor(rand(5, 3))
+    want = t.numpy().copy()
+    view = np.from_dlpack(t.transpose(0, 1))
+    assert view.ctypes.data == t.data_ptr and view.shape == (3, 5)
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(view, want.T)
+
+
+def test_dlpack_capsules():
+    t = wick.arange(0, 6, dtype="i32")
+    assert t.__dlpack_device__() == (1, 0)
+    cap = t.__dlpack__()
+    u = wick.from_dlpack(cap)
+    assert u.data_ptr == t.data_ptr and u.dtype == "i32"
+    with pytest.raises(wick.NotSupportedError, match="consumed"):
+        wick.from_dlpack(cap)
+    with pytest.raises(wick.NotSupportedError, match="__dlpack__"):
+        wick.from_dlpack(object())
+    with pytest.raises(wick.DTypeError, match="f8e4m3"):
+        wick.zeros([2], dtype="f8e4m3").__dlpack__()
+    wick.ones([3]).__dlpack__()  # a capsule never consumed frees its tensor
+
+
+def test_repr_summarises_like_pytorch():
+    assert repr(wick.tensor([[1, 2], [3, 4]], dtype="i32")) == "tensor([[1, 2],\n        [3, 4]], dtype=i32)"
+    r = repr(wick.arange(100, 2000, dtype="f32"))
+    assert r == "tensor([ 100.,  101.,  102., ..., 1997., 1998., 1999.], dtype=f32)"
+    # Magnitudes over 1000x apart: scientific, as PyTorch.
+    assert repr(wick.tensor([0.5, 2000.5])) == "tensor([5.0000e-01, 2.0005e+03], dtype=f64)"
+    assert repr(wick.zeros([2, 0])) == "tensor([], size=[2, 0], dtype=f32)"
+
+
+def test_quant_round_trip():
+    w = wick.tensor(rand(8, 64))
+    q = wick.quant.quantize(w, "q8_0")
+    assert (q.qtype, q.rows, q.cols, q.nbytes) == ("q8_0", 8, 64, 8 * 2 * 34)
+    back = wick.quant.dequantize(q).numpy()
+    np.testing.assert_allclose(back, w.numpy(), atol=np.abs(w.numpy()).max() / 100)
+    y = wick.quant.qmatmul(wick.tensor(rand(2, 64)), q)
+    assert y.shape == (2, 8)
+
+
+def test_model_generates(tiny_model):
+    m = wick.Model(tiny_model)
+    ids = m.encode("Hello world")
+    assert len(ids) > 1 and isinstance(m.decode(ids), str)
+    pieces = []
+    text = m.generate("Hello world", max_tokens=6, on_token=lambda piece, token: pieces.append(piece))
+    assert text == "".join(pieces) and 1 <= len(pieces) <= 6
+    assert m.generate("Hello world", max_tokens=6) == text, "greedy is deterministic"
+    assert m.generate("Hello world", max_tokens=6, on_token=lambda p, t: False) == pieces[0]
+    with pytest.raises(wick.Error, match="nonexistent"):
+        wick.Model("/nonexistent.gguf")
