@@ -310,12 +310,20 @@ void print_report(const std::vector<Record>& records, std::ostream& os, uint64_t
       cells[{r.c->op, static_cast<int>(r.c->main_dtype())}][static_cast<int>(r.status)]++;
     }
     os << "backend " << backend << ": " << n << " cases, seed " << seed << "\n";
+    // The dtypes of the cases run: a --dtype filter leaves out the others' columns.
+    std::vector<DType> dtypes;
+    for (DType dt : kAllDTypes)
+      for (const Record& r : records)
+        if (r.backend == backend && r.c->main_dtype() == dt) {
+          dtypes.push_back(dt);
+          break;
+        }
     os << std::left << std::setw(22) << "op";
-    for (DType dt : kAllDTypes) os << std::setw(8) << dtype_name(dt);
+    for (DType dt : dtypes) os << std::setw(8) << dtype_name(dt);
     os << "\n";
     for (const std::string& op : ops) {
       os << std::setw(22) << op;
-      for (DType dt : kAllDTypes) {
+      for (DType dt : dtypes) {
         auto it = cells.find({op, static_cast<int>(dt)});
         std::string cell = ".";
         if (it != cells.end()) {
@@ -328,8 +336,8 @@ void print_report(const std::vector<Record>& records, std::ostream& os, uint64_t
       os << "\n";
     }
   }
-  os << "(cells: cases passed; FAILn: n failed; --: unsupported; *: some unsupported; .: not defined for the "
-        "dtype)\n";
+  os << "(cells: cases passed; FAILn: n failed; --: unsupported; *: some unsupported; .: no case run (the op is "
+        "not defined for the dtype, or --case left it out))\n";
   int pass = 0, fail = 0, unsup = 0;
   for (const Record& r : records) {
     if (r.status == Status::Fail) {
