@@ -130,6 +130,16 @@ std::string repr(const Tensor& t) {
   return os.str();
 }
 
+// Sets the Python error of `type`: py::set_error since pybind11 2.12, the call operator before it.
+template <typename T>
+void raise(py::exception<T>& type, const char* message) {
+#if PYBIND11_VERSION_HEX >= 0x020C0000
+  py::set_error(type, message);
+#else
+  type(message);
+#endif
+}
+
 struct Model {
   models::LlamaModel model;
   models::Tokenizer tokenizer;
@@ -158,23 +168,23 @@ PYBIND11_MODULE(_wick, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const ShapeError& e) {
-      shape_error(e.what());
+      raise(shape_error, e.what());
     } catch (const DTypeError& e) {
-      dtype_error(e.what());
+      raise(dtype_error, e.what());
     } catch (const DeviceError& e) {
-      device_error(e.what());
+      raise(device_error, e.what());
     } catch (const IndexError& e) {
-      index_error(e.what());
+      raise(index_error, e.what());
     } catch (const OutOfMemoryError& e) {
-      oom_error(e.what());
+      raise(oom_error, e.what());
     } catch (const NotSupportedError& e) {
-      unsupported_error(e.what());
+      raise(unsupported_error, e.what());
     } catch (const io::FormatError& e) {
-      format_error(e.what());
+      raise(format_error, e.what());
     } catch (const dist::DistError& e) {
-      dist_error(e.what());
+      raise(dist_error, e.what());
     } catch (const Error& e) {
-      base(e.what());
+      raise(base, e.what());
     }
   });
 
