@@ -8,7 +8,7 @@
 namespace wick {
 
 Storage::~Storage() {
-  if (backend_ && !owner_) backend_->release(data_, nbytes_);
+  if (backend_ && !borrowed_) backend_->release(data_, nbytes_);
 }
 
 Device Storage::device() const { return backend_->device(); }

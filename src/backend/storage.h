@@ -17,9 +17,9 @@ class Storage {
  public:
   Storage(Backend* backend, void* data, size_t nbytes) : backend_(backend), data_(data), nbytes_(nbytes) {}
   // Memory of `backend`'s device that `owner` owns: kept alive while the Storage lives, never
-  // released to the backend.
+  // released to the backend (owner may be null: memory that nothing here needs to keep).
   Storage(Backend* backend, void* data, size_t nbytes, std::shared_ptr<const void> owner)
-      : backend_(backend), data_(data), nbytes_(nbytes), owner_(std::move(owner)) {}
+      : backend_(backend), data_(data), nbytes_(nbytes), owner_(std::move(owner)), borrowed_(true) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -39,6 +39,7 @@ class Storage {
   void* data_;
   size_t nbytes_;
   std::shared_ptr<const void> owner_;
+  bool borrowed_ = false;
 };
 
 using StoragePtr = std::shared_ptr<Storage>;

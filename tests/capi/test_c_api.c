@@ -111,6 +111,14 @@ int main(int argc, char** argv) {
   wick_tensor_free(view);
   CHECK(released == 1, "release once the last handle goes");
 
+  /* Memory lent with no release at all: wick never frees it. */
+  float lent[3] = {1, 2, 3};
+  wick_tensor* plain = NULL;
+  OK(wick_tensor_from_blob(lent, s3, NULL, 1, WICK_F32, cpu, NULL, NULL, &plain));
+  OK(wick_fill(plain, 4));
+  wick_tensor_free(plain);
+  CHECK(lent[0] == 4 && lent[2] == 4, "memory lent without a release callback");
+
   /* Text of the values. */
   char text[256];
   size_t len = 0;
