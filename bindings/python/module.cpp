@@ -233,7 +233,17 @@ PYBIND11_MODULE(_wick, m) {
         // Shares the memory of a CPU tensor (numpy.from_dlpack); a GPU tensor is copied to the CPU first.
         return py::module_::import("numpy").attr("from_dlpack")(x.to_device(Device::cpu()));
       })
-      .def("__dlpack__", [](const Tensor& x, const py::object&) { return to_dlpack(x); }, py::arg("stream") = py::none())
+      // DLPack's keywords as of the Python array API: max_version is met with the unversioned
+      // capsule (DLPack 0.6, which every consumer takes), copy=True lends a copy, and dl_device
+      // must be the tensor's own.
+      .def("__dlpack__", [](const Tensor& x, const py::object&, const py::object&, const py::object& dl_device,
+                            const py::object& copy) {
+        if (!dl_device.is_none() && !dl_device.equal(dlpack_device(x)))
+          throw py::buffer_error("__dlpack__: dl_device must be the tensor's own device " +
+                                 py::str(dlpack_device(x)).cast<std::string>() + " (copy it with .to() first)");
+        return to_dlpack(!copy.is_none() && copy.cast<bool>() ? x.copy() : x);
+      }, py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+         py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", &dlpack_device)
       // dtype and device
       .def("to", [](const Tensor& x, const std::string& to) {

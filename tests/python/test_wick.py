@@ -122,6 +122,11 @@ def test_dlpack_capsules():
     with pytest.raises(wick.DTypeError, match="f8e4m3"):
         wick.zeros([2], dtype="f8e4m3").__dlpack__()
     wick.ones([3]).__dlpack__()  # a capsule never consumed frees its tensor
+    # The array API's keywords: a copy when asked, and only the tensor's own device.
+    c = wick.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=True))
+    assert c.data_ptr != t.data_ptr and c.tolist() == t.tolist()
+    with pytest.raises(BufferError, match="dl_device"):
+        t.__dlpack__(dl_device=(2, 0))
 
 
 def test_repr_summarises_like_pytorch():
