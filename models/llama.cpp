@@ -636,7 +636,10 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   }
   const Tensor ids = tokens.to_device(device_);
   Tensor x = embed(ids).reshape({b, t, c.dim});
-  const auto [cos, sin] = rope_tables(from, t);
+  // Named tensors, not a structured binding, which lambdas capture only from clang 16 on.
+  const std::pair<Tensor, Tensor> tables = rope_tables(from, t);
+  const Tensor& cos = tables.first;
+  const Tensor& sin = tables.second;
   nn::AttentionOptions attention;
   attention.causal = true;
   attention.window = c.window;

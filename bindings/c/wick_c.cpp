@@ -39,7 +39,7 @@ Tensor& in_mut(wick_tensor* t, const char* op, const char* arg) {
 
 void give(wick_tensor** out, Tensor t) { *out = new wick_tensor{std::move(t)}; }
 
-DType dtype_in(wick_dtype dtype, const char* op) {
+DType dtype_in(int32_t dtype, const char* op) {
   const int v = static_cast<int>(dtype);
   if (v < 0 || v >= kNumDTypes) throw ArgumentError(detail::str_cat(op, ": unknown wick_dtype ", v));
   return static_cast<DType>(v);
@@ -80,7 +80,7 @@ wick_device device_out(Device d) { return {static_cast<int32_t>(d.type()), d.ind
 
 // A creation call with a shape, dtype and device.
 template <typename F>
-wick_status make(const char* op, const int64_t* shape, int rank, wick_dtype dtype, wick_device device,
+wick_status make(const char* op, const int64_t* shape, int rank, int32_t dtype, wick_device device,
                  wick_tensor** out, F&& f) {
   return guard([&] {
     out_ptr(out, op);
@@ -111,7 +111,7 @@ const char* wick_version(void) { return wick::version(); }
 int wick_c_abi_version(void) { return WICK_C_ABI_VERSION; }
 const char* wick_last_error(void) { return last_error(); }
 
-const char* wick_status_name(wick_status status) {
+const char* wick_status_name(int32_t status) {
   switch (status) {
     case WICK_OK: return "WICK_OK";
     case WICK_ERROR_ARGUMENT: return "WICK_ERROR_ARGUMENT";
@@ -128,12 +128,12 @@ const char* wick_status_name(wick_status status) {
   return "WICK_STATUS_UNKNOWN";
 }
 
-size_t wick_dtype_size(wick_dtype dtype) {
+size_t wick_dtype_size(int32_t dtype) {
   const int v = static_cast<int>(dtype);
   return v >= 0 && v < kNumDTypes ? dtype_size(static_cast<DType>(v)) : 0;
 }
 
-const char* wick_dtype_name(wick_dtype dtype) {
+const char* wick_dtype_name(int32_t dtype) {
   const int v = static_cast<int>(dtype);
   return v >= 0 && v < kNumDTypes ? dtype_name(static_cast<DType>(v)).data() : "";
 }
@@ -186,7 +186,7 @@ wick_status wick_tensor_retain(const wick_tensor* t, wick_tensor** out) {
   return map("retain", t, out, [](const Tensor& x) { return x; });
 }
 
-wick_status wick_tensor_from_host(const void* data, size_t nbytes, wick_dtype dtype, const int64_t* shape, int rank,
+wick_status wick_tensor_from_host(const void* data, size_t nbytes, int32_t dtype, const int64_t* shape, int rank,
                                   wick_device device, wick_tensor** out) {
   return make("from_host", shape, rank, dtype, device, out, [&](const Shape& s, DType dt, Device d) {
     const int64_t n = s.numel();
@@ -198,7 +198,7 @@ wick_status wick_tensor_from_host(const void* data, size_t nbytes, wick_dtype dt
   });
 }
 
-wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_t* strides, int rank, wick_dtype dtype,
+wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_t* strides, int rank, int32_t dtype,
                                   wick_device device, void (*release)(void* ctx), void* ctx, wick_tensor** out) {
   // The release runs exactly once: here if the call fails, else when the storage goes.
   std::shared_ptr<const void> owner;
@@ -214,41 +214,41 @@ wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_
   });
 }
 
-wick_status wick_tensor_zeros(const int64_t* shape, int rank, wick_dtype dtype, wick_device device, wick_tensor** out) {
+wick_status wick_tensor_zeros(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out) {
   return make("zeros", shape, rank, dtype, device, out,
               [](const Shape& s, DType dt, Device d) { return Tensor::zeros(s, dt, d); });
 }
 
-wick_status wick_tensor_ones(const int64_t* shape, int rank, wick_dtype dtype, wick_device device, wick_tensor** out) {
+wick_status wick_tensor_ones(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out) {
   return make("ones", shape, rank, dtype, device, out,
               [](const Shape& s, DType dt, Device d) { return Tensor::ones(s, dt, d); });
 }
 
-wick_status wick_tensor_full(const int64_t* shape, int rank, double value, wick_dtype dtype, wick_device device,
+wick_status wick_tensor_full(const int64_t* shape, int rank, double value, int32_t dtype, wick_device device,
                              wick_tensor** out) {
   return make("full", shape, rank, dtype, device, out,
               [&](const Shape& s, DType dt, Device d) { return Tensor::full(s, scalar_in(value), dt, d); });
 }
 
-wick_status wick_tensor_arange(double start, double end, double step, wick_dtype dtype, wick_device device,
+wick_status wick_tensor_arange(double start, double end, double step, int32_t dtype, wick_device device,
                                wick_tensor** out) {
   return make("arange", nullptr, 0, dtype, device, out, [&](const Shape&, DType dt, Device d) {
     return Tensor::arange(scalar_in(start), scalar_in(end), scalar_in(step), dt, d);
   });
 }
 
-wick_status wick_tensor_eye(int64_t n, wick_dtype dtype, wick_device device, wick_tensor** out) {
+wick_status wick_tensor_eye(int64_t n, int32_t dtype, wick_device device, wick_tensor** out) {
   return make("eye", nullptr, 0, dtype, device, out,
               [&](const Shape&, DType dt, Device d) { return Tensor::eye(n, dt, d); });
 }
 
-wick_status wick_tensor_rand_uniform(const int64_t* shape, int rank, double lo, double up, wick_dtype dtype,
+wick_status wick_tensor_rand_uniform(const int64_t* shape, int rank, double lo, double up, int32_t dtype,
                                      wick_device device, wick_tensor** out) {
   return make("rand_uniform", shape, rank, dtype, device, out,
               [&](const Shape& s, DType dt, Device d) { return Tensor::rand_uniform(s, lo, up, dt, d); });
 }
 
-wick_status wick_tensor_rand_normal(const int64_t* shape, int rank, double mean, double std, wick_dtype dtype,
+wick_status wick_tensor_rand_normal(const int64_t* shape, int rank, double mean, double std, int32_t dtype,
                                     wick_device device, wick_tensor** out) {
   return make("rand_normal", shape, rank, dtype, device, out,
               [&](const Shape& s, DType dt, Device d) { return Tensor::rand_normal(s, mean, std, dt, d); });
@@ -320,7 +320,7 @@ wick_status wick_tensor_format(const wick_tensor* t, char* buf, size_t cap, size
   });
 }
 
-wick_status wick_tensor_to_dtype(const wick_tensor* t, wick_dtype dtype, wick_tensor** out) {
+wick_status wick_tensor_to_dtype(const wick_tensor* t, int32_t dtype, wick_tensor** out) {
   return map("to_dtype", t, out, [&](const Tensor& x) { return x.to_dtype(dtype_in(dtype, "to_dtype")); });
 }
 

@@ -77,7 +77,7 @@ T* out_ptr(T* out, const char* op, const char* arg = "out") {
 }
 // Hands a new handle to *out.
 void give(wick_tensor** out, Tensor t);
-DType dtype_in(wick_dtype dtype, const char* op);
+DType dtype_in(int32_t dtype, const char* op);
 Device device_in(wick_device device, const char* op);
 Shape shape_in(const int64_t* shape, int rank, const char* op, const char* arg = "shape");
 // Copies text into buf as the header describes (truncated, NUL-terminated, *len the full length).

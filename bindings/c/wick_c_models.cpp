@@ -32,7 +32,7 @@ const char* text_in(const char* text, const char* op) {
 
 extern "C" {
 
-wick_status wick_model_open(const char* path, wick_device device, wick_dtype dtype, wick_model** out) {
+wick_status wick_model_open(const char* path, wick_device device, int32_t dtype, wick_model** out) {
   return guard([&] {
     out_ptr(out, "model_open");
     const std::string p = text_in(path, "model_open");

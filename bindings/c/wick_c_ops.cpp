@@ -34,7 +34,7 @@ wick_status map3(const char* op, const wick_tensor* x, const wick_tensor* ids, c
   });
 }
 
-Tensor unary(wick_unary_op op, const Tensor& x) {
+Tensor unary(int32_t op, const Tensor& x) {
   switch (op) {
     case WICK_EXP: return x.exp();
     case WICK_LOG: return x.log();
@@ -62,7 +62,7 @@ Tensor unary(wick_unary_op op, const Tensor& x) {
 
 // b is a Tensor or a Scalar: the C++ API has both forms of every binary op.
 template <typename B>
-Tensor binary(wick_binary_op op, const Tensor& a, const B& b) {
+Tensor binary(int32_t op, const Tensor& a, const B& b) {
   switch (op) {
     case WICK_ADD: return a.add(b);
     case WICK_SUB: return a.sub(b);
@@ -124,15 +124,15 @@ extern "C" {
 
 // ---- elementwise -----------------------------------------------------------------------------
 
-wick_status wick_unary(wick_unary_op op, const wick_tensor* x, wick_tensor** out) {
+wick_status wick_unary(int32_t op, const wick_tensor* x, wick_tensor** out) {
   return map("unary", x, out, [&](const Tensor& t) { return unary(op, t); });
 }
 
-wick_status wick_binary(wick_binary_op op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out) {
+wick_status wick_binary(int32_t op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out) {
   return map2("binary", a, b, out, [&](const Tensor& x, const Tensor& y) { return binary(op, x, y); });
 }
 
-wick_status wick_binary_scalar(wick_binary_op op, const wick_tensor* a, double b, wick_tensor** out) {
+wick_status wick_binary_scalar(int32_t op, const wick_tensor* a, double b, wick_tensor** out) {
   return map("binary_scalar", a, out, [&](const Tensor& x) { return binary(op, x, scalar_in(b)); });
 }
 
@@ -163,7 +163,7 @@ wick_status wick_where_cond(const wick_tensor* cond, const wick_tensor* on_true,
 
 // ---- reductions and sorting ------------------------------------------------------------------
 
-wick_status wick_reduce(wick_reduce_op op, const wick_tensor* x, const int64_t* dims, int ndims, int keepdim,
+wick_status wick_reduce(int32_t op, const wick_tensor* x, const int64_t* dims, int ndims, int keepdim,
                         wick_tensor** out) {
   return map("reduce", x, out, [&](const Tensor& t) {
     const bool all = ndims == 0;
@@ -367,7 +367,7 @@ wick_status wick_layer_norm(const wick_tensor* x, const wick_tensor* weight, con
   });
 }
 
-wick_status wick_rope(wick_rope_kind kind, const wick_tensor* x, const wick_tensor* cos, const wick_tensor* sin,
+wick_status wick_rope(int32_t kind, const wick_tensor* x, const wick_tensor* cos, const wick_tensor* sin,
                       wick_tensor** out) {
   return map3("rope", x, cos, sin, out, [&](const Tensor& t, const Tensor& c, const Tensor& s) {
     switch (kind) {
@@ -379,7 +379,7 @@ wick_status wick_rope(wick_rope_kind kind, const wick_tensor* x, const wick_tens
   });
 }
 
-wick_status wick_rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset, wick_dtype dtype,
+wick_status wick_rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset, int32_t dtype,
                              wick_device device, wick_tensor** cos, wick_tensor** sin) {
   return guard([&] {
     out_ptr(cos, "rope_tables", "cos");
@@ -424,7 +424,7 @@ wick_status wick_quantize(const wick_tensor* w, int32_t qtype, wick_qtensor** ou
   });
 }
 
-wick_status wick_dequantize(const wick_qtensor* w, wick_dtype dtype, wick_tensor** out) {
+wick_status wick_dequantize(const wick_qtensor* w, int32_t dtype, wick_tensor** out) {
   return guard([&] {
     out_ptr(out, "dequantize");
     give(out, quant::dequantize(qin(w, "dequantize"), dtype_in(dtype, "dequantize")));

@@ -11,7 +11,9 @@
  * - Shapes are (const int64_t* shape, int rank) pairs; rank 0 is a scalar and shape may be NULL.
  *   Dims may be negative, counting from the end, as in the C++ API.
  * - Names follow the C++ API (docs/api.md lists them side by side). The numbering of every enum is
- *   part of the ABI: values are only ever added.
+ *   part of the ABI: values are only ever added. Calls take enum values as int32_t (dtype, op,
+ *   kind), so that a value this library does not know is a WICK_ERROR_ARGUMENT, never undefined
+ *   behaviour.
  */
 #ifndef WICK_WICK_C_H
 #define WICK_WICK_C_H
@@ -70,9 +72,9 @@ typedef struct wick_model wick_model;
 const char* wick_version(void);    /* "0.1.0" */
 int wick_c_abi_version(void);      /* WICK_C_ABI_VERSION of the library loaded */
 const char* wick_last_error(void); /* this thread's last failure; "" after a success */
-const char* wick_status_name(wick_status status); /* "WICK_ERROR_SHAPE" */
-size_t wick_dtype_size(wick_dtype dtype);         /* bytes per element; 0 for an unknown dtype */
-const char* wick_dtype_name(wick_dtype dtype);    /* "f32"; "" for an unknown dtype */
+const char* wick_status_name(int32_t status); /* "WICK_ERROR_SHAPE" */
+size_t wick_dtype_size(int32_t dtype);         /* bytes per element; 0 for an unknown dtype */
+const char* wick_dtype_name(int32_t dtype);    /* "f32"; "" for an unknown dtype */
 
 /* ---- devices -------------------------------------------------------------------------------- */
 /* "cpu", "cuda", "cuda:1", "rocm:0". */
@@ -94,24 +96,24 @@ void wick_tensor_free(wick_tensor* t); /* NULL is ignored */
 /* A new handle to the same tensor (no copy). */
 wick_status wick_tensor_retain(const wick_tensor* t, wick_tensor** out);
 /* Copies nbytes (numel x the dtype's size) of row-major host data. */
-wick_status wick_tensor_from_host(const void* data, size_t nbytes, wick_dtype dtype, const int64_t* shape,
+wick_status wick_tensor_from_host(const void* data, size_t nbytes, int32_t dtype, const int64_t* shape,
                                   int rank, wick_device device, wick_tensor** out);
 /* A tensor over memory the caller owns (device memory for a GPU), no copy: data is element 0,
  * strides in elements (non-negative; NULL: contiguous). release(ctx) is called once the last
  * handle and view over it are gone (release may be NULL). */
 wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_t* strides, int rank,
-                                  wick_dtype dtype, wick_device device, void (*release)(void* ctx), void* ctx,
+                                  int32_t dtype, wick_device device, void (*release)(void* ctx), void* ctx,
                                   wick_tensor** out);
-wick_status wick_tensor_zeros(const int64_t* shape, int rank, wick_dtype dtype, wick_device device, wick_tensor** out);
-wick_status wick_tensor_ones(const int64_t* shape, int rank, wick_dtype dtype, wick_device device, wick_tensor** out);
-wick_status wick_tensor_full(const int64_t* shape, int rank, double value, wick_dtype dtype, wick_device device,
+wick_status wick_tensor_zeros(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out);
+wick_status wick_tensor_ones(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out);
+wick_status wick_tensor_full(const int64_t* shape, int rank, double value, int32_t dtype, wick_device device,
                              wick_tensor** out);
-wick_status wick_tensor_arange(double start, double end, double step, wick_dtype dtype, wick_device device,
+wick_status wick_tensor_arange(double start, double end, double step, int32_t dtype, wick_device device,
                                wick_tensor** out);
-wick_status wick_tensor_eye(int64_t n, wick_dtype dtype, wick_device device, wick_tensor** out);
-wick_status wick_tensor_rand_uniform(const int64_t* shape, int rank, double lo, double up, wick_dtype dtype,
+wick_status wick_tensor_eye(int64_t n, int32_t dtype, wick_device device, wick_tensor** out);
+wick_status wick_tensor_rand_uniform(const int64_t* shape, int rank, double lo, double up, int32_t dtype,
                                      wick_device device, wick_tensor** out);
-wick_status wick_tensor_rand_normal(const int64_t* shape, int rank, double mean, double std, wick_dtype dtype,
+wick_status wick_tensor_rand_normal(const int64_t* shape, int rank, double mean, double std, int32_t dtype,
                                     wick_device device, wick_tensor** out);
 
 /* ---- tensors: inspection and data ------------------------------------------------------------ */
@@ -129,7 +131,7 @@ wick_status wick_tensor_data_ptr(const wick_tensor* t, void** out);
 wick_status wick_tensor_to_host(const wick_tensor* t, void* dst, size_t nbytes);
 /* PyTorch-style text of the values (operator<<), as wick_device_describe fills buf. */
 wick_status wick_tensor_format(const wick_tensor* t, char* buf, size_t cap, size_t* len);
-wick_status wick_tensor_to_dtype(const wick_tensor* t, wick_dtype dtype, wick_tensor** out);
+wick_status wick_tensor_to_dtype(const wick_tensor* t, int32_t dtype, wick_tensor** out);
 wick_status wick_tensor_to_device(const wick_tensor* t, wick_device device, wick_tensor** out);
 wick_status wick_tensor_contiguous(const wick_tensor* t, wick_tensor** out);
 wick_status wick_tensor_copy(const wick_tensor* t, wick_tensor** out);
@@ -157,11 +159,11 @@ typedef enum wick_binary_op {
   WICK_ADD = 0, WICK_SUB, WICK_MUL, WICK_DIV, WICK_MAXIMUM, WICK_MINIMUM, WICK_EQ, WICK_NE, WICK_LT, WICK_LE,
   WICK_GT, WICK_GE
 } wick_binary_op;
-wick_status wick_unary(wick_unary_op op, const wick_tensor* x, wick_tensor** out);
+wick_status wick_unary(int32_t op, const wick_tensor* x, wick_tensor** out);
 /* Numpy broadcasting; both operands of one dtype. */
-wick_status wick_binary(wick_binary_op op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out);
+wick_status wick_binary(int32_t op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out);
 /* With a number: an integral value is taken as an integer (fit to integer dtypes is checked). */
-wick_status wick_binary_scalar(wick_binary_op op, const wick_tensor* a, double b, wick_tensor** out);
+wick_status wick_binary_scalar(int32_t op, const wick_tensor* a, double b, wick_tensor** out);
 wick_status wick_affine(const wick_tensor* x, double mul, double add, wick_tensor** out);
 wick_status wick_powf(const wick_tensor* x, double exponent, wick_tensor** out);
 wick_status wick_elu(const wick_tensor* x, double alpha, wick_tensor** out);
@@ -172,7 +174,7 @@ wick_status wick_where_cond(const wick_tensor* cond, const wick_tensor* on_true,
 /* ---- reductions and sorting ------------------------------------------------------------------ */
 typedef enum wick_reduce_op { WICK_SUM = 0, WICK_MEAN, WICK_MAX, WICK_MIN, WICK_VAR } wick_reduce_op;
 /* Over `dims` (ndims of them); ndims 0 reduces every dim to rank 0 (not for WICK_VAR). */
-wick_status wick_reduce(wick_reduce_op op, const wick_tensor* x, const int64_t* dims, int ndims, int keepdim,
+wick_status wick_reduce(int32_t op, const wick_tensor* x, const int64_t* dims, int ndims, int keepdim,
                         wick_tensor** out);
 wick_status wick_argmax(const wick_tensor* x, int64_t dim, int keepdim, wick_tensor** out); /* u32 */
 wick_status wick_argmin(const wick_tensor* x, int64_t dim, int keepdim, wick_tensor** out);
@@ -238,10 +240,10 @@ wick_status wick_rms_norm(const wick_tensor* x, const wick_tensor* weight, doubl
 wick_status wick_layer_norm(const wick_tensor* x, const wick_tensor* weight, const wick_tensor* bias, double eps,
                             wick_tensor** out);
 typedef enum wick_rope_kind { WICK_ROPE = 0, WICK_ROPE_I = 1, WICK_ROPE_THD = 2 } wick_rope_kind;
-wick_status wick_rope(wick_rope_kind kind, const wick_tensor* x, const wick_tensor* cos, const wick_tensor* sin,
+wick_status wick_rope(int32_t kind, const wick_tensor* x, const wick_tensor* cos, const wick_tensor* sin,
                       wick_tensor** out);
 /* cos and sin tables of shape (t, head_dim / 2) for positions offset .. offset + t - 1. */
-wick_status wick_rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset, wick_dtype dtype,
+wick_status wick_rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset, int32_t dtype,
                              wick_device device, wick_tensor** cos, wick_tensor** sin);
 /* mask may be NULL; scale <= 0 means 1 / sqrt(d); window 0 means none. */
 wick_status wick_scaled_dot_product_attention(const wick_tensor* q, const wick_tensor* k, const wick_tensor* v,
@@ -254,7 +256,7 @@ void wick_qtensor_free(wick_qtensor* q);
 wick_status wick_qtensor_from_blocks(int32_t qtype, int64_t rows, int64_t cols, const void* data, size_t nbytes,
                                      wick_device device, wick_qtensor** out);
 wick_status wick_quantize(const wick_tensor* w, int32_t qtype, wick_qtensor** out); /* w: f32 (rows, cols), CPU */
-wick_status wick_dequantize(const wick_qtensor* w, wick_dtype dtype, wick_tensor** out);
+wick_status wick_dequantize(const wick_qtensor* w, int32_t dtype, wick_tensor** out);
 wick_status wick_qmatmul(const wick_tensor* x, const wick_qtensor* w, wick_tensor** out);
 wick_status wick_qtensor_to_device(const wick_qtensor* w, wick_device device, wick_qtensor** out);
 /* The packed blocks as a u8 tensor (GGUF's bytes). */
@@ -263,7 +265,7 @@ wick_status wick_qtensor_bytes(const wick_qtensor* w, wick_tensor** out);
 /* ---- the model runner (wick/models) ---------------------------------------------------------- */
 /* A Llama-family model and its tokenizer from a GGUF file or a Hugging Face checkpoint folder,
  * its float weights as `dtype` on `device`. */
-wick_status wick_model_open(const char* path, wick_device device, wick_dtype dtype, wick_model** out);
+wick_status wick_model_open(const char* path, wick_device device, int32_t dtype, wick_model** out);
 void wick_model_free(wick_model* m);
 /* Token ids of `text` (with BOS where the tokenizer adds it) into ids[0 .. cap); *count gets how
  * many there are (call with cap 0 to ask). */

@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   CHECK(wick_binary(WICK_MUL, b, i32, &untouched) == WICK_ERROR_DTYPE, "f32 * i32 is a dtype error");
   CHECK(strstr(wick_last_error(), "f32") && strstr(wick_last_error(), "i32"), "the message names both dtypes");
   CHECK(wick_unary(WICK_EXP, NULL, &untouched) == WICK_ERROR_ARGUMENT, "a null handle");
-  CHECK(wick_unary((wick_unary_op)99, a, &untouched) == WICK_ERROR_ARGUMENT, "an unknown op");
+  CHECK(wick_unary(99, a, &untouched) == WICK_ERROR_ARGUMENT, "an unknown op");
+  CHECK(wick_tensor_zeros(s3, 1, -1, cpu, &untouched) == WICK_ERROR_ARGUMENT, "an unknown dtype");
   CHECK(wick_tensor_to_host(a, rv, sizeof rv) == WICK_ERROR_ARGUMENT, "a host buffer of the wrong size");
   wick_device nowhere = {WICK_DEVICE_CUDA, 1000};
   wick_tensor* far = NULL;
