@@ -15,6 +15,8 @@ install(TARGETS ${_wick_installed} EXPORT wickTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET wick_cli)
   install(TARGETS wick_cli wick_parity_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # `wick generate` with no --model runs it (tools/wick/generate.cpp looks beside the program).
+  install(FILES ${PROJECT_SOURCE_DIR}/models/tiny.gguf DESTINATION ${CMAKE_INSTALL_DATADIR}/wick)
 endif()
 
 set(WICK_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/wick)

@@ -1,6 +1,7 @@
 // `wick generate`: text from a GGUF file or checkpoint (wick's tiny model by default), streamed as it is generated, then the prompt's and the
 // generation's speed.
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <stdexcept>
@@ -13,6 +14,22 @@
 #include "wick/models/generate.h"
 
 namespace wick::cli {
+
+namespace {
+
+// wick's tiny model: installed beside the program (<prefix>/share/wick/tiny.gguf for
+// <prefix>/bin/wick), else in the source tree this program was built from.
+std::string tiny_model_path() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "wick" / "tiny.gguf";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
+  }
+  return WICK_TINY_MODEL;
+}
+
+}  // namespace
 
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
@@ -53,7 +70,7 @@ int cmd_generate(int argc, char** argv) {
       o.unknown();
   }
   if (model_path.empty()) {
-    model_path = WICK_TINY_MODEL;
+    model_path = tiny_model_path();
     std::fprintf(stderr, "model: %s (wick's tiny model: bigrams of the GPL-3; --model FILE runs another)\n", model_path.c_str());
   }
   const models::Tokenizer tok = models::Tokenizer::open(model_path);
