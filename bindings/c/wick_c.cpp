@@ -88,14 +88,6 @@ wick_status make(const char* op, const int64_t* shape, int rank, int32_t dtype, 
   });
 }
 
-// A call that maps one tensor to a new one.
-template <typename F>
-wick_status map(const char* op, const wick_tensor* t, wick_tensor** out, F&& f) {
-  return guard([&] {
-    out_ptr(out, op);
-    give(out, f(in(t, op)));
-  });
-}
 
 }  // namespace
 }  // namespace wick::capi
@@ -306,8 +298,8 @@ wick_status wick_tensor_to_host(const wick_tensor* t, void* dst, size_t nbytes) 
       throw ArgumentError(detail::str_cat("to_host: a buffer of ", nbytes, " bytes for ", x.numel(), " elements of ",
                                           x.dtype(), " (", want, " bytes)"));
     if (want > 0 && !dst) throw ArgumentError("to_host: the destination is null");
-    // The bytes as they are, whatever the dtype: a copy to host through an untyped cast.
-    Tensor c = x.to_device(Device::cpu()).contiguous();
+    // The bytes as they are, whatever the dtype: made contiguous where they lie, then one transfer.
+    Tensor c = x.contiguous().to_device(Device::cpu());
     if (want > 0) std::memcpy(dst, c.data_ptr(), want);
   });
 }

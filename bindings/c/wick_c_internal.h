@@ -80,6 +80,14 @@ void give(wick_tensor** out, Tensor t);
 DType dtype_in(int32_t dtype, const char* op);
 Device device_in(wick_device device, const char* op);
 Shape shape_in(const int64_t* shape, int rank, const char* op, const char* arg = "shape");
+// A call that makes one new tensor from one: checks the output pointer, then hands f's result out.
+template <typename F>
+wick_status map(const char* op, const wick_tensor* t, wick_tensor** out, F&& f) {
+  return guard([&] {
+    out_ptr(out, op);
+    give(out, f(in(t, op)));
+  });
+}
 // Copies text into buf as the header describes (truncated, NUL-terminated, *len the full length).
 void text_out(const std::string& text, char* buf, size_t cap, size_t* len);
 

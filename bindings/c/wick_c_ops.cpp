@@ -10,14 +10,6 @@ using namespace wick::capi;
 namespace {
 
 template <typename F>
-wick_status map(const char* op, const wick_tensor* t, wick_tensor** out, F&& f) {
-  return guard([&] {
-    out_ptr(out, op);
-    give(out, f(in(t, op)));
-  });
-}
-
-template <typename F>
 wick_status map2(const char* op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out, F&& f) {
   return guard([&] {
     out_ptr(out, op);

@@ -283,18 +283,6 @@ PYBIND11_MODULE(_wick, m) {
       })
       .def("where_cond", &Tensor::where_cond)
       // reductions
-      .def("sum", [](const Tensor& x, const DimArg& d, bool k) {
-        return reduce(x, d, k, [](const Tensor& a) { return a.sum(); }, [](const Tensor& a, const Dims& ds, bool kd) { return a.sum(ds, kd); });
-      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("mean", [](const Tensor& x, const DimArg& d, bool k) {
-        return reduce(x, d, k, [](const Tensor& a) { return a.mean(); }, [](const Tensor& a, const Dims& ds, bool kd) { return a.mean(ds, kd); });
-      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("max", [](const Tensor& x, const DimArg& d, bool k) {
-        return reduce(x, d, k, [](const Tensor& a) { return a.max(); }, [](const Tensor& a, const Dims& ds, bool kd) { return a.max(ds, kd); });
-      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-      .def("min", [](const Tensor& x, const DimArg& d, bool k) {
-        return reduce(x, d, k, [](const Tensor& a) { return a.min(); }, [](const Tensor& a, const Dims& ds, bool kd) { return a.min(ds, kd); });
-      }, py::arg("dim") = py::none(), py::arg("keepdim") = false)
       .def("var", [](const Tensor& x, const std::variant<int64_t, std::vector<int64_t>>& d, bool k) {
         return x.var(dims_arg(d), k);
       }, py::arg("dim"), py::arg("keepdim") = false)
@@ -366,6 +354,15 @@ PYBIND11_MODULE(_wick, m) {
       .def("slice_set", &Tensor::slice_set)
       .def("scatter_set", &Tensor::scatter_set)
       .def("scatter_add_set", &Tensor::scatter_add_set);
+
+  // sum, mean, max, min: over every dim (dim=None), one, or several.
+#define WICK_REDUCE(name)                                                                      \
+  t.def(#name, [](const Tensor& x, const DimArg& d, bool k) {                                  \
+    return reduce(x, d, k, [](const Tensor& a) { return a.name(); },                           \
+                  [](const Tensor& a, const Dims& ds, bool kd) { return a.name(ds, kd); });    \
+  }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  WICK_REDUCE(sum) WICK_REDUCE(mean) WICK_REDUCE(max) WICK_REDUCE(min)
+#undef WICK_REDUCE
 
 #define WICK_UNARY(name) t.def(#name, &Tensor::name);
   WICK_UNARY(exp) WICK_UNARY(log) WICK_UNARY(sin) WICK_UNARY(cos) WICK_UNARY(tanh) WICK_UNARY(abs) WICK_UNARY(neg)
