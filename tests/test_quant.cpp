@@ -239,6 +239,33 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
   }
 }
 
+// More rows of x than one tile go through panels of 16 weight rows (AVX-512 VNNI), the rows past the
+// last whole panel through the row kernels: each row of the result equals that row of x alone
+// through the portable loop, up to the order of the float sums. Every format; tiles of x of every
+// size from 1 to 8 rows.
+TEST(QuantCpu, PanelsAgreeWithThePortableLoop) {
+  namespace qdot = cpu::qdot;
+  if (qdot::best_isa() < qdot::Isa::Avx512Vnni) GTEST_SKIP() << "no AVX-512 VNNI here: the panel kernel does not run";
+  const int64_t n = 2 * qdot::kPanelRows + 5;
+  for (QType q : quant::kAllQTypes) {
+    const int64_t k = quant::block_values(q) == 32 ? 512 + 32 : 512;
+    const Tensor w = Tensor::from_vector(random_values(n * k, 15), {n, k});
+    const QTensor qw = quant::quantize(w, q);
+    for (int64_t m : {9, 16, 23}) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, 500 + m), {m, k});
+      const std::vector<float> got = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+      std::vector<float> want;
+      const qdot::Isa was = qdot::set_isa_limit(qdot::Isa::None);
+      for (int64_t t = 0; t < m; ++t) {
+        const std::vector<float> row = quant::qmatmul(x.narrow(0, t, 1), qw).reshape({n}).to_vector<float>();
+        want.insert(want.end(), row.begin(), row.end());
+      }
+      qdot::set_isa_limit(was);
+      EXPECT_LT(relative_error(got, want), 1e-10) << q << " m " << m;
+    }
+  }
+}
+
 // Without SIMD kernels the CPU takes up to 8 rows in its portable loop and more through dequantize
 // and the GEMM: both within the rounding tolerance of the exact product.
 TEST(QuantCpu, PortablePathsMatchTheDequantizedProduct) {

@@ -10,22 +10,28 @@
 namespace wick::cpu::qdot {
 
 // x (m, k) rounded per 32 values (kernels/quant.h's quantize_act): q (m * k bytes), and each unit's
-// ActScale split for vector loads: d (one per unit) and s (s0 and s1 of each unit, in turn).
+// ActScale split for vector loads: d (one per unit), s (s0 and s1 of each unit, in turn) and sum
+// (s0 + s1 of each unit, the bias term of a 32-value group).
 struct RoundedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<float> s;
+  std::vector<float> sum;
 };
 
 // Rows of a RoundedX from row t0 on, as the kernels read them: row t's bytes at q + t * k, its
-// units' d at d + t * k / 32 and their s0, s1 at s + 2 * t * k / 32.
+// units' d at d + t * k / 32, their s0, s1 at s + 2 * t * k / 32 and s0 + s1 at sum + t * k / 32.
 struct XRows {
   const int8_t* q;
   const float* d;
   const float* s;
+  const float* sum;
 
   XRows(const RoundedX& x, int64_t t0, int64_t k)
-      : q(x.q.data() + t0 * k), d(x.d.data() + t0 * (k / 32)), s(x.s.data() + 2 * t0 * (k / 32)) {}
+      : q(x.q.data() + t0 * k),
+        d(x.d.data() + t0 * (k / 32)),
+        s(x.s.data() + 2 * t0 * (k / 32)),
+        sum(x.sum.data() + t0 * (k / 32)) {}
 };
 
 // The instruction sets of the SIMD kernels, in order.
@@ -50,5 +56,13 @@ Isa set_isa_limit(Isa limit);
 inline constexpr int64_t kMaxRows = 8;
 bool simd_rows(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, int64_t m,
                float* out, int64_t n);
+
+// For many rows of x (more than kMaxRows): rows [r0, r1) of the weight times all m rows of x, taken
+// kPanelRows weight rows at a time, each repacked once into a panel that every tile of x then meets
+// (qdot_x86.cpp says how). Takes whole panels only and returns the first row it did not take (r0
+// where active_isa() is below Avx512Vnni); the caller runs simd_rows on the rest.
+inline constexpr int64_t kPanelRows = 16;
+int64_t simd_panels(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x,
+                    int64_t m, float* out, int64_t n);
 
 }  // namespace wick::cpu::qdot

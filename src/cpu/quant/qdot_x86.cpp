@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <utility>
+#include <vector>
 #include "cpu/prefetch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -268,6 +269,126 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
   }
 }
 
+// ---- many rows of x: panels of 16 weight rows ------------------------------------------------
+// A panel holds 16 weight rows, unit by unit: the unit's 32 bytes of each row (unsigned; the 8-bit
+// formats offset by 128) as 8 vectors whose lane r holds 4 consecutive bytes of row r, then for
+// each group of the unit (one, or two for 16-value groups) the 16 rows' d and bias as two vectors.
+// A dpbusd of such a vector with 4 bytes of a row of x, broadcast, adds 4 products to each of the
+// 16 rows' sums: no sum is reduced across lanes, and the unpacking is done once for every row of x.
+
+template <QType Q>
+struct Panel {
+  static constexpr int kHalves = kq::Format<Q>::kGroup == 32 ? 1 : 2;  // groups per unit
+  static constexpr int64_t kUnitBytes = 512 + kHalves * 2 * 64;          // bytes, then d and bias
+};
+
+// Rows [r, r + 16) of the weight (blocks, nb per row) as a panel at p (64-byte aligned).
+template <QType Q>
+WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t r, int64_t nb, uint8_t* p) {
+  using F = kq::Format<Q>;
+  constexpr int kUnits = F::kValues / kq::kUnit;
+  constexpr int kStep = F::kGroup == 32 ? 1 : 2;
+  alignas(64) uint32_t bytes[kPanelRows][8];  // one unit of each row, as 8 words
+  const __m512i rows = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  kq::GroupScale g[kPanelRows][F::kGroups];
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int e = 0; e < kPanelRows; ++e) kq::block_scales<Q>(blocks[(r + e) * nb + i], g[e]);
+    for (int j = 0; j < kUnits; ++j, p += Panel<Q>::kUnitBytes) {
+      for (int e = 0; e < kPanelRows; ++e) {
+        __m256i u = unit_bytes<Q>(blocks[(r + e) * nb + i], j);
+        if constexpr (F::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bytes[e]), u);
+      }
+      for (int w = 0; w < 8; ++w)
+        _mm512_store_si512(p + 64 * w, _mm512_i32gather_epi32(rows, &bytes[0][w], 4));
+      auto* scale = reinterpret_cast<float*>(p + 512);
+      for (int h = 0; h < Panel<Q>::kHalves; ++h, scale += 2 * kPanelRows) {
+        for (int e = 0; e < kPanelRows; ++e) {
+          const kq::GroupScale s = g[e][kStep * j + h];
+          scale[e] = s.d;
+          scale[kPanelRows + e] = kq::group_bias<Q>(s) + (F::kSigned ? 128.f * s.d : 0.f);
+        }
+      }
+    }
+  }
+}
+
+// The 4 bytes of x at a, in every lane.
+WICK_AVX512 inline __m512i broadcast4(const int8_t* a) {
+  int32_t v;
+  __builtin_memcpy(&v, a, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// A panel (units units) times the T rows of x: out[t * n + e] for the panel's rows e < 16.
+template <QType Q, int T>
+WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x, float* out, int64_t n) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < units; ++u, p += Panel<Q>::kUnitBytes) {
+    __m512i w[8];
+    for (int v = 0; v < 8; ++v) w[v] = _mm512_load_si512(p + 64 * v);
+    const auto* scale = reinterpret_cast<const float*>(p + 512);
+    if constexpr (Panel<Q>::kHalves == 1) {
+      const __m512 d = _mm512_load_ps(scale), bias = _mm512_load_ps(scale + kPanelRows);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int8_t* a = x.q + t * k + u * kq::kUnit;
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; ++v) sum = _mm512_dpbusd_epi32(sum, w[v], broadcast4(a + 4 * v));
+        const int64_t at = t * units + u;
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(x.d[at]));
+        acc[t] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(x.sum[at]), _mm512_fmadd_ps(d, f, acc[t]));
+      }
+    } else {
+      const __m512 d0 = _mm512_load_ps(scale), bias0 = _mm512_load_ps(scale + kPanelRows);
+      const __m512 d1 = _mm512_load_ps(scale + 2 * kPanelRows), bias1 = _mm512_load_ps(scale + 3 * kPanelRows);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const int8_t* a = x.q + t * k + u * kq::kUnit;
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          s0 = _mm512_dpbusd_epi32(s0, w[v], broadcast4(a + 4 * v));
+          s1 = _mm512_dpbusd_epi32(s1, w[v + 4], broadcast4(a + 16 + 4 * v));
+        }
+        const int64_t at = t * units + u;
+        const __m512 dx = _mm512_set1_ps(x.d[at]);
+        __m512 r = _mm512_fmadd_ps(d0, _mm512_mul_ps(_mm512_cvtepi32_ps(s0), dx), acc[t]);
+        r = _mm512_fmadd_ps(d1, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), dx), r);
+        r = _mm512_fnmadd_ps(bias0, _mm512_set1_ps(x.s[2 * at]), r);
+        acc[t] = _mm512_fnmadd_ps(bias1, _mm512_set1_ps(x.s[2 * at + 1]), r);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * n, acc[t]);
+}
+
+// Panels over rows [r0, r1) of the weight, each packed once and met by every tile of kMaxRows rows
+// of x. Returns the first row not taken.
+template <QType Q>
+WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
+                                  float* out, int64_t n) {
+  using F = kq::Format<Q>;
+  const int64_t nb = k / F::kValues, units = k / kq::kUnit;
+  const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
+  std::vector<uint8_t> storage(static_cast<size_t>(units * Panel<Q>::kUnitBytes + 64));
+  uint8_t* panel = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
+  int64_t r = r0;
+  for (; r + kPanelRows <= r1; r += kPanelRows) {
+    pack_panel<Q>(blocks, r, nb, panel);
+    for (int64_t t0 = 0; t0 < m; t0 += kMaxRows) {
+      const XRows xt(x, t0, k);
+      [&]<int... T>(std::integer_sequence<int, T...>) {
+        ((std::min(kMaxRows, m - t0) == T + 1 ? panel_rows<Q, T + 1>(panel, units, k, xt, out + t0 * n + r, n) : void()),
+         ...);
+      }(std::make_integer_sequence<int, kMaxRows>{});
+    }
+  }
+  return r;
+}
+
 }  // namespace
 
 Isa best_isa() {
@@ -296,9 +417,20 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
   return true;
 }
 
+int64_t simd_panels(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
+                    float* out, int64_t n) {
+  if (active_isa() < Isa::Avx512Vnni) return r0;
+  return kq::dispatch_qtype(qtype, [&]<QType Q>() { return panels_avx512<Q>(w, r0, r1, k, x, m, out, n); });
+}
+
 #else
 
 Isa best_isa() { return Isa::None; }
+
+int64_t simd_panels(quant::QType, const uint8_t*, int64_t r0, int64_t, int64_t, const RoundedX&, int64_t, float*,
+                    int64_t) {
+  return r0;
+}
 
 bool simd_rows(quant::QType, const uint8_t*, int64_t, int64_t, int64_t, XRows, int64_t, float*, int64_t) {
   return false;

@@ -53,6 +53,7 @@ RoundedX round_x(const T* x, int64_t m, int64_t k) {
   r.q.resize(static_cast<size_t>(m * k));
   r.d.resize(static_cast<size_t>(m * k / kq::kUnit));
   r.s.resize(2 * r.d.size());
+  r.sum.resize(r.d.size());
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) {
@@ -63,6 +64,7 @@ RoundedX round_x(const T* x, int64_t m, int64_t k) {
         r.d[at] = a.d;
         r.s[2 * at] = a.s0;
         r.s[2 * at + 1] = a.s1;
+        r.sum[at] = a.s0 + a.s1;
       }
     }
   });
@@ -171,11 +173,16 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        // Each task takes its weight rows in runs of about kRunBytes (kept in the core's cache)
-        // through every tile of up to qdot::kMaxRows rows of x, so that the weight is read from
-        // memory once and x, from the shared cache, once per run.
+        // Many rows of x go through panels of weight rows where the machine has that kernel. What
+        // is left, each task takes in runs of about kRunBytes of weight rows (kept in the core's
+        // cache) through every tile of up to qdot::kMaxRows rows of x, so that the weight is read
+        // from memory once and x, from the shared cache, once per run.
         const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(qtype, cols));
-        parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+        const int64_t grain = qdot::kPanelRows;
+        parallel_for((rows + grain - 1) / grain, 1, [&](int64_t first, int64_t last) {
+          const int64_t end = std::min(rows, last * grain);
+          int64_t begin = first * grain;
+          if (m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, rows);
           for (int64_t r0 = begin; r0 < end; r0 += run) {
             const int64_t r1 = std::min(end, r0 + run);
             for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
