@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/dispatch.h"
+#include "cpu/clones.h"
 #include "cpu/nn/nn_kernels.h"
 #include "cpu/parallel.h"
 #include "cpu/scratch.h"
@@ -51,59 +52,108 @@ void load_rows(const T* src, int64_t row_stride, int64_t step, int64_t n, int64_
   }
 }
 
-// s[r][j] = sum over c of q[r][c] * kt[c][j] for `rows` rows and the kKeys columns of the tile
-// (two rows at a time, so that each load of a key block serves both), the sum in the order of c.
+// Vectors of one 64-byte block of M, as GCC's and clang's vector extensions: each lane's arithmetic
+// is the scalar code's, product and sum rounded apart, whatever registers the target has. (GCC
+// notes that passing such a vector changes the ABI without AVX-512: these helpers are inlined
+// into their callers in this file, which is no interface.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 template <typename M>
-void scores_tile(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, M* s) {
-  constexpr int64_t W = kLanes<M>;
+struct BlockOf;
+template <>
+struct BlockOf<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct BlockOf<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <typename M>
+using Block = typename BlockOf<M>::type;
+
+template <typename M>
+[[gnu::always_inline]] inline Block<M> load_block(const M* p) {
+  Block<M> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename M>
+[[gnu::always_inline]] inline void store_block(M* p, Block<M> v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+// s[r][j] = sum over c of q[r][c] * kt[c][j] for `rows` rows and the kKeys columns of the tile: two
+// rows at a time, so that each load of keys serves both, and every column of a row at once, so
+// that the sums are independent chains. Each sum runs in the order of c.
+template <typename M>
+[[gnu::always_inline]] inline void scores_tile_of(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, M* s) {
+  constexpr int64_t W = kLanes<M>, kBlocks = kKeys / W;
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {
     const M* q0 = q + r * ldq;
     const M* q1 = q0 + ldq;
-    for (int64_t jb = 0; jb < kKeys; jb += W) {
-      M a0[W] = {}, a1[W] = {};
-      for (int64_t c = 0; c < d; ++c) {
-        const M x0 = q0[c], x1 = q1[c];
-        const M* kc = kt + c * kKeys + jb;
-        for (int64_t j = 0; j < W; ++j) {
-          a0[j] += x0 * kc[j];
-          a1[j] += x1 * kc[j];
-        }
+    Block<M> a0[kBlocks] = {}, a1[kBlocks] = {};
+    for (int64_t c = 0; c < d; ++c) {
+      const M* kc = kt + c * kKeys;
+#pragma GCC unroll 8
+      for (int64_t b = 0; b < kBlocks; ++b) {
+        const Block<M> kv = load_block(kc + b * W);
+        a0[b] += q0[c] * kv;
+        a1[b] += q1[c] * kv;
       }
-      for (int64_t j = 0; j < W; ++j) {
-        s[r * kKeys + jb + j] = a0[j];
-        s[(r + 1) * kKeys + jb + j] = a1[j];
-      }
+    }
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      store_block(s + r * kKeys + b * W, a0[b]);
+      store_block(s + (r + 1) * kKeys + b * W, a1[b]);
     }
   }
   for (; r < rows; ++r) {
     const M* q0 = q + r * ldq;
-    for (int64_t jb = 0; jb < kKeys; jb += W) {
-      M a0[W] = {};
-      for (int64_t c = 0; c < d; ++c) {
-        const M x0 = q0[c];
-        const M* kc = kt + c * kKeys + jb;
-        for (int64_t j = 0; j < W; ++j) a0[j] += x0 * kc[j];
-      }
-      for (int64_t j = 0; j < W; ++j) s[r * kKeys + jb + j] = a0[j];
-    }
+    Block<M> a0[kBlocks] = {};
+    for (int64_t c = 0; c < d; ++c)
+#pragma GCC unroll 8
+      for (int64_t b = 0; b < kBlocks; ++b) a0[b] += q0[c] * load_block(kt + c * kKeys + b * W);
+    for (int64_t b = 0; b < kBlocks; ++b) store_block(s + r * kKeys + b * W, a0[b]);
   }
 }
 
-// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of the lane width) lanes.
+// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of the lane width)
+// lanes, up to four blocks of lanes at a time (independent chains), each lane summed in the order
+// of j.
 template <typename M>
-void weighted_sum(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M* o) {
+[[gnu::always_inline]] inline void weighted_sum_of(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M* o) {
   constexpr int64_t W = kLanes<M>;
-  for (int64_t cb = 0; cb < ld; cb += W) {
-    M a[W];
-    for (int64_t c = 0; c < W; ++c) a[c] = o[cb + c];
-    for (int64_t j = j0; j < j1; ++j) {
-      const M w = p[j];
-      const M* vj = v + j * ld + cb;
-      for (int64_t c = 0; c < W; ++c) a[c] += w * vj[c];
-    }
-    for (int64_t c = 0; c < W; ++c) o[cb + c] = a[c];
+  int64_t cb = 0;
+  for (; cb + 4 * W <= ld; cb += 4 * W) {
+    Block<M> a[4];
+    for (int64_t b = 0; b < 4; ++b) a[b] = load_block(o + cb + b * W);
+    for (int64_t j = j0; j < j1; ++j)
+#pragma GCC unroll 4
+      for (int64_t b = 0; b < 4; ++b) a[b] += p[j] * load_block(v + j * ld + cb + b * W);
+    for (int64_t b = 0; b < 4; ++b) store_block(o + cb + b * W, a[b]);
   }
+  for (; cb < ld; cb += W) {
+    Block<M> a = load_block(o + cb);
+    for (int64_t j = j0; j < j1; ++j) a += p[j] * load_block(v + j * ld + cb);
+    store_block(o + cb, a);
+  }
+}
+
+// The two loops compiled for each vector width the machine may have (cpu/clones.h): the same bits
+// on every one.
+WICK_CPU_CLONES void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {
+  scores_tile_of(q, ldq, kt, rows, d, s);
+}
+WICK_CPU_CLONES void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) {
+  scores_tile_of(q, ldq, kt, rows, d, s);
+}
+WICK_CPU_CLONES void weighted_sum(const float* p, const float* v, int64_t j0, int64_t j1, int64_t ld, float* o) {
+  weighted_sum_of(p, v, j0, j1, ld, o);
+}
+WICK_CPU_CLONES void weighted_sum(const double* p, const double* v, int64_t j0, int64_t j1, int64_t ld, double* o) {
+  weighted_sum_of(p, v, j0, j1, ld, o);
 }
 
 // The maximum of s[a, e) in four independent lanes (so that the loop vectorizes without
