@@ -2,6 +2,7 @@
 // quantize / dequantize / qmatmul on every device. The bytes-for-bytes comparison with ggml's own
 // tools is tests/quant/check_gguf.py (scripts/quant-check); parity compares every backend with
 // the host fallback.
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -236,6 +237,54 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
         EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
       }
     }
+  }
+}
+
+// The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits: random units of many scales, units
+// of exact halves (x * (1 / d) = n + 0.5 with d = 1, where roundf goes away from zero), zeros.
+TEST(QuantCpu, RoundRowIsQuantizeAct) {
+  namespace kq = kernels::quant;
+  const int64_t units = 64;
+  std::vector<float> x = random_values(units * kq::kUnit, 21, 4.f);
+  for (int64_t u = 0; u < units; ++u) {
+    float* unit = x.data() + u * kq::kUnit;
+    if (u % 4 == 1) {
+      for (int i = 0; i < kq::kUnit; ++i) unit[i] = std::round(unit[i] * 30.f) + 0.5f;  // halves
+      unit[u % kq::kUnit] = u % 8 == 1 ? 127.f : -127.f;                                 // d = 1
+    } else if (u % 4 == 2) {
+      for (int i = 0; i < kq::kUnit; ++i) unit[i] *= std::ldexp(1.f, static_cast<int>(u % 40) - 20);
+    } else if (u == 3) {
+      std::fill(unit, unit + kq::kUnit, 0.f);
+    }
+  }
+  for (cpu::qdot::Isa isa : {cpu::qdot::Isa::None, cpu::qdot::Isa::Avx512Vnni}) {
+    if (isa > cpu::qdot::best_isa()) continue;
+    cpu::qdot::RoundedX r(1, units * kq::kUnit);
+    std::fill(r.q.begin(), r.q.end(), 99);
+    std::fill(r.qsum.begin(), r.qsum.end(), -1);
+    const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(isa);
+    cpu::qdot::round_row(x.data(), units * kq::kUnit, r, 0);
+    cpu::qdot::set_isa_limit(was);
+    const std::vector<int8_t>& q = r.q;
+    const std::vector<float>&d = r.d, &s = r.s, &sum = r.sum;
+    int halves = 0;
+    for (int64_t u = 0; u < units; ++u) {
+      int8_t want_q[kq::kUnit];
+      const kq::ActScale a = kq::quantize_act(x.data() + u * kq::kUnit, want_q);
+      const std::string at = "isa " + std::to_string(static_cast<int>(isa)) + " unit " + std::to_string(u);
+      EXPECT_EQ(std::memcmp(want_q, q.data() + u * kq::kUnit, kq::kUnit), 0) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.d), std::bit_cast<uint32_t>(d[u])) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.s0), std::bit_cast<uint32_t>(s[2 * u])) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.s1), std::bit_cast<uint32_t>(s[2 * u + 1])) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(a.s0 + a.s1), std::bit_cast<uint32_t>(sum[u])) << at;
+      int qsum[2] = {0, 0};
+      for (int i = 0; i < kq::kUnit; ++i) qsum[i / 16] += want_q[i];
+      EXPECT_EQ(qsum[0], r.qsum[2 * u]) << at;
+      EXPECT_EQ(qsum[1], r.qsum[2 * u + 1]) << at;
+      for (int i = 0; i < kq::kUnit; ++i)
+        halves += a.d == 1.f && x[u * kq::kUnit + i] != std::round(x[u * kq::kUnit + i]);
+    }
+    EXPECT_GT(halves, 100);  // the halves were reached
   }
 }
 

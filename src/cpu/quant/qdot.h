@@ -10,28 +10,39 @@
 namespace wick::cpu::qdot {
 
 // x (m, k) rounded per 32 values (kernels/quant.h's quantize_act): q (m * k bytes), and each unit's
-// ActScale split for vector loads: d (one per unit), s (s0 and s1 of each unit, in turn) and sum
-// (s0 + s1 of each unit, the bias term of a 32-value group).
+// ActScale split for vector loads: d (one per unit), s (s0 and s1 of each unit, in turn), sum
+// (s0 + s1 of each unit, the bias term of a 32-value group) and qsum (the sums of the unit's first
+// and second 16 q, in turn).
 struct RoundedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<float> s;
   std::vector<float> sum;
+  std::vector<int32_t> qsum;
+
+  RoundedX(int64_t m, int64_t k);
 };
 
+// Rounds row t of x (k values) into r with kernels/quant.h's quantize_act: the same bits, in AVX-512
+// vectors where active_isa() is Avx512Vnni.
+void round_row(const float* x, int64_t k, RoundedX& r, int64_t t);
+
 // Rows of a RoundedX from row t0 on, as the kernels read them: row t's bytes at q + t * k, its
-// units' d at d + t * k / 32, their s0, s1 at s + 2 * t * k / 32 and s0 + s1 at sum + t * k / 32.
+// units' d at d + t * k / 32, their s0, s1 at s + 2 * t * k / 32, s0 + s1 at sum + t * k / 32 and
+// the sums of q at qsum + 2 * t * k / 32.
 struct XRows {
   const int8_t* q;
   const float* d;
   const float* s;
   const float* sum;
+  const int32_t* qsum;
 
   XRows(const RoundedX& x, int64_t t0, int64_t k)
       : q(x.q.data() + t0 * k),
         d(x.d.data() + t0 * (k / 32)),
         s(x.s.data() + 2 * t0 * (k / 32)),
-        sum(x.sum.data() + t0 * (k / 32)) {}
+        sum(x.sum.data() + t0 * (k / 32)),
+        qsum(x.qsum.data() + 2 * t0 * (k / 32)) {}
 };
 
 // The instruction sets of the SIMD kernels, in order.

@@ -320,9 +320,14 @@ WICK_AVX512 inline __m512i broadcast4(const int8_t* a) {
   return _mm512_set1_epi32(v);
 }
 
-// A panel (units units) times the T rows of x: out[t * n + e] for the panel's rows e < 16.
+// A panel (units units) times the T rows of x: out[t * n + e] for the panel's rows e < 16. Where
+// the format has no minimum, its bias is offset * d (the 8-bit formats' offset: 128), so the
+// offset's product, offset * sum(q), starts the integer sum instead of costing a float step.
 template <QType Q, int T>
 WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x, float* out, int64_t n) {
+  using F = kq::Format<Q>;
+  constexpr bool kBiasInSum = F::kMin == kq::MinForm::None;
+  constexpr int32_t kOffset = F::kOffset + (F::kSigned ? 128 : 0);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t u = 0; u < units; ++u, p += Panel<Q>::kUnitBytes) {
@@ -334,12 +339,14 @@ WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x,
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const int8_t* a = x.q + t * k + u * kq::kUnit;
-        __m512i sum = _mm512_setzero_si512();
+        const int64_t at = t * units + u;
+        __m512i sum = kBiasInSum ? _mm512_set1_epi32(-kOffset * (x.qsum[2 * at] + x.qsum[2 * at + 1]))
+                                 : _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int v = 0; v < 8; ++v) sum = _mm512_dpbusd_epi32(sum, w[v], broadcast4(a + 4 * v));
-        const int64_t at = t * units + u;
         const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(x.d[at]));
-        acc[t] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(x.sum[at]), _mm512_fmadd_ps(d, f, acc[t]));
+        acc[t] = _mm512_fmadd_ps(d, f, acc[t]);
+        if constexpr (!kBiasInSum) acc[t] = _mm512_fnmadd_ps(bias, _mm512_set1_ps(x.sum[at]), acc[t]);
       }
     } else {
       const __m512 d0 = _mm512_load_ps(scale), bias0 = _mm512_load_ps(scale + kPanelRows);
@@ -347,18 +354,22 @@ WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x,
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         const int8_t* a = x.q + t * k + u * kq::kUnit;
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+        const int64_t at = t * units + u;
+        __m512i s0 = kBiasInSum ? _mm512_set1_epi32(-kOffset * x.qsum[2 * at]) : _mm512_setzero_si512();
+        __m512i s1 = kBiasInSum ? _mm512_set1_epi32(-kOffset * x.qsum[2 * at + 1]) : _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
           s0 = _mm512_dpbusd_epi32(s0, w[v], broadcast4(a + 4 * v));
           s1 = _mm512_dpbusd_epi32(s1, w[v + 4], broadcast4(a + 16 + 4 * v));
         }
-        const int64_t at = t * units + u;
         const __m512 dx = _mm512_set1_ps(x.d[at]);
         __m512 r = _mm512_fmadd_ps(d0, _mm512_mul_ps(_mm512_cvtepi32_ps(s0), dx), acc[t]);
         r = _mm512_fmadd_ps(d1, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), dx), r);
-        r = _mm512_fnmadd_ps(bias0, _mm512_set1_ps(x.s[2 * at]), r);
-        acc[t] = _mm512_fnmadd_ps(bias1, _mm512_set1_ps(x.s[2 * at + 1]), r);
+        if constexpr (!kBiasInSum) {
+          r = _mm512_fnmadd_ps(bias0, _mm512_set1_ps(x.s[2 * at]), r);
+          r = _mm512_fnmadd_ps(bias1, _mm512_set1_ps(x.s[2 * at + 1]), r);
+        }
+        acc[t] = r;
       }
     }
   }
@@ -387,6 +398,36 @@ WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
     }
   }
   return r;
+}
+
+// quantize_act on 32 values at a time as two vectors. The maximum of |x| leaves NaNs out, as fmaxf
+// does (a maximum is the same in any order); roundf (halves away from zero) is truncation plus a
+// step where the dropped part, p - trunc(p), which is exact, is at least one half.
+WICK_AVX512 void round_row_avx512(const float* x, int64_t units, int8_t* q, float* d, float* s, float* sum,
+                                  int32_t* qsum) {
+  const __m512i sign = _mm512_set1_epi32(INT32_MIN), one = _mm512_set1_epi32(0x3f800000);  // -0.f, 1.f
+  const __m512 half = _mm512_set1_ps(0.5f);
+  for (int64_t u = 0; u < units; ++u, x += kq::kUnit, q += kq::kUnit) {
+    const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+    __m512 magnitude = _mm512_setzero_ps();
+    for (const __m512 a : v)
+      magnitude = _mm512_max_ps(magnitude, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), _mm512_abs_ps(a)));
+    const float scale = _mm512_reduce_max_ps(magnitude) / 127.f;
+    const __m512 inv = _mm512_set1_ps(scale != 0.f ? 1.f / scale : 0.f);
+    for (int h = 0; h < 2; ++h) {
+      const __m512 p = _mm512_mul_ps(v[h], inv);
+      const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(p, t)), half, _CMP_GE_OQ);
+      const __m512 step = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(p), sign), one));
+      const __m512i n = _mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, step));  // t + copysign(1, p) where up
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h), _mm512_cvtepi32_epi8(n));
+      qsum[2 * u + h] = _mm512_reduce_add_epi32(n);
+    }
+    d[u] = scale;
+    s[2 * u] = scale * static_cast<float>(qsum[2 * u]);
+    s[2 * u + 1] = scale * static_cast<float>(qsum[2 * u + 1]);
+    sum[u] = s[2 * u] + s[2 * u + 1];
+  }
 }
 
 }  // namespace
@@ -437,5 +478,34 @@ bool simd_rows(quant::QType, const uint8_t*, int64_t, int64_t, int64_t, XRows, i
 }
 
 #endif
+
+RoundedX::RoundedX(int64_t m, int64_t k)
+    : q(static_cast<size_t>(m * k)),
+      d(static_cast<size_t>(m * (k / kernels::quant::kUnit))),
+      s(2 * d.size()),
+      sum(d.size()),
+      qsum(2 * d.size()) {}
+
+void round_row(const float* x, int64_t k, RoundedX& r, int64_t t) {
+  namespace kq = kernels::quant;
+  const int64_t units = k / kq::kUnit;
+  int8_t* q = r.q.data() + t * k;
+  float *d = r.d.data() + t * units, *s = r.s.data() + 2 * t * units, *sum = r.sum.data() + t * units;
+  int32_t* qsum = r.qsum.data() + 2 * t * units;
+#if WICK_QDOT_X86
+  if (active_isa() >= Isa::Avx512Vnni) return round_row_avx512(x, units, q, d, s, sum, qsum);
+#endif
+  for (int64_t u = 0; u < units; ++u) {
+    const kq::ActScale a = kq::quantize_act(x + u * kq::kUnit, q + u * kq::kUnit);
+    d[u] = a.d;
+    s[2 * u] = a.s0;
+    s[2 * u + 1] = a.s1;
+    sum[u] = a.s0 + a.s1;
+    for (int h = 0; h < 2; ++h) {
+      qsum[2 * u + h] = 0;
+      for (int i = 0; i < 16; ++i) qsum[2 * u + h] += q[u * kq::kUnit + 16 * h + i];
+    }
+  }
+}
 
 }  // namespace wick::cpu::qdot

@@ -49,24 +49,10 @@ constexpr int64_t kRunBytes = 256 * 1024;
 
 template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k) {
-  RoundedX r;
-  r.q.resize(static_cast<size_t>(m * k));
-  r.d.resize(static_cast<size_t>(m * k / kq::kUnit));
-  r.s.resize(2 * r.d.size());
-  r.sum.resize(r.d.size());
+  RoundedX r(m, k);
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
-    for (int64_t t = begin; t < end; ++t) {
-      const float* row = rows::widen(x + t * k, k, buf.data());
-      for (int64_t u = 0; u < k / kq::kUnit; ++u) {
-        const kq::ActScale a = kq::quantize_act(row + kq::kUnit * u, r.q.data() + t * k + kq::kUnit * u);
-        const auto at = static_cast<size_t>(t * (k / kq::kUnit) + u);
-        r.d[at] = a.d;
-        r.s[2 * at] = a.s0;
-        r.s[2 * at + 1] = a.s1;
-        r.sum[at] = a.s0 + a.s1;
-      }
-    }
+    for (int64_t t = begin; t < end; ++t) qdot::round_row(rows::widen(x + t * k, k, buf.data()), k, r, t);
   });
   return r;
 }
