@@ -53,12 +53,8 @@ void load_rows(const T* src, int64_t row_stride, int64_t step, int64_t n, int64_
 }
 
 // Vectors of one 64-byte block of M, as GCC's and clang's vector extensions: each lane's arithmetic
-// is the scalar code's, product and sum rounded apart, whatever registers the target has. (GCC
-// notes that passing such a vector changes the ABI without AVX-512: these helpers are inlined
-// into their callers in this file, which is no interface.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+// is the scalar code's, product and sum rounded apart, whatever registers the target has. They are
+// never passed or returned by value, whose ABI depends on the target.
 template <typename M>
 struct BlockOf;
 template <>
@@ -73,14 +69,12 @@ template <typename M>
 using Block = typename BlockOf<M>::type;
 
 template <typename M>
-[[gnu::always_inline]] inline Block<M> load_block(const M* p) {
-  Block<M> v;
+[[gnu::always_inline]] inline void load_block(Block<M>& v, const M* p) {
   __builtin_memcpy(&v, p, sizeof v);
-  return v;
 }
 
 template <typename M>
-[[gnu::always_inline]] inline void store_block(M* p, Block<M> v) {
+[[gnu::always_inline]] inline void store_block(M* p, const Block<M>& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
@@ -99,7 +93,8 @@ template <typename M>
       const M* kc = kt + c * kKeys;
 #pragma GCC unroll 8
       for (int64_t b = 0; b < kBlocks; ++b) {
-        const Block<M> kv = load_block(kc + b * W);
+        Block<M> kv;
+        load_block(kv, kc + b * W);
         a0[b] += q0[c] * kv;
         a1[b] += q1[c] * kv;
       }
@@ -112,9 +107,14 @@ template <typename M>
   for (; r < rows; ++r) {
     const M* q0 = q + r * ldq;
     Block<M> a0[kBlocks] = {};
-    for (int64_t c = 0; c < d; ++c)
+    for (int64_t c = 0; c < d; ++c) {
 #pragma GCC unroll 8
-      for (int64_t b = 0; b < kBlocks; ++b) a0[b] += q0[c] * load_block(kt + c * kKeys + b * W);
+      for (int64_t b = 0; b < kBlocks; ++b) {
+        Block<M> kv;
+        load_block(kv, kt + c * kKeys + b * W);
+        a0[b] += q0[c] * kv;
+      }
+    }
     for (int64_t b = 0; b < kBlocks; ++b) store_block(s + r * kKeys + b * W, a0[b]);
   }
 }
@@ -128,15 +128,24 @@ template <typename M>
   int64_t cb = 0;
   for (; cb + 4 * W <= ld; cb += 4 * W) {
     Block<M> a[4];
-    for (int64_t b = 0; b < 4; ++b) a[b] = load_block(o + cb + b * W);
-    for (int64_t j = j0; j < j1; ++j)
+    for (int64_t b = 0; b < 4; ++b) load_block(a[b], o + cb + b * W);
+    for (int64_t j = j0; j < j1; ++j) {
 #pragma GCC unroll 4
-      for (int64_t b = 0; b < 4; ++b) a[b] += p[j] * load_block(v + j * ld + cb + b * W);
+      for (int64_t b = 0; b < 4; ++b) {
+        Block<M> vj;
+        load_block(vj, v + j * ld + cb + b * W);
+        a[b] += p[j] * vj;
+      }
+    }
     for (int64_t b = 0; b < 4; ++b) store_block(o + cb + b * W, a[b]);
   }
   for (; cb < ld; cb += W) {
-    Block<M> a = load_block(o + cb);
-    for (int64_t j = j0; j < j1; ++j) a += p[j] * load_block(v + j * ld + cb);
+    Block<M> a, vj;
+    load_block(a, o + cb);
+    for (int64_t j = j0; j < j1; ++j) {
+      load_block(vj, v + j * ld + cb);
+      a += p[j] * vj;
+    }
     store_block(o + cb, a);
   }
 }
