@@ -224,6 +224,20 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
       }
     }
   }
+  // Rows of a multiple of 16 blocks of 32 values, which Q4_0's four-blocks-per-vector kernel takes.
+  const int64_t k16 = 1024;
+  const Tensor w16 = Tensor::from_vector(random_values(n * k16, 7), {n, k16});
+  for (QType q : {QType::Q4_0, QType::Q8_0}) {
+    const QTensor qw = quant::quantize(w16, q);
+    for (int64_t m = 1; m <= qdot::kMaxRows; ++m) {
+      const Tensor x = Tensor::from_vector(random_values(m * k16, 250 + m), {m, k16});
+      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
+      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+        if (isa > qdot::best_isa()) continue;
+        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
+      }
+    }
+  }
   // The K-quants, whose rows here hold 256-value blocks.
   const int64_t kk = 512;
   const Tensor wk = Tensor::from_vector(random_values(n * kk, 6), {n, kk});
