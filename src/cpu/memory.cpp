@@ -1,6 +1,8 @@
 // Host memory for the CPU backend: 64-byte aligned blocks, each behind a small header that
 // records its guard size, so the testing aid (poison and guard bytes) can be switched at any time.
 // Large unguarded blocks are kept for reuse (block_cache.h).
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +23,22 @@ size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 size_t block_size(size_t nbytes, size_t guard) {
   size_t total = guard + kAlign + round_up(nbytes) + guard;
   return guard ? total : BlockCache::size_class(total);
+}
+
+// A block from the C library. One of kHugeBytes or more starts on a huge-page boundary and asks the
+// kernel for huge pages (where transparent huge pages are on for those who ask, as Debian's default
+// "madvise" has it): a weight read once per token then costs a TLB entry per 2 MB instead of per
+// 4 KB (a Llama 3.2 1B-shaped Q4_0 model on 2 Zen 4 cores decoded 25.5 tokens/s instead of 21.5).
+constexpr size_t kHugeBytes = size_t{2} << 20;
+
+unsigned char* fresh_block(size_t total) {
+  if (total < kHugeBytes) return static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  const size_t rounded = (total + kHugeBytes - 1) / kHugeBytes * kHugeBytes;
+  void* p = std::aligned_alloc(kHugeBytes, rounded);
+#if defined(MADV_HUGEPAGE)
+  if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
+#endif
+  return static_cast<unsigned char*>(p);
 }
 
 }  // namespace
@@ -76,10 +94,10 @@ StoragePtr CpuBackend::alloc(size_t nbytes) {
   size_t guard = round_up(check_guard_.load());
   size_t total = block_size(nbytes, guard);
   auto* base = static_cast<unsigned char*>(guard ? nullptr : cache_.take(total));
-  if (!base) base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+  if (!base) base = fresh_block(total);
   if (!base) {  // give the cached blocks back and try once more
     cache_.clear();
-    base = static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
+    base = fresh_block(total);
   }
   if (!base) throw OutOfMemoryError(detail::str_cat("alloc: cannot allocate ", nbytes, " bytes on cpu"));
   unsigned char* header = base + guard;
