@@ -269,7 +269,7 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
   }
 }
 
-// ---- Q4_0, few rows of x: four blocks per vector ------------------------------------------------
+// ---- Q4_0 and Q8_0, few rows of x: several blocks per vector ------------------------------------------------
 // A Q4_0 block's 16 bytes hold its values 0-15 in their low nibbles and 16-31 in their high ones. The
 // bytes of four blocks, one per 16-byte lane, masked give one vector of the four blocks' low values
 // and shifted another of their high values; x's 128 bytes of the same blocks, regrouped by one
@@ -318,6 +318,50 @@ WICK_AVX512 void rows_q4_0_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
           const __m512i qs = _mm512_maskz_expandloadu_epi32(0x3333, x.qsum + 2 * at);
           sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(qs, 3));
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[g], dwx[t]), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < M; ++t) out[t * n + r] = _mm512_reduce_add_ps(acc[t]);
+  }
+}
+
+// Q8_0 the same way: two blocks per vector, offset by 128 to be unsigned, against x's bytes as they
+// lie; the offset's product, 128 * sum(q), taken from each block's two first lanes.
+template <int M>
+WICK_AVX512 void rows_q8_0_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  using Block = kq::BlockQ8_0;
+  constexpr int64_t kStep = 16;  // blocks per step
+  const int64_t nb = k / kq::kUnit, units = nb;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(sizeof(Block)));
+  __m512i spread[8];  // lanes 8b..8b+7 of pair p read block 2p + b's scale
+  for (int p = 0; p < 8; ++p) {
+    alignas(64) int32_t lanes[16];
+    for (int l = 0; l < 16; ++l) lanes[l] = 2 * p + l / 8;
+    spread[p] = _mm512_load_si512(lanes);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* row = reinterpret_cast<const Block*>(w) + r * nb;
+    __m512 acc[M];
+    for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i += kStep) {
+      const Block* b = row + i;
+      prefetch_ahead<kStep * sizeof(Block)>(b);
+      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(d_at, &b->d, 1)));
+      __m512 dwx[M];
+      for (int t = 0; t < M; ++t) dwx[t] = _mm512_mul_ps(dw, _mm512_loadu_ps(x.d + t * units + i));
+#pragma GCC unroll 8
+      for (int p = 0; p < 8; ++p) {
+        const Block* q = b + 2 * p;
+        __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
+        v = _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1), flip);
+        for (int t = 0; t < M; ++t) {
+          const int64_t at = t * units + i + 2 * p;  // the pair's first unit of row t
+          __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512(x.q + at * kq::kUnit));
+          const __m512i qs = _mm512_maskz_expandloadu_epi32(0x0303, x.qsum + 2 * at);
+          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(qs, 7));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[p], dwx[t]), acc[t]);
         }
       }
     }
@@ -507,6 +551,8 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
     [&]<int... M>(std::integer_sequence<int, M...>) {
       if (isa == Isa::Avx512Vnni && Q == QType::Q4_0 && k % (16 * kq::kUnit) == 0)
         ((m == M + 1 ? rows_q4_0_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      else if (isa == Isa::Avx512Vnni && Q == QType::Q8_0 && k % (16 * kq::kUnit) == 0)
+        ((m == M + 1 ? rows_q8_0_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       else if (isa == Isa::Avx512Vnni)
         ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       else
