@@ -349,8 +349,15 @@ class LlamaModel::Weights {
   Tensor dense(const std::string& name, const Shape& shape_wanted, Device device, DType dtype) const {
     expect(name, shape_wanted);
     if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
-    return dense(name, device).to_dtype(dtype);
+    return owned(dense(name, device), dtype);
   }
+  // t in `dtype`, copied out of the file's mapping where it still lies there on the CPU and the
+  // model keeps its own weights (a conversion to another dtype is a copy already).
+  Tensor owned(const Tensor& t, DType dtype) const {
+    if (t.dtype() != dtype) return t.to_dtype(dtype);
+    return copy_on_cpu && t.device().type() == DeviceType::Cpu ? t.copy() : t;
+  }
+  bool copy_on_cpu = true;  // WeightMemory::Copy
   // The weight `role` (and its bias), or the part of it that `part` names: cut from the file's
   // tensor on the host, so that only that part is copied to the device.
   Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype,
@@ -370,7 +377,9 @@ class LlamaModel::Weights {
       if (l.dense.defined()) l.dense = l.dense.to_device(device);
       if (l.bias.defined()) l.bias = l.bias.to_device(device);
     }
-    if (l.dense.defined()) l.dense = l.dense.to_dtype(dtype);
+    if (l.dense.defined()) l.dense = owned(l.dense, dtype);
+    if (l.quantized.defined() && copy_on_cpu && l.quantized.device().type() == DeviceType::Cpu)
+      l.quantized = quant::QTensor(l.quantized.qtype(), l.quantized.rows(), l.quantized.cols(), l.quantized.bytes().copy());
     return l;
   }
 };
@@ -454,7 +463,9 @@ void LlamaModel::split_over(const dist::Communicator& comm, std::optional<quant:
   kv_heads_ = c.kv_heads / ranks_;
 }
 
-LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device device, DType dtype, const dist::Communicator& comm) {
+LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DType dtype, const dist::Communicator& comm,
+                            WeightMemory memory) {
+  w.copy_on_cpu = memory == WeightMemory::Copy;
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
   LlamaModel m;
@@ -499,19 +510,24 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, const Weights& w, Device devic
   return m;
 }
 
-LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm) {
-  return load(LlamaConfig::from_gguf(f), GgufWeights(f), device, dtype, comm);
+LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm,
+                                 WeightMemory memory) {
+  GgufWeights weights(f);
+  return load(LlamaConfig::from_gguf(f), weights, device, dtype, comm, memory);
 }
 
-LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype, const dist::Communicator& comm) {
-  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype, comm);
-  return from_gguf(io::GgufFile::open(path), device, dtype, comm);
+LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype, const dist::Communicator& comm,
+                            WeightMemory memory) {
+  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype, comm, memory);
+  return from_gguf(io::GgufFile::open(path), device, dtype, comm, memory);
 }
 
-LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype, const dist::Communicator& comm) {
+LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype, const dist::Communicator& comm,
+                                       WeightMemory memory) {
   const LlamaConfig config = LlamaConfig::from_json(dir + "/config.json");
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(dir);
-  return load(config, CheckpointWeights(checkpoint), device, dtype, comm);
+  CheckpointWeights weights(checkpoint);
+  return load(config, weights, device, dtype, comm, memory);
 }
 
 LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed,

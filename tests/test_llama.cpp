@@ -158,6 +158,29 @@ TEST_P(LlamaTest, QuantizedWeightsStayClose) {
   EXPECT_LT(max_abs_diff(a, b), 0.05f * scale);
 }
 
+// A model keeps its own copy of the weights or reads them in place from the file's mapping
+// (WeightMemory): the same logits, bit for bit, dense and in a block format, and either outlives the
+// GgufFile it came from.
+TEST_P(LlamaTest, CopiedAndMappedWeightsGiveTheSameLogits) {
+  Tiny dense, q4;
+  q4.qtype = quant::QType::Q4_0;
+  q4.dim = q4.hidden = 512;  // whole runs of 16 blocks, as the CPU's fastest Q4_0 kernel takes them
+  for (const Tiny& m : {dense, q4}) {
+    TempDir dir;
+    tiny_model(m).write(dir.file("m.gguf"));
+    std::vector<Tensor> logits;
+    for (models::WeightMemory memory : {models::WeightMemory::Copy, models::WeightMemory::Map}) {
+      const LlamaModel model = [&] {
+        const io::GgufFile file = io::GgufFile::open(dir.file("m.gguf"));
+        return LlamaModel::from_gguf(file, device(), DType::F32, {}, memory);
+      }();
+      auto cache = model.make_cache(1, 16);
+      logits.push_back(model.forward(Tensor::from_vector(kTokens, {1, static_cast<int64_t>(kTokens.size())}), cache));
+    }
+    EXPECT_EQ(max_abs_diff(logits[0], logits[1]), 0.f) << (m.qtype ? "q4_0" : "f32");
+  }
+}
+
 // Linears of one format are stacked into one weight whose product, split, is each one's own;
 // linears of different formats (a Q4_K_M file's q and v) stay apart.
 TEST_P(LlamaTest, LinearGroupsStackWeightsOfOneFormat) {

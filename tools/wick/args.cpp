@@ -51,11 +51,13 @@ commands:
       --device D          cpu, cuda:0, ... (default: the first GPU present, else cpu)
       --devices D,D,...   the model split over these devices (tensor parallel; cpu may repeat)
       --dtype T           activations: f32 (default), f16 or bf16
+      --mmap              on the CPU, read the weights in place from the file's mapping (no
+                          copy: opens at once, shares the page cache; decodes slower)
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
                           (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
-      --device D, --devices LIST, --dtype T   as for generate (split over devices: size and
-                          weights read are each rank's)
+      --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:
+                          size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
       --csv FILE          append one row per test
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
@@ -65,6 +67,7 @@ commands:
       --chunks N          at most N chunks (default: all the text holds)
       --device D          cpu (default), cuda:0, ...
       --dtype T           activations: f32 (default), f16 or bf16
+      --mmap              as for generate
   bench-dist [options]    all_reduce over ranks of this process, 8 bytes to --max: time, algorithm
                           and bus bandwidth per size, as nccl-tests print them
       --devices D,D,...   one rank per device (cpu may repeat)

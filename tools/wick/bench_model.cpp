@@ -41,6 +41,7 @@ int cmd_bench_model(int argc, char** argv) {
   Device device = Device::cpu();
   std::vector<Device> devices;  // --devices: the model split over these
   DType dtype = DType::F32;
+  models::WeightMemory memory = models::WeightMemory::Copy;
   int64_t prompt = 512, gen = 128, batch = 1;
   int reps = 3;
   for (Options o("bench-model", argc, argv); o.next();) {
@@ -68,6 +69,8 @@ int cmd_bench_model(int argc, char** argv) {
       reps = static_cast<int>(o.int_value());
     } else if (o.is("--csv")) {
       csv = o.value();
+    } else if (o.is("--mmap")) {
+      memory = models::WeightMemory::Map;
     } else {
       o.unknown();
     }
@@ -81,7 +84,7 @@ int cmd_bench_model(int argc, char** argv) {
   if (devices.size() > 1) comms = dist::Communicator::local(devices);
   std::vector<models::LlamaModel> parts;
   for (size_t r = 0; r < devices.size(); ++r)
-    parts.push_back(shape.empty() ? models::LlamaModel::open(model_path, devices[r], dtype, comms[r])
+    parts.push_back(shape.empty() ? models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory)
                                   : models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dtype, qtype, 0, comms[r]));
   const models::LlamaModel& model = parts[0];
   const models::LlamaConfig& c = model.config();

@@ -36,6 +36,7 @@ int cmd_generate(int argc, char** argv) {
   Device device = available_devices().back();  // a GPU where one is present
   std::vector<Device> devices;                 // --devices: the model split over these
   DType dtype = DType::F32;
+  models::WeightMemory memory = models::WeightMemory::Copy;
   models::GenerateOptions opts;
   opts.sampling.temperature = 0.8;
   opts.sampling.top_k = 40;
@@ -66,6 +67,8 @@ int cmd_generate(int argc, char** argv) {
       devices = o.device_list_value();
     else if (o.is("--dtype"))
       dtype = o.dtype_value();
+    else if (o.is("--mmap"))
+      memory = models::WeightMemory::Map;
     else
       o.unknown();
   }
@@ -79,7 +82,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<dist::Communicator> comms(devices.size());
   if (devices.size() > 1) comms = dist::Communicator::local(devices);
   std::vector<models::LlamaModel> parts;
-  for (size_t r = 0; r < devices.size(); ++r) parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r]));
+  for (size_t r = 0; r < devices.size(); ++r) parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory));
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");

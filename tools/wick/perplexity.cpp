@@ -24,6 +24,7 @@ int cmd_perplexity(int argc, char** argv) {
   int64_t ctx = 512, chunks = -1;
   Device device = Device::cpu();
   DType dtype = DType::F32;
+  models::WeightMemory memory = models::WeightMemory::Copy;
   for (Options o("perplexity", argc, argv); o.next();) {
     if (o.is("--model"))
       model_path = o.value();
@@ -37,6 +38,8 @@ int cmd_perplexity(int argc, char** argv) {
       device = o.device_value();
     else if (o.is("--dtype"))
       dtype = o.dtype_value();
+    else if (o.is("--mmap"))
+      memory = models::WeightMemory::Map;
     else
       o.unknown();
   }
@@ -48,7 +51,7 @@ int cmd_perplexity(int argc, char** argv) {
   text << in.rdbuf();
 
   const models::Tokenizer tok = models::Tokenizer::open(model_path);
-  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype);
+  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype, {}, memory);
   std::vector<int32_t> tokens = tok.encode(text.str());
   const auto available = static_cast<int64_t>(tokens.size()) / ctx;
   const int64_t n = chunks < 0 ? available : std::min(chunks, available);

@@ -99,6 +99,13 @@ struct LinearGroup {
 // runs forward() with the same tokens, at the same time, and gets the whole logits. The heads, the
 // KV heads, the MLP width and the vocabulary must divide by n (and a block-format down's columns
 // into whole blocks); a NotSupportedError names what does not.
+// Where a model on the CPU keeps the weights it reads from a file. Copy (the default): in wick's own
+// memory, which the products read faster (on 2 Zen 4 cores a Llama 3.2 1B-shaped Q4_0 file decoded
+// 27.2 tokens/s against 23.1 from the mapping); the file's pages stay in the page cache only until
+// the kernel needs them. Map: used in place from the file's mapping, with no copy: the model opens at
+// once and processes share its pages. A model on a GPU copies its weights to the device either way.
+enum class WeightMemory { Copy, Map };
+
 class LlamaModel {
  public:
   // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense
@@ -106,16 +113,16 @@ class LlamaModel {
   // missing tensor or one of the wrong shape is a FormatError naming it. With a defined `comm` (on
   // `device`): this rank's part of the model (above); only that part is copied to the device.
   static LlamaModel from_gguf(const io::GgufFile& file, Device device = Device::cpu(), DType dtype = DType::F32,
-                              const dist::Communicator& comm = {});
+                              const dist::Communicator& comm = {}, WeightMemory memory = WeightMemory::Copy);
   // The model of a Hugging Face checkpoint: `dir` holds config.json and the weights
   // (model.safetensors, or shards and model.safetensors.index.json) with transformers' names
   // (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head); weights of any float
   // dtype become `dtype`. Errors as from_gguf's, naming the checkpoint.
   static LlamaModel from_checkpoint(const std::string& dir, Device device = Device::cpu(), DType dtype = DType::F32,
-                                    const dist::Communicator& comm = {});
+                                    const dist::Communicator& comm = {}, WeightMemory memory = WeightMemory::Copy);
   // from_checkpoint for a directory, from_gguf for a file.
   static LlamaModel open(const std::string& path, Device device = Device::cpu(), DType dtype = DType::F32,
-                         const dist::Communicator& comm = {});
+                         const dist::Communicator& comm = {}, WeightMemory memory = WeightMemory::Copy);
 
   // A model of `config` with random weights on `device`, for benchmarks: dense ones drawn from
   // N(0, 0.02^2) in `dtype`, or, with `weights`, blocks of that format (quantized from a random
@@ -164,8 +171,8 @@ class LlamaModel {
     int rank = 0;
     int size = 1;
   };
-  static LlamaModel load(const LlamaConfig& config, const Weights& weights, Device device, DType dtype,
-                         const dist::Communicator& comm);
+  static LlamaModel load(const LlamaConfig& config, Weights& weights, Device device, DType dtype,
+                         const dist::Communicator& comm, WeightMemory memory);
   // Sets the communicator and the counts of this rank's heads; NotSupportedError for a split that
   // does not divide.
   void split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format);
