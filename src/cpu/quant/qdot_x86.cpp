@@ -269,77 +269,35 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
   }
 }
 
-// ---- Q4_0 and Q8_0, few rows of x: several blocks per vector ------------------------------------------------
+// ---- Q4_0 and Q8_0, few rows of x: several blocks per vector -----------------------------------
 // A Q4_0 block's 16 bytes hold its values 0-15 in their low nibbles and 16-31 in their high ones. The
 // bytes of four blocks, one per 16-byte lane, masked give one vector of the four blocks' low values
 // and shifted another of their high values; x's 128 bytes of the same blocks, regrouped by one
-// shuffle each, line up with them, so two dpbusd take four blocks at once. Each 32-bit lane then
-// holds part of one block's sum; the offset's product, 8 * sum(q), is taken from the block's two
-// first lanes, and each lane is scaled by its block's d_w * d_x before one sum across lanes at the
-// end of the row. The 16 blocks' f16 scales of a step are gathered and converted at once.
+// shuffle each, line up with them, so two dpbusd take four blocks at once. Q8_0 puts two blocks in
+// a vector, offset by 128 to be unsigned, against x's bytes as they lie. Each 32-bit lane then
+// holds part of one block's sum; the offset's product (8 or 128 times sum(q)) is taken from the
+// block's first two lanes, and each lane is scaled by its block's d_w * d_x before one sum across
+// lanes at the end of the row. A step's 16 f16 scales are gathered and converted at once.
 
-template <int M>
-WICK_AVX512 void rows_q4_0_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
-  using Block = kq::BlockQ4_0;
-  constexpr int64_t kStep = 16;  // blocks per step
+template <QType Q, int M>
+WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  static_assert(Q == QType::Q4_0 || Q == QType::Q8_0);
+  using Block = typename kq::Format<Q>::Block;
+  constexpr int kStep = 16;                        // blocks per step: their scales gathered at once
+  constexpr int kPer = Q == QType::Q4_0 ? 4 : 2;  // blocks per vector
+  constexpr int kLanes = 16 / kPer;               // 32-bit lanes per block
+  // The offset's product: its shift (8 or 128), and the first two lanes of each block, which take
+  // the sums of q of the block's halves.
+  constexpr int kShift = Q == QType::Q4_0 ? 3 : 7;
+  constexpr __mmask16 kHalves = Q == QType::Q4_0 ? 0x3333 : 0x0303;
   const int64_t nb = k / kq::kUnit, units = nb;
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(sizeof(Block)));
-  __m512i spread[4];  // lanes 4b..4b+3 of group g read block 4g + b's scale
-  for (int g = 0; g < 4; ++g)
-    spread[g] = _mm512_setr_epi32(4 * g, 4 * g, 4 * g, 4 * g, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 1, 4 * g + 2,
-                                  4 * g + 2, 4 * g + 2, 4 * g + 2, 4 * g + 3, 4 * g + 3, 4 * g + 3, 4 * g + 3);
-  for (int64_t r = r0; r < r1; ++r) {
-    const auto* row = reinterpret_cast<const Block*>(w) + r * nb;
-    __m512 acc[M];
-    for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i += kStep) {
-      const Block* b = row + i;
-      prefetch_ahead<kStep * sizeof(Block)>(b);
-      const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(d_at, &b->d, 1)));
-      __m512 dwx[M];
-      for (int t = 0; t < M; ++t) dwx[t] = _mm512_mul_ps(dw, _mm512_loadu_ps(x.d + t * units + i));
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const Block* q = b + 4 * g;
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[0].qs)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[1].qs)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[2].qs)), 2);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[3].qs)), 3);
-        const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-        for (int t = 0; t < M; ++t) {
-          const int64_t at = t * units + i + 4 * g;  // the group's first unit of row t
-          const __m512i a = _mm512_loadu_si512(x.q + at * kq::kUnit), c = _mm512_loadu_si512(x.q + at * kq::kUnit + 64);
-          const __m512i xlo = _mm512_shuffle_i64x2(a, c, 0x88), xhi = _mm512_shuffle_i64x2(a, c, 0xdd);
-          __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xlo);
-          sum = _mm512_dpbusd_epi32(sum, hi, xhi);
-          // The halves' sums of q into lanes 0 and 1 of each block's four: 8 * them taken off.
-          const __m512i qs = _mm512_maskz_expandloadu_epi32(0x3333, x.qsum + 2 * at);
-          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(qs, 3));
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[g], dwx[t]), acc[t]);
-        }
-      }
-    }
-    for (int t = 0; t < M; ++t) out[t * n + r] = _mm512_reduce_add_ps(acc[t]);
-  }
-}
-
-// Q8_0 the same way: two blocks per vector, offset by 128 to be unsigned, against x's bytes as they
-// lie; the offset's product, 128 * sum(q), taken from each block's two first lanes.
-template <int M>
-WICK_AVX512 void rows_q8_0_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
-  using Block = kq::BlockQ8_0;
-  constexpr int64_t kStep = 16;  // blocks per step
-  const int64_t nb = k / kq::kUnit, units = nb;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i d_at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(sizeof(Block)));
-  __m512i spread[8];  // lanes 8b..8b+7 of pair p read block 2p + b's scale
-  for (int p = 0; p < 8; ++p) {
-    alignas(64) int32_t lanes[16];
-    for (int l = 0; l < 16; ++l) lanes[l] = 2 * p + l / 8;
-    spread[p] = _mm512_load_si512(lanes);
+  alignas(64) int32_t lanes[16];
+  for (int l = 0; l < 16; ++l) lanes[l] = l * static_cast<int32_t>(sizeof(Block));
+  const __m512i d_at = _mm512_load_si512(lanes);  // the byte offsets of a step's 16 scales
+  __m512i spread[kStep / kPer];                  // lane l of vector g reads block kPer * g + l / kLanes's scale
+  for (int g = 0; g < kStep / kPer; ++g) {
+    for (int l = 0; l < 16; ++l) lanes[l] = kPer * g + l / kLanes;
+    spread[g] = _mm512_load_si512(lanes);
   }
   for (int64_t r = r0; r < r1; ++r) {
     const auto* row = reinterpret_cast<const Block*>(w) + r * nb;
@@ -352,16 +310,35 @@ WICK_AVX512 void rows_q8_0_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
       __m512 dwx[M];
       for (int t = 0; t < M; ++t) dwx[t] = _mm512_mul_ps(dw, _mm512_loadu_ps(x.d + t * units + i));
 #pragma GCC unroll 8
-      for (int p = 0; p < 8; ++p) {
-        const Block* q = b + 2 * p;
-        __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
-        v = _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1), flip);
+      for (int g = 0; g < kStep / kPer; ++g) {
+        const Block* q = b + kPer * g;
+        __m512i u[2];  // Q4_0: the low and the high values of four blocks; Q8_0: two blocks, + 128
+        if constexpr (Q == QType::Q4_0) {
+          __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[0].qs)));
+          for (int j = 1; j < 4; ++j)
+            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[j].qs)), j);
+          const __m512i low = _mm512_set1_epi8(0x0f);
+          u[0] = _mm512_and_si512(v, low);
+          u[1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        } else {
+          const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
+          u[0] = _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1),
+                                  _mm512_set1_epi8(static_cast<char>(0x80)));
+        }
         for (int t = 0; t < M; ++t) {
-          const int64_t at = t * units + i + 2 * p;  // the pair's first unit of row t
-          __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512(x.q + at * kq::kUnit));
-          const __m512i qs = _mm512_maskz_expandloadu_epi32(0x0303, x.qsum + 2 * at);
-          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(qs, 7));
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[p], dwx[t]), acc[t]);
+          const int64_t at = t * units + i + kPer * g;  // the vector's first unit of row t
+          const int8_t* a = x.q + at * kq::kUnit;
+          __m512i sum;
+          if constexpr (Q == QType::Q4_0) {
+            const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 64);
+            sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_shuffle_i64x2(a0, a1, 0x88));
+            sum = _mm512_dpbusd_epi32(sum, u[1], _mm512_shuffle_i64x2(a0, a1, 0xdd));
+          } else {
+            sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(a));
+          }
+          const __m512i halves = _mm512_maskz_expandloadu_epi32(kHalves, x.qsum + 2 * at);
+          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(halves, kShift));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[g], dwx[t]), acc[t]);
         }
       }
     }
@@ -549,11 +526,10 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
   if (isa == Isa::None || m > kMaxRows) return false;
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     [&]<int... M>(std::integer_sequence<int, M...>) {
-      if (isa == Isa::Avx512Vnni && Q == QType::Q4_0 && k % (16 * kq::kUnit) == 0)
-        ((m == M + 1 ? rows_q4_0_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      else if (isa == Isa::Avx512Vnni && Q == QType::Q8_0 && k % (16 * kq::kUnit) == 0)
-        ((m == M + 1 ? rows_q8_0_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      else if (isa == Isa::Avx512Vnni)
+      constexpr bool kStepped = Q == QType::Q4_0 || Q == QType::Q8_0;
+      if (isa == Isa::Avx512Vnni && kStepped && k % (16 * kq::kUnit) == 0) {
+        if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      } else if (isa == Isa::Avx512Vnni)
         ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       else
         ((m == M + 1 ? rows_avx2<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
