@@ -346,6 +346,62 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
   }
 }
 
+// ---- Q6_K, few rows of x: a block as four vectors ---------------------------------------------
+// A Q6_K block's 256 values unpack to four 64-byte vectors in value order: each half of 128 values
+// from 64 bytes of low nibbles and 32 bytes of high bit pairs (the low nibbles of bytes 0-63 with
+// bit pairs 0 and 1, then the high nibbles with bit pairs 2 and 3). Against x's bytes as they lie,
+// a dpbusd per vector leaves 4 lanes per 16-value group; the offset's product, 32 * sum(q), comes
+// off each group's first lane (x's half-unit sums are exactly the groups), and each lane is scaled
+// by d * scale of its group times d_x of its unit before one sum across lanes at the end of the row.
+template <int M>
+WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  using Block = kq::BlockQ6_K;
+  const int64_t nb = k / 256, units = k / kq::kUnit;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+  alignas(64) int32_t lanes[16];
+  __m512i group_of[4];  // lane l of vector j belongs to group 4j + l / 4
+  for (int j = 0; j < 4; ++j) {
+    for (int l = 0; l < 16; ++l) lanes[l] = 4 * j + l / 4;
+    group_of[j] = _mm512_load_si512(lanes);
+  }
+  for (int l = 0; l < 16; ++l) lanes[l] = l / 2;
+  const __m512i unit_of = _mm512_load_si512(lanes);  // group g lies in unit g / 2
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* row = reinterpret_cast<const Block*>(w) + r * nb;
+    __m512 acc[M];
+    for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const Block& b = row[i];
+      prefetch_ahead<sizeof(Block)>(&b);
+      __m512i v[4];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i lo = _mm512_loadu_si512(b.ql + 64 * h);
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+        const __m512i bits = _mm512_inserti64x4(_mm512_castsi256_si512(hi), _mm256_srli_epi16(hi, 2), 1);
+        v[2 * h] = _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_slli_epi16(_mm512_and_si512(bits, low2), 4));
+        v[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), low4),
+                                       _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(bits, 4), low2), 4));
+      }
+      const __m512 scales = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)))),
+          _mm512_set1_ps(kq::half(b.d)));
+      for (int t = 0; t < M; ++t) {
+        const int64_t u0 = t * units + 8 * i;  // the block's first unit of row t
+        const __m512 group_scale =
+            _mm512_mul_ps(scales, _mm512_permutexvar_ps(unit_of, _mm512_castps256_ps512(_mm256_loadu_ps(x.d + u0))));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[j], _mm512_loadu_si512(x.q + (u0 + 2 * j) * kq::kUnit));
+          const __m512i groups = _mm512_maskz_expandloadu_epi32(0x1111, x.qsum + 2 * u0 + 4 * j);
+          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(groups, 5));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(group_of[j], group_scale), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < M; ++t) out[t * n + r] = _mm512_reduce_add_ps(acc[t]);
+  }
+}
+
 // ---- many rows of x: panels of 16 weight rows ------------------------------------------------
 // A panel holds 16 weight rows, unit by unit: the unit's 32 bytes of each row (unsigned; the 8-bit
 // formats offset by 128) as 8 vectors whose lane r holds 4 consecutive bytes of row r, then for
@@ -529,10 +585,13 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
       constexpr bool kStepped = Q == QType::Q4_0 || Q == QType::Q8_0;
       if (isa == Isa::Avx512Vnni && kStepped && k % (16 * kq::kUnit) == 0) {
         if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      } else if (isa == Isa::Avx512Vnni)
+      } else if (isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
+        ((m == M + 1 ? rows_q6_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      } else if (isa == Isa::Avx512Vnni) {
         ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      else
+      } else {
         ((m == M + 1 ? rows_avx2<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      }
     }(std::make_integer_sequence<int, kMaxRows>{});
   });
   return true;
