@@ -402,6 +402,70 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
   }
 }
 
+// ---- Q4_K, few rows of x: a block as four vectors ---------------------------------------------
+// A Q4_K block's 128 bytes, as two vectors, masked and shifted give four: the low nibbles of bytes
+// 0-63 are groups 0 and 2, their high nibbles groups 1 and 3 (then 4-7 from bytes 64-127). x's
+// bytes, regrouped by one shuffle per vector, line up with them; each lane is scaled by its group's
+// d * scale * d_x, and the minimums' part, dmin * m times x's sum over the group, is summed apart
+// in eight lanes. The 6-bit scales and minimums unpack in 32-bit words, four at a time.
+template <int M>
+WICK_AVX512 void rows_q4_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  using Block = kq::BlockQ4_K;
+  const int64_t nb = k / 256, units = k / kq::kUnit;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  alignas(64) int32_t lanes[16];
+  __m512i group_of[4];  // vector j: lanes 0-7 group a, 8-15 group a + 2, a = (0, 1, 4, 5)[j]
+  for (int j = 0; j < 4; ++j) {
+    const int a = (j / 2) * 4 + j % 2;
+    for (int l = 0; l < 16; ++l) lanes[l] = a + 2 * (l / 8);
+    group_of[j] = _mm512_load_si512(lanes);
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const Block* row = reinterpret_cast<const Block*>(w) + r * nb;
+    __m512 acc[M];
+    __m256 mins_acc[M];
+    for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps(), mins_acc[t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+      const Block& b = row[i];
+      prefetch_ahead<sizeof(Block)>(&b);
+      uint32_t s[3];
+      __builtin_memcpy(s, b.scales, sizeof s);
+      const uint64_t scale_bytes = (s[0] & 0x3f3f3f3fu) | uint64_t{(s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u)} << 32;
+      const uint64_t min_bytes =
+          (s[1] & 0x3f3f3f3fu) | uint64_t{((s[2] >> 4) & 0x0f0f0f0fu) | ((s[1] >> 2) & 0x30303030u)} << 32;
+      const __m256 scale = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(scale_bytes)))),
+                                         _mm256_set1_ps(kq::half(b.d)));
+      const __m256 min = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(min_bytes)))),
+                                       _mm256_set1_ps(kq::half(b.dmin)));
+      __m512i v[4];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i q = _mm512_loadu_si512(b.qs + 64 * h);
+        v[2 * h] = _mm512_and_si512(q, low4);
+        v[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      }
+      for (int t = 0; t < M; ++t) {
+        const int64_t u0 = t * units + 8 * i;  // the block's first unit of row t
+        const __m512 group_scale = _mm512_castps256_ps512(_mm256_mul_ps(scale, _mm256_loadu_ps(x.d + u0)));
+        mins_acc[t] = _mm256_fmadd_ps(min, _mm256_loadu_ps(x.sum + u0), mins_acc[t]);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const int8_t* a = x.q + (u0 + 4 * h) * kq::kUnit;
+          const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 64);
+          const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * h], _mm512_shuffle_i64x2(a0, a1, 0x44));
+          const __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * h + 1], _mm512_shuffle_i64x2(a0, a1, 0xee));
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_permutexvar_ps(group_of[2 * h], group_scale), acc[t]);
+          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_permutexvar_ps(group_of[2 * h + 1], group_scale), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < M; ++t) {
+      const __m256 m = mins_acc[t];
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      out[t * n + r] = _mm512_reduce_add_ps(acc[t]) - sum4(h);
+    }
+  }
+}
+
 // ---- many rows of x: panels of 16 weight rows ------------------------------------------------
 // A panel holds 16 weight rows, unit by unit: the unit's 32 bytes of each row (unsigned; the 8-bit
 // formats offset by 128) as 8 vectors whose lane r holds 4 consecutive bytes of row r, then for
@@ -587,6 +651,8 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
         if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
         ((m == M + 1 ? rows_q6_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      } else if (isa == Isa::Avx512Vnni && Q == QType::Q4_K) {
+        ((m == M + 1 ? rows_q4_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (isa == Isa::Avx512Vnni) {
         ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else {
