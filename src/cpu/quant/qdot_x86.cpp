@@ -314,9 +314,11 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
         const Block* q = b + kPer * g;
         __m512i u[2];  // Q4_0: the low and the high values of four blocks; Q8_0: two blocks, + 128
         if constexpr (Q == QType::Q4_0) {
-          __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[0].qs)));
-          for (int j = 1; j < 4; ++j)
-            v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[j].qs)), j);
+          auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[j].qs)); };
+          __m512i v = _mm512_castsi128_si512(bytes(0));
+          v = _mm512_inserti32x4(v, bytes(1), 1);  // the lane must be a constant (clang)
+          v = _mm512_inserti32x4(v, bytes(2), 2);
+          v = _mm512_inserti32x4(v, bytes(3), 3);
           const __m512i low = _mm512_set1_epi8(0x0f);
           u[0] = _mm512_and_si512(v, low);
           u[1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
