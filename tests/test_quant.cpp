@@ -238,17 +238,18 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
       }
     }
   }
-  // Q4_K and Q6_K blocks of random bytes (every bit of the packed scales, minimums and high bits
-  // reached), their f16 d and dmin set to 1/16.
-  for (QType q : {QType::Q4_K, QType::Q6_K}) {
+  // Q4_K, Q5_K and Q6_K blocks of random bytes (every bit of the packed scales, minimums and high
+  // bits reached), their f16 d and dmin set to 1/16.
+  for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
     const int64_t k256 = 512, nbytes = n * quant::row_bytes(q, k256);
     std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
     const std::vector<float> r = random_values(nbytes, 9);
     for (int64_t i = 0; i < nbytes; ++i) bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
     const int64_t block = quant::row_bytes(q, 256);
     for (int64_t b = 0; b < nbytes / block; ++b) {
-      uint8_t* f16 = bytes.data() + b * block + (q == QType::Q4_K ? 0 : block - 2);  // Q4_K: d, dmin first; Q6_K: d last
-      for (int h = 0; h < (q == QType::Q4_K ? 2 : 1); ++h) f16[2 * h] = 0x00, f16[2 * h + 1] = 0x2c;
+      const bool first = q != QType::Q6_K;  // Q4_K, Q5_K: d, dmin first; Q6_K: d last
+      uint8_t* f16 = bytes.data() + b * block + (first ? 0 : block - 2);
+      for (int h = 0; h < (first ? 2 : 1); ++h) f16[2 * h] = 0x00, f16[2 * h + 1] = 0x2c;
     }
     const QTensor qw(q, n, k256, Tensor::from_vector(bytes, {nbytes}));
     for (int64_t m : {1, 3, 8}) {

@@ -404,15 +404,17 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
   }
 }
 
-// ---- Q4_K, few rows of x: a block as four vectors ---------------------------------------------
+// ---- Q4_K and Q5_K, few rows of x: a block as four vectors ------------------------------------
 // A Q4_K block's 128 bytes, as two vectors, masked and shifted give four: the low nibbles of bytes
-// 0-63 are groups 0 and 2, their high nibbles groups 1 and 3 (then 4-7 from bytes 64-127). x's
-// bytes, regrouped by one shuffle per vector, line up with them; each lane is scaled by its group's
-// d * scale * d_x, and the minimums' part, dmin * m times x's sum over the group, is summed apart
-// in eight lanes. The 6-bit scales and minimums unpack in 32-bit words, four at a time.
-template <int M>
-WICK_AVX512 void rows_q4_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
-  using Block = kq::BlockQ4_K;
+// 0-63 are groups 0 and 2, their high nibbles groups 1 and 3 (then 4-7 from bytes 64-127). Q5_K adds
+// each group's fifth bit, bit g of its 32 bytes qh. x's bytes, regrouped by one shuffle per vector,
+// line up with them; each lane is scaled by its group's d * scale * d_x, and the minimums' part,
+// dmin * m times x's sum over the group, is summed apart in eight lanes. The 6-bit scales and
+// minimums unpack in 32-bit words, four at a time.
+template <QType Q, int M>
+WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+  static_assert(Q == QType::Q4_K || Q == QType::Q5_K);
+  using Block = typename kq::Format<Q>::Block;
   const int64_t nb = k / 256, units = k / kq::kUnit;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   alignas(64) int32_t lanes[16];
@@ -444,6 +446,16 @@ WICK_AVX512 void rows_q4_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
         const __m512i q = _mm512_loadu_si512(b.qs + 64 * h);
         v[2 * h] = _mm512_and_si512(q, low4);
         v[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+      }
+      if constexpr (Q == QType::Q5_K) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+        const __m512i one = _mm512_set1_epi8(1);
+        for (int j = 0; j < 4; ++j) {  // vector j holds groups a and a + 2
+          const int a = (j / 2) * 4 + j % 2;
+          const __m256i first = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a)), second = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a + 2));
+          const __m512i fifth = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1), one);
+          v[j] = _mm512_or_si512(v[j], _mm512_slli_epi16(fifth, 4));
+        }
       }
       for (int t = 0; t < M; ++t) {
         const int64_t u0 = t * units + 8 * i;  // the block's first unit of row t
@@ -653,8 +665,9 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
         if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
         ((m == M + 1 ? rows_q6_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      } else if (isa == Isa::Avx512Vnni && Q == QType::Q4_K) {
-        ((m == M + 1 ? rows_q4_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
+      } else if (isa == Isa::Avx512Vnni && (Q == QType::Q4_K || Q == QType::Q5_K)) {
+        if constexpr (Q == QType::Q4_K || Q == QType::Q5_K)
+          ((m == M + 1 ? rows_k4_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (isa == Isa::Avx512Vnni) {
         ((m == M + 1 ? rows_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else {
