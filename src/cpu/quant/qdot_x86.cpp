@@ -8,6 +8,10 @@
 // (unsigned times signed bytes, 4 products summed into 32 bits) in place of maddubs and madd; the
 // signed 8-bit weights are offset by 128 there, the offset's product taken back through x's sums.
 // The value is unit_dot's: d_w * d_x * dot - bias * s, summed in another order.
+//
+// On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
+// and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
+// of x. x's rounding (round_row) is here too, with its portable loop for other machines.
 #include "cpu/quant/qdot.h"
 
 #include <algorithm>
