@@ -358,10 +358,15 @@ class LlamaModel::Weights {
     return copy_on_cpu && t.device().type() == DeviceType::Cpu ? t.copy() : t;
   }
   bool copy_on_cpu = true;  // WeightMemory::Copy
+  quant::QTensor owned(const quant::QTensor& q) const {
+    if (!copy_on_cpu || q.device().type() != DeviceType::Cpu) return q;
+    return quant::QTensor(q.qtype(), q.rows(), q.cols(), q.bytes().copy());
+  }
   // The weight `role` (and its bias), or the part of it that `part` names: cut from the file's
-  // tensor on the host, so that only that part is copied to the device.
+  // tensor on the host, so that only that part is copied to the device. In place: not copied out
+  // of the file's mapping (group() stacks it into new memory, or copies it).
   Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype,
-                Part part = {}) const {
+                Part part = {}, bool in_place = false) const {
     const std::string name = role + ".weight";
     expect(name, Shape({out, in}));
     const Device at = part.dim < 0 ? device : Device::cpu();
@@ -377,10 +382,21 @@ class LlamaModel::Weights {
       if (l.dense.defined()) l.dense = l.dense.to_device(device);
       if (l.bias.defined()) l.bias = l.bias.to_device(device);
     }
-    if (l.dense.defined()) l.dense = owned(l.dense, dtype);
-    if (l.quantized.defined() && copy_on_cpu && l.quantized.device().type() == DeviceType::Cpu)
-      l.quantized = quant::QTensor(l.quantized.qtype(), l.quantized.rows(), l.quantized.cols(), l.quantized.bytes().copy());
+    if (l.dense.defined()) l.dense = in_place ? l.dense.to_dtype(dtype) : owned(l.dense, dtype);
+    if (l.quantized.defined() && !in_place) l.quantized = owned(l.quantized);
     return l;
+  }
+  // Linears read in place, stacked where they can be (into new memory); those left apart are
+  // copied out of the file's mapping as linear() copies one.
+  LinearGroup group(std::vector<Linear> parts) const {
+    LinearGroup g = LinearGroup::of(std::move(parts));
+    if (g.weights.size() > 1) {
+      for (Linear& l : g.weights) {
+        if (l.dense.defined()) l.dense = owned(l.dense, l.dense.dtype());
+        if (l.quantized.defined()) l.quantized = owned(l.quantized);
+      }
+    }
+    return g;
   }
 };
 
@@ -485,13 +501,13 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     const Part r = split ? rows : whole, k = split ? cols : whole;
     Layer l;
     l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
-    l.qkv = LinearGroup::of({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r),
-                             w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r),
-                             w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r)});
+    l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                     w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                     w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
-    l.gate_up = LinearGroup::of({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r),
-                                 w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r)});
+    l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
+                         w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});
     l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
     m.layers_.push_back(std::move(l));
   }
