@@ -365,8 +365,8 @@ class LlamaModel::Weights {
   // The weight `role` (and its bias), or the part of it that `part` names: cut from the file's
   // tensor on the host, so that only that part is copied to the device. In place: not copied out
   // of the file's mapping (group() stacks it into new memory, or copies it).
-  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype,
-                Part part = {}, bool in_place = false) const {
+  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype, Part part = {},
+                bool in_place = false) const {
     const std::string name = role + ".weight";
     expect(name, Shape({out, in}));
     const Device at = part.dim < 0 ? device : Device::cpu();
@@ -479,8 +479,8 @@ void LlamaModel::split_over(const dist::Communicator& comm, std::optional<quant:
   kv_heads_ = c.kv_heads / ranks_;
 }
 
-LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DType dtype, const dist::Communicator& comm,
-                            WeightMemory memory) {
+LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DType dtype,
+                            const dist::Communicator& comm, WeightMemory memory) {
   w.copy_on_cpu = memory == WeightMemory::Copy;
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
@@ -538,8 +538,8 @@ LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype,
   return from_gguf(io::GgufFile::open(path), device, dtype, comm, memory);
 }
 
-LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype, const dist::Communicator& comm,
-                                       WeightMemory memory) {
+LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype,
+                                       const dist::Communicator& comm, WeightMemory memory) {
   const LlamaConfig config = LlamaConfig::from_json(dir + "/config.json");
   const io::SafetensorsCheckpoint checkpoint = io::SafetensorsCheckpoint::open(dir);
   CheckpointWeights weights(checkpoint);

@@ -234,7 +234,8 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
       const std::vector<float> portable = product(x, qw, qdot::Isa::None);
       for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
         if (isa > qdot::best_isa()) continue;
-        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
+        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10)
+            << q << " m " << m << " isa " << static_cast<int>(isa);
       }
     }
   }
@@ -244,7 +245,8 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
     const int64_t k256 = 512, nbytes = n * quant::row_bytes(q, k256);
     std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
     const std::vector<float> r = random_values(nbytes, 9);
-    for (int64_t i = 0; i < nbytes; ++i) bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
+    for (int64_t i = 0; i < nbytes; ++i)
+      bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
     const int64_t block = quant::row_bytes(q, 256);
     for (int64_t b = 0; b < nbytes / block; ++b) {
       const bool first = q != QType::Q6_K;  // Q4_K, Q5_K: d, dmin first; Q6_K: d last
@@ -257,7 +259,8 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
       const std::vector<float> portable = product(x, qw, qdot::Isa::None);
       for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
         if (isa > qdot::best_isa()) continue;
-        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " random blocks m " << m << " isa " << static_cast<int>(isa);
+        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10)
+            << q << " random blocks m " << m << " isa " << static_cast<int>(isa);
       }
     }
   }
@@ -277,8 +280,8 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
   }
 }
 
-// The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits: random units of many scales, units
-// of exact halves (x * (1 / d) = n + 0.5 with d = 1, where roundf goes away from zero), zeros.
+// The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits: random units of many
+// scales, units of exact halves (x * (1 / d) = n + 0.5 with d = 1, where roundf goes away from zero), zeros.
 TEST(QuantCpu, RoundRowIsQuantizeAct) {
   namespace kq = kernels::quant;
   const int64_t units = 64;
@@ -287,7 +290,7 @@ TEST(QuantCpu, RoundRowIsQuantizeAct) {
     float* unit = x.data() + u * kq::kUnit;
     if (u % 4 == 1) {
       for (int i = 0; i < kq::kUnit; ++i) unit[i] = std::round(unit[i] * 30.f) + 0.5f;  // halves
-      unit[u % kq::kUnit] = u % 8 == 1 ? 127.f : -127.f;                                 // d = 1
+      unit[u % kq::kUnit] = u % 8 == 1 ? 127.f : -127.f;                                // d = 1
     } else if (u % 4 == 2) {
       for (int i = 0; i < kq::kUnit; ++i) unit[i] *= std::ldexp(1.f, static_cast<int>(u % 40) - 20);
     } else if (u == 3) {

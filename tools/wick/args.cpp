@@ -82,7 +82,6 @@ commands:
                           WICK_RENDEZVOUS in each); exits with the first failing rank's status
 )";
 
-
 const char* const kSeeHelp = "run 'wick --help' for the commands and their options\n";
 
 std::vector<DType> parse_dtype_list(const std::string& list) {

@@ -85,7 +85,8 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<models::LlamaModel> parts;
   for (size_t r = 0; r < devices.size(); ++r)
     parts.push_back(shape.empty() ? models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory)
-                                  : models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dtype, qtype, 0, comms[r]));
+                                  : models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dtype,
+                                                               qtype, 0, comms[r]));
   const models::LlamaModel& model = parts[0];
   const models::LlamaConfig& c = model.config();
   std::string name = shape.empty() ? model_path : shape;

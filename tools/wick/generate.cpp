@@ -82,7 +82,8 @@ int cmd_generate(int argc, char** argv) {
   std::vector<dist::Communicator> comms(devices.size());
   if (devices.size() > 1) comms = dist::Communicator::local(devices);
   std::vector<models::LlamaModel> parts;
-  for (size_t r = 0; r < devices.size(); ++r) parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory));
+  for (size_t r = 0; r < devices.size(); ++r)
+    parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory));
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");

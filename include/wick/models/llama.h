@@ -91,6 +91,14 @@ struct LinearGroup {
   int64_t bytes() const;
 };
 
+// Where a model on the CPU keeps the weights it reads from a file. Copy (the default): in wick's own
+// memory, on huge pages where the kernel gives them, which the products read faster (on 2 cores of
+// an Intel Xeon a Llama 3.2 1B-shaped Q8_0 file decoded 18.4-19.0 tokens/s against 16.8-17.3 from
+// the mapping); the file's pages stay in the page cache only until the kernel needs them. Map: used
+// in place from the file's mapping, with no copy: the model opens at once and processes share its
+// pages. A model on a GPU copies its weights to the device either way.
+enum class WeightMemory { Copy, Map };
+
 // Tensor parallelism (Megatron's split): with a communicator of n ranks, each rank holds 1/n of
 // the attention heads (q, k and v by rows, o by columns, and its heads' KV cache), 1/n of the MLP's
 // width (gate and up by rows, down by columns) and 1/n of the vocabulary (the embedding's and the
@@ -99,13 +107,6 @@ struct LinearGroup {
 // runs forward() with the same tokens, at the same time, and gets the whole logits. The heads, the
 // KV heads, the MLP width and the vocabulary must divide by n (and a block-format down's columns
 // into whole blocks); a NotSupportedError names what does not.
-// Where a model on the CPU keeps the weights it reads from a file. Copy (the default): in wick's own
-// memory, on huge pages where the kernel gives them, which the products read faster (on 2 cores of
-// an Intel Xeon a Llama 3.2 1B-shaped Q8_0 file decoded 18.4-19.0 tokens/s against 16.8-17.3 from
-// the mapping); the file's pages stay in the page cache only until the kernel needs them. Map: used in place from the file's mapping, with no copy: the model opens at
-// once and processes share its pages. A model on a GPU copies its weights to the device either way.
-enum class WeightMemory { Copy, Map };
-
 class LlamaModel {
  public:
   // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense

@@ -12,13 +12,13 @@
 // On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
 // and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
 // of x. x's rounding (round_row) is here too, with its portable loop for other machines.
-#include "cpu/quant/qdot.h"
-
 #include <algorithm>
 #include <atomic>
 #include <utility>
 #include <vector>
+
 #include "cpu/prefetch.h"
+#include "cpu/quant/qdot.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WICK_QDOT_X86 1
@@ -284,10 +284,11 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
 // lanes at the end of the row. A step's 16 f16 scales are gathered and converted at once.
 
 template <QType Q, int M>
-WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
+WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out,
+                                    int64_t n) {
   static_assert(Q == QType::Q4_0 || Q == QType::Q8_0);
   using Block = typename kq::Format<Q>::Block;
-  constexpr int kStep = 16;                        // blocks per step: their scales gathered at once
+  constexpr int kStep = 16;                       // blocks per step: their scales gathered at once
   constexpr int kPer = Q == QType::Q4_0 ? 4 : 2;  // blocks per vector
   constexpr int kLanes = 16 / kPer;               // 32-bit lanes per block
   // The offset's product: its shift (8 or 128), and the first two lanes of each block, which take
@@ -298,7 +299,7 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
   alignas(64) int32_t lanes[16];
   for (int l = 0; l < 16; ++l) lanes[l] = l * static_cast<int32_t>(sizeof(Block));
   const __m512i d_at = _mm512_load_si512(lanes);  // the byte offsets of a step's 16 scales
-  __m512i spread[kStep / kPer];                  // lane l of vector g reads block kPer * g + l / kLanes's scale
+  __m512i spread[kStep / kPer];                   // lane l of vector g reads block kPer * g + l / kLanes's scale
   for (int g = 0; g < kStep / kPer; ++g) {
     for (int l = 0; l < 16; ++l) lanes[l] = kPer * g + l / kLanes;
     spread[g] = _mm512_load_si512(lanes);
@@ -328,8 +329,9 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
           u[1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
         } else {
           const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
-          u[0] = _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1),
-                                  _mm512_set1_epi8(static_cast<char>(0x80)));
+          u[0] =
+              _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1),
+                               _mm512_set1_epi8(static_cast<char>(0x80)));
         }
         for (int t = 0; t < M; ++t) {
           const int64_t at = t * units + i + kPer * g;  // the vector's first unit of row t
@@ -397,7 +399,8 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
             _mm512_mul_ps(scales, _mm512_permutexvar_ps(unit_of, _mm512_castps256_ps512(_mm256_loadu_ps(x.d + u0))));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[j], _mm512_loadu_si512(x.q + (u0 + 2 * j) * kq::kUnit));
+          __m512i sum =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[j], _mm512_loadu_si512(x.q + (u0 + 2 * j) * kq::kUnit));
           const __m512i groups = _mm512_maskz_expandloadu_epi32(0x1111, x.qsum + 2 * u0 + 4 * j);
           sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(groups, 5));
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(group_of[j], group_scale), acc[t]);
@@ -438,13 +441,16 @@ WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_
       prefetch_ahead<sizeof(Block)>(&b);
       uint32_t s[3];
       __builtin_memcpy(s, b.scales, sizeof s);
-      const uint64_t scale_bytes = (s[0] & 0x3f3f3f3fu) | uint64_t{(s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u)} << 32;
+      const uint64_t scale_bytes = (s[0] & 0x3f3f3f3fu) | uint64_t{(s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u)}
+                                                              << 32;
       const uint64_t min_bytes =
           (s[1] & 0x3f3f3f3fu) | uint64_t{((s[2] >> 4) & 0x0f0f0f0fu) | ((s[1] >> 2) & 0x30303030u)} << 32;
-      const __m256 scale = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(scale_bytes)))),
-                                         _mm256_set1_ps(kq::half(b.d)));
-      const __m256 min = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(min_bytes)))),
-                                       _mm256_set1_ps(kq::half(b.dmin)));
+      const __m256 scale =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(scale_bytes)))),
+                        _mm256_set1_ps(kq::half(b.d)));
+      const __m256 min =
+          _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(min_bytes)))),
+                        _mm256_set1_ps(kq::half(b.dmin)));
       __m512i v[4];
       for (int h = 0; h < 2; ++h) {
         const __m512i q = _mm512_loadu_si512(b.qs + 64 * h);
@@ -456,7 +462,8 @@ WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_
         const __m512i one = _mm512_set1_epi8(1);
         for (int j = 0; j < 4; ++j) {  // vector j holds groups a and a + 2
           const int a = (j / 2) * 4 + j % 2;
-          const __m256i first = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a)), second = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a + 2));
+          const __m256i first = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a)),
+                        second = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(a + 2));
           const __m512i fifth = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1), one);
           v[j] = _mm512_or_si512(v[j], _mm512_slli_epi16(fifth, 4));
         }
@@ -470,9 +477,11 @@ WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_
           const int8_t* a = x.q + (u0 + 4 * h) * kq::kUnit;
           const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 64);
           const __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * h], _mm512_shuffle_i64x2(a0, a1, 0x44));
-          const __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * h + 1], _mm512_shuffle_i64x2(a0, a1, 0xee));
+          const __m512i hi =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[2 * h + 1], _mm512_shuffle_i64x2(a0, a1, 0xee));
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_permutexvar_ps(group_of[2 * h], group_scale), acc[t]);
-          acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_permutexvar_ps(group_of[2 * h + 1], group_scale), acc[t]);
+          acc[t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_permutexvar_ps(group_of[2 * h + 1], group_scale), acc[t]);
         }
       }
     }
@@ -494,7 +503,7 @@ WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_
 template <QType Q>
 struct Panel {
   static constexpr int kHalves = kq::Format<Q>::kGroup == 32 ? 1 : 2;  // groups per unit
-  static constexpr int64_t kUnitBytes = 512 + kHalves * 2 * 64;          // bytes, then d and bias
+  static constexpr int64_t kUnitBytes = 512 + kHalves * 2 * 64;        // bytes, then d and bias
 };
 
 // Rows [r, r + 16) of the weight (blocks, nb per row) as a panel at p (64-byte aligned).
@@ -514,8 +523,7 @@ WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t
         if constexpr (F::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
         _mm256_store_si256(reinterpret_cast<__m256i*>(bytes[e]), u);
       }
-      for (int w = 0; w < 8; ++w)
-        _mm512_store_si512(p + 64 * w, _mm512_i32gather_epi32(rows, &bytes[0][w], 4));
+      for (int w = 0; w < 8; ++w) _mm512_store_si512(p + 64 * w, _mm512_i32gather_epi32(rows, &bytes[0][w], 4));
       auto* scale = reinterpret_cast<float*>(p + 512);
       for (int h = 0; h < Panel<Q>::kHalves; ++h, scale += 2 * kPanelRows) {
         for (int e = 0; e < kPanelRows; ++e) {
@@ -555,8 +563,8 @@ WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x,
       for (int t = 0; t < T; ++t) {
         const int8_t* a = x.q + t * k + u * kq::kUnit;
         const int64_t at = t * units + u;
-        __m512i sum = kBiasInSum ? _mm512_set1_epi32(-kOffset * (x.qsum[2 * at] + x.qsum[2 * at + 1]))
-                                 : _mm512_setzero_si512();
+        __m512i sum =
+            kBiasInSum ? _mm512_set1_epi32(-kOffset * (x.qsum[2 * at] + x.qsum[2 * at + 1])) : _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int v = 0; v < 8; ++v) sum = _mm512_dpbusd_epi32(sum, w[v], broadcast4(a + 4 * v));
         const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(x.d[at]));
@@ -607,9 +615,11 @@ WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
     for (int64_t t0 = 0; t0 < m; t0 += kMaxRows) {
       const XRows xt(x, t0, k);
       [&]<int... T>(std::integer_sequence<int, T...>) {
-        ((std::min(kMaxRows, m - t0) == T + 1 ? panel_rows<Q, T + 1>(panel, units, k, xt, out + t0 * n + r, n) : void()),
+        ((std::min(kMaxRows, m - t0) == T + 1 ? panel_rows<Q, T + 1>(panel, units, k, xt, out + t0 * n + r, n)
+                                              : void()),
          ...);
-      }(std::make_integer_sequence<int, kMaxRows>{});
+      }
+      (std::make_integer_sequence<int, kMaxRows>{});
     }
   }
   return r;
