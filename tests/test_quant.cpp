@@ -212,33 +212,26 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
     qdot::set_isa_limit(was);
     return y;
   };
-  for (QType q : quant::kAllQTypes) {
-    if (k % quant::block_values(q) != 0) continue;
-    const QTensor qw = quant::quantize(w, q);
-    for (int64_t m : {1, 2, 3, 5, 8}) {
-      const Tensor x = Tensor::from_vector(random_values(m * k, 200 + m), {m, k});
-      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
-      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
-        if (isa > qdot::best_isa()) continue;
-        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
-      }
-    }
-  }
-  // Rows of a multiple of 16 blocks of 32 values, which Q4_0's four-blocks-per-vector kernel takes.
-  const int64_t k16 = 1024;
-  const Tensor w16 = Tensor::from_vector(random_values(n * k16, 7), {n, k16});
-  for (QType q : {QType::Q4_0, QType::Q8_0}) {
-    const QTensor qw = quant::quantize(w16, q);
-    for (int64_t m = 1; m <= qdot::kMaxRows; ++m) {
-      const Tensor x = Tensor::from_vector(random_values(m * k16, 250 + m), {m, k16});
+  // Each SIMD kernel this machine runs against the portable loop, for each count of rows of x.
+  auto agree = [&](const QTensor& qw, const std::vector<int64_t>& rows, uint64_t seed, const char* what) {
+    const int64_t k = qw.cols();
+    for (int64_t m : rows) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, seed + static_cast<uint64_t>(m)), {m, k});
       const std::vector<float> portable = product(x, qw, qdot::Isa::None);
       for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
         if (isa > qdot::best_isa()) continue;
         EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10)
-            << q << " m " << m << " isa " << static_cast<int>(isa);
+            << qw.qtype() << what << " m " << m << " isa " << static_cast<int>(isa);
       }
     }
-  }
+  };
+  for (QType q : quant::kAllQTypes)
+    if (k % quant::block_values(q) == 0) agree(quant::quantize(w, q), {1, 2, 3, 5, 8}, 200, "");
+  // Rows of a multiple of 16 blocks of 32 values, which Q4_0's and Q8_0's several-blocks-per-vector
+  // kernel takes.
+  const int64_t k16 = 1024;
+  const Tensor w16 = Tensor::from_vector(random_values(n * k16, 7), {n, k16});
+  for (QType q : {QType::Q4_0, QType::Q8_0}) agree(quant::quantize(w16, q), {1, 2, 3, 4, 5, 6, 7, 8}, 250, "");
   // Q4_K, Q5_K and Q6_K blocks of random bytes (every bit of the packed scales, minimums and high
   // bits reached), their f16 d and dmin set to 1/16.
   for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
@@ -253,31 +246,13 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
       uint8_t* f16 = bytes.data() + b * block + (first ? 0 : block - 2);
       for (int h = 0; h < (first ? 2 : 1); ++h) f16[2 * h] = 0x00, f16[2 * h + 1] = 0x2c;
     }
-    const QTensor qw(q, n, k256, Tensor::from_vector(bytes, {nbytes}));
-    for (int64_t m : {1, 3, 8}) {
-      const Tensor x = Tensor::from_vector(random_values(m * k256, 350 + m), {m, k256});
-      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
-      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
-        if (isa > qdot::best_isa()) continue;
-        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10)
-            << q << " random blocks m " << m << " isa " << static_cast<int>(isa);
-      }
-    }
+    agree(QTensor(q, n, k256, Tensor::from_vector(bytes, {nbytes})), {1, 3, 8}, 350, " random blocks");
   }
   // The K-quants, whose rows here hold 256-value blocks.
   const int64_t kk = 512;
   const Tensor wk = Tensor::from_vector(random_values(n * kk, 6), {n, kk});
-  for (QType q : {QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::Q8_K}) {
-    const QTensor qw = quant::quantize(wk, q);
-    for (int64_t m : {1, 4, 7, 8}) {
-      const Tensor x = Tensor::from_vector(random_values(m * kk, 300 + m), {m, kk});
-      const std::vector<float> portable = product(x, qw, qdot::Isa::None);
-      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
-        if (isa > qdot::best_isa()) continue;
-        EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10) << q << " m " << m << " isa " << static_cast<int>(isa);
-      }
-    }
-  }
+  for (QType q : {QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::Q8_K})
+    agree(quant::quantize(wk, q), {1, 4, 7, 8}, 300, "");
 }
 
 // The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits: random units of many
