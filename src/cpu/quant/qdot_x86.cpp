@@ -12,13 +12,14 @@
 // On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
 // and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
 // of x. x's rounding (round_row) is here too, with its portable loop for other machines.
+#include "cpu/quant/qdot.h"
+
 #include <algorithm>
 #include <atomic>
 #include <utility>
-#include <vector>
 
 #include "cpu/prefetch.h"
-#include "cpu/quant/qdot.h"
+#include "cpu/scratch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WICK_QDOT_X86 1
@@ -607,7 +608,7 @@ WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
   using F = kq::Format<Q>;
   const int64_t nb = k / F::kValues, units = k / kq::kUnit;
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
-  std::vector<uint8_t> storage(static_cast<size_t>(units * Panel<Q>::kUnitBytes + 64));
+  Scratch<uint8_t> storage(units * Panel<Q>::kUnitBytes + 64);  // the backend's cached blocks, reused per call
   uint8_t* panel = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
   int64_t r = r0;
   for (; r + kPanelRows <= r1; r += kPanelRows) {
