@@ -15,6 +15,12 @@ and AMX buffers), which round differently: on one CI machine its Q8_0 perplexity
 from its own F32 figure while every other format stayed to the last digit. The CPU variant ggml
 loaded and the features it reports are printed first.
 
+The F16 file holds the F32 file's weights rounded to f16, which moves llama.cpp's perplexity by
+2.6e-4 on the machines where its F16 path computes in f32 (every CPU variant of ggml 0.27 tried on
+one AVX-512 Xeon). On a CI machine with the same reported features it moved by 3.2% instead, with
+--no-repack. Where llama.cpp's F16 figure is that far from its own F32 one, wick's F16 figure is
+held to llama.cpp's F32 figure, within the F16 tolerance, and the line says so.
+
 usage: check_llama.py WICK OUT_DIR VOCAB_DIR TEXT
 """
 import os
@@ -92,6 +98,7 @@ def main():
         subprocess.run(["llama-quantize", files["f32"], files[q], q.upper()], capture_output=True, check=True)
     failed = 0
     shown = False
+    scores = {}
     for kind, path in files.items():
         llama = subprocess.run(["llama-perplexity", "-m", path, "-f", text, "-c", str(CTX), "--chunks", str(CHUNKS),
                                 "-b", str(CTX), "-t", str(os.cpu_count()), "--no-repack"],
@@ -107,11 +114,19 @@ def main():
         ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
                               capture_output=True, text=True, check=True)
         want, got = ppl(llama.stdout + llama.stderr), ppl(ours.stdout)
+        scores[kind] = want
+        against = ""
+        if kind == "f16" and abs(want - scores["f32"]) / scores["f32"] > TOLERANCE["f16"]:
+            # See the module's docstring: llama.cpp has left its own F32 figure, so its F16 path
+            # rounds more than the file's weights do on this machine.
+            print(f"f16     llama.cpp PPL {want:10.4f} is {abs(want - scores['f32']) / scores['f32']:.2e} from its "
+                  f"own F32 figure: its F16 path rounds more than the weights on this machine")
+            want, against = scores["f32"], " (against llama.cpp's F32)"
         rel = abs(got - want) / want
         ok = rel <= TOLERANCE[kind]
         failed += not ok
         print(f"{kind:7s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
-              f"(tolerance {TOLERANCE[kind]:.0e}) {'ok' if ok else 'FAILED'}")
+              f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
     print(f"llama check: {len(files)} files, {len(files) - failed} agree, {failed} differ")
     return 1 if failed else 0
 
