@@ -315,6 +315,36 @@ TEST(Cli, BenchPrintsATableAndWritesEveryColumnOfTheCsv) {
 // `wick generate` with no --model runs the shipped tiny model (bigrams of the GPL-3), on every
 // device present: greedy, the prompt "GNU General Public" goes on with " License" (the first new
 // token keeps its space), and the speed line follows.
+// bench-dist prints a row per size from 8 bytes to --max, with the ranks as threads of one process
+// (--devices) or as the processes of `wick launch` (--launched; rank 0 prints); one of the two.
+TEST(Cli, BenchDistOverThreadsAndProcesses) {
+  auto sizes = [](const std::string& out) {
+    std::vector<std::string> got;
+    for (const std::string& line : lines_of(out)) {
+      const std::vector<std::string> w = words_of(line);
+      if (w.size() == 4 && std::isdigit(static_cast<unsigned char>(w[0][0]))) got.push_back(w[0]);
+    }
+    return got;
+  };
+  const std::vector<std::string> want = {"8", "64", "512"};
+  WickRun r = run_wick("bench-dist --devices cpu,cpu --max 512 --iters 2 --dtype f32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("over 2 ranks (cpu+cpu)"), std::string::npos) << r.out;
+  EXPECT_EQ(sizes(r.out), want) << r.out;
+  // --launched takes the GPU of each local rank where there are GPUs, else the CPU.
+  int gpus = 0;
+  for (const Device& d : available_devices()) gpus += d.is_gpu();
+  if (gpus == 0 || gpus >= 2) {
+    r = run_wick(std::string("launch -n 2 '") + WICK_CLI + "' bench-dist --launched --max 512 --iters 2 --in-place");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("all_reduce in place sum of bf16 over 2 ranks (2 processes)"), std::string::npos) << r.out;
+    EXPECT_EQ(sizes(r.out), want) << r.out;
+  }
+  r = run_wick("bench-dist --max 512");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("either --devices"), std::string::npos) << r.err;
+}
+
 // --quick runs small cases (in cache) but measures the ceilings at full size, out of cache: a case
 // faster than its ceiling says "cache", never a fraction above 1.
 TEST(Cli, QuickBenchNeverPrintsAFractionAboveOne) {

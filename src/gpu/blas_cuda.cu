@@ -3,6 +3,7 @@
 #include <cstring>
 #include <cublas_v2.h>
 #include <mutex>
+#include <nvtx3/nvToolsExtMemCudaRt.h>
 #include <vector>
 
 #include "gpu/blas.h"
@@ -59,6 +60,26 @@ cudaDataType_t data_type(DType dt) {
   }
 }
 
+// Tells compute-sanitizer's initcheck that the product wrote C. On Hopper, cuBLAS's f16 and bf16
+// kernels store C through the tensor memory accelerator, which initcheck does not follow: without
+// this, every later read of C is reported as a read of uninitialized memory. The call is NVTX's,
+// a no-op unless a tool is attached; C is whole rows of one block (wick's products write fresh,
+// contiguous outputs), so the range is exactly what cuBLAS wrote.
+void mark_written(const GpuBackend& b, const Gemm& g) {
+  static const nvtxDomainHandle_t domain = nvtxDomainCreateA("wick");
+  nvtxMemVirtualRangeDesc_t range{};
+  range.ptr = g.c;
+  range.size = static_cast<size_t>((g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n) * dtype_size(g.dtype);
+  nvtxMemMarkInitializedBatch_t batch{};
+  batch.extCompatID = NVTX_EXT_COMPATID_MEM;
+  batch.structSize = sizeof(batch);
+  batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
+  batch.regionDescCount = 1;
+  batch.regionDescElementSize = sizeof(range);
+  batch.regionDescElements = &range;
+  nvtxMemCudaMarkInitialized(domain, b.stream(), 0, &batch);
+}
+
 }  // namespace
 
 void gemm(GpuBackend& b, const Gemm& g) {
@@ -79,6 +100,7 @@ void gemm(GpuBackend& b, const Gemm& g) {
                                     static_cast<int>(g.k), alpha, g.b, type, static_cast<int>(g.ldb), g.stride_b, g.a,
                                     type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type, static_cast<int>(g.ldc),
                                     g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+  mark_written(b, g);
 }
 
 }  // namespace wick::gpu

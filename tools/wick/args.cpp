@@ -71,6 +71,8 @@ commands:
   bench-dist [options]    all_reduce over ranks of this process, 8 bytes to --max: time, algorithm
                           and bus bandwidth per size, as nccl-tests print them
       --devices D,D,...   one rank per device (cpu may repeat)
+      --launched          instead, this process is one rank of `wick launch -n N wick bench-dist
+                          --launched`, on the GPU of its local rank (the CPU where none is)
       --dtype T           default bf16
       --max BYTES         the largest size (default 1 GiB)
       --iters N           calls timed per size (default 20)

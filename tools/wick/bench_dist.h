@@ -2,7 +2,7 @@
 
 namespace wick::cli {
 
-// `wick bench-dist --devices LIST [--dtype T] [--max BYTES] [--iters N] [--csv FILE]`
+// `wick bench-dist --devices LIST | --launched [--dtype T] [--max BYTES] [--iters N] [--in-place] [--csv FILE]`
 // (tools/wick/bench_dist.cpp); the arguments after "bench-dist".
 int cmd_bench_dist(int argc, char** argv);
 
