@@ -330,6 +330,7 @@ TEST(Cli, BenchDistOverThreadsAndProcesses) {
   WickRun r = run_wick("bench-dist --devices cpu,cpu --max 512 --iters 2 --dtype f32");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("over 2 ranks (cpu+cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("through shared memory"), std::string::npos) << r.out;
   EXPECT_EQ(sizes(r.out), want) << r.out;
   // --launched takes the GPU of each local rank where there are GPUs, else the CPU.
   int gpus = 0;

@@ -236,6 +236,18 @@ std::vector<Communicator> cpu_ranks(int n, int timeout_ms) {
   return Communicator::local(std::vector<Device>(static_cast<size_t>(n), Device::cpu()), o);
 }
 
+// transport() names what carries each kind of rank: shared memory for the CPU; for a GPU the
+// library with its version and the file the loader found.
+TEST(DistTransport, NamesTheLibraryAndItsFile) {
+  EXPECT_EQ(dist::transport(Device::cpu()), "shared memory");
+  for (Device d : available_devices()) {
+    if (d.is_cpu()) continue;
+    const std::string t = dist::transport(d);
+    EXPECT_TRUE(t.rfind("NCCL 2.", 0) == 0 || t.rfind("RCCL 2.", 0) == 0) << t;
+    EXPECT_NE(t.find(".so"), std::string::npos) << t;
+  }
+}
+
 TEST(DistFailures, MismatchedCollectivesFailOnEveryRank) {
   std::vector<Communicator> c = cpu_ranks(2, 10000);
   std::vector<std::string> messages(2);

@@ -39,6 +39,29 @@ TEST_P(TensorTest, CreationAndInspection) {
   EXPECT_EQ(t.zeros_like().to_vector<float>(), std::vector<float>(6, 0));
 }
 
+// memory_use counts the bytes tensors hold on a device, and the most at once since the last reset.
+TEST_P(TensorTest, MemoryUseCountsTensorsAndThePeak) {
+  const Device d = dev();
+  synchronize(d);
+  reset_peak_memory(d);
+  const MemoryUse before = memory_use(d);
+  EXPECT_EQ(before.peak, before.in_use);
+  {
+    const Tensor a = Tensor::ones({1 << 18}, DType::F32, d);  // 1 MiB
+    const Tensor b = Tensor::ones({1 << 17}, DType::F64, d);  // 1 MiB
+    const MemoryUse held = memory_use(d);
+    EXPECT_EQ(held.in_use - before.in_use, int64_t{2} << 20);
+    EXPECT_GE(held.peak, held.in_use);
+    const Tensor view = a.narrow(0, 0, 4);  // a view holds no new memory
+    EXPECT_EQ(memory_use(d).in_use, held.in_use);
+  }
+  const MemoryUse after = memory_use(d);
+  EXPECT_EQ(after.in_use, before.in_use);
+  EXPECT_GE(after.peak - before.in_use, int64_t{2} << 20);
+  reset_peak_memory(d);
+  EXPECT_EQ(memory_use(d).peak, memory_use(d).in_use);
+}
+
 TEST_P(TensorTest, ArangeAndEye) {
   EXPECT_EQ(Tensor::arange(5, DType::I64, dev()).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(Tensor::arange(10, 0, -3, DType::I32, dev()).to_vector<int32_t>(), (std::vector<int32_t>{10, 7, 4, 1}));

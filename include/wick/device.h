@@ -61,6 +61,17 @@ std::vector<Device> available_devices();
 // memory, compute capability or gfx name, warp size, multiprocessors).
 std::string describe_device(Device device);
 
+// The bytes of tensor memory wick has allocated on a device and not yet freed: now, and the most at
+// once since the process started or reset_peak_memory(device). Counts what tensors asked for (not
+// the allocators' rounding and caches, the libraries' workspaces, or memory wick did not allocate,
+// such as a mapped file's).
+struct MemoryUse {
+  int64_t in_use = 0;
+  int64_t peak = 0;
+};
+MemoryUse memory_use(Device device);
+void reset_peak_memory(Device device);
+
 // Blocks until all work queued on the device is done (a no-op on the CPU).
 void synchronize(Device device);
 

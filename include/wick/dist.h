@@ -103,6 +103,13 @@ class Communicator {
   std::shared_ptr<detail::Engine> engine_;
 };
 
+// What carries the collectives of ranks on `device`'s kind of device: "shared memory" for the CPU;
+// for GPUs the library, its version and the file loaded, e.g. "NCCL 2.28.9
+// (/usr/lib/x86_64-linux-gnu/libnccl.so.2)". The library is the system's libnccl.so.2
+// (librccl.so.1 on ROCm) unless WICK_NCCL_LIBRARY names another file. Loads it; NotSupportedError
+// where it is missing or the build has no collectives.
+std::string transport(Device device);
+
 // Runs f(0), ..., f(n - 1) each on a thread of its own (the ranks of local() communicators, one
 // thread per rank) and waits for all; then rethrows the lowest rank's exception, if any.
 void on_threads(int n, const std::function<void(int rank)>& f);

@@ -8,6 +8,7 @@
 // synchronize() or to_host().
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -91,6 +92,10 @@ class Backend {
   virtual void synchronize() = 0;
   // Frees memory made by alloc (called by ~Storage; never throws).
   virtual void release(void* data, size_t nbytes) noexcept = 0;
+  // The bytes alloc has handed out and release not yet had back: now, and the most at once since
+  // the backend was made or reset_peak_memory. A backend counts them in its alloc and release.
+  MemoryUse memory_use() const { return {in_use_.load(), peak_.load()}; }
+  void reset_peak_memory() { peak_.store(in_use_.load()); }
   // Sets a backend-specific option (such as the GPU's "conv" path); false if the backend has no
   // such option or value.
   virtual bool set_option(std::string_view key, std::string_view value) {
@@ -191,6 +196,17 @@ class Backend {
   virtual StoragePtr rand_uniform(const Shape& shape, DType dtype, double lo, double up) = 0;
   virtual StoragePtr rand_normal(const Shape& shape, DType dtype, double mean, double std) = 0;
   virtual void set_seed(uint64_t seed) = 0;
+
+ protected:
+  void count_alloc(size_t nbytes) {
+    const int64_t now = in_use_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+    for (int64_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
+    }
+  }
+  void count_release(size_t nbytes) { in_use_.fetch_sub(static_cast<int64_t>(nbytes)); }
+
+ private:
+  std::atomic<int64_t> in_use_{0}, peak_{0};
 };
 
 // The op methods above as one list of declarations, for the backends to declare their overrides

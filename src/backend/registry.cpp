@@ -123,6 +123,9 @@ bool allow_tf32() { return g_allow_tf32; }
 
 void synchronize(Device device) { backend_for(device, "synchronize").synchronize(); }
 
+MemoryUse memory_use(Device device) { return backend_for(device, "memory_use").memory_use(); }
+void reset_peak_memory(Device device) { backend_for(device, "reset_peak_memory").reset_peak_memory(); }
+
 void* native_stream(Device device) {
   backend_for(device, "native_stream");
   if (device.is_cpu()) return nullptr;

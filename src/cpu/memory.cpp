@@ -109,10 +109,12 @@ StoragePtr CpuBackend::alloc(size_t nbytes) {
     std::memset(data + nbytes, kGuardByte, total - guard - kAlign - nbytes);
   }
   if (check_poison_.load()) std::memset(data, kPoisonByte, nbytes);
+  count_alloc(nbytes);
   return std::make_shared<Storage>(this, data, nbytes);
 }
 
 void CpuBackend::release(void* data, size_t nbytes) noexcept {
+  count_release(nbytes);
   unsigned char* header = static_cast<unsigned char*>(data) - kAlign;
   size_t guard;
   std::memcpy(&guard, header, sizeof guard);

@@ -66,6 +66,11 @@ const char* name(ReduceOp op) {
   return "?";
 }
 
+std::string transport(Device device) {
+  if (device.is_cpu()) return "shared memory";
+  return gpu_collectives(device, "transport").describe();
+}
+
 Communicator::Communicator(std::shared_ptr<Engine> engine) : engine_(std::move(engine)) {}
 Communicator::~Communicator() = default;
 

@@ -48,6 +48,8 @@ std::shared_ptr<Engine> cpu_join(const std::string& rendezvous, int size, int ra
 class GpuCollectives {
  public:
   virtual ~GpuCollectives() = default;
+  // "NCCL 2.28.9 (/usr/lib/x86_64-linux-gnu/libnccl.so.2)": the library, loading it if need be.
+  virtual std::string describe() const = 0;
   virtual Engines local(const std::vector<Device>& devices, const Options& options) const = 0;
   virtual std::shared_ptr<Engine> join(const std::string& rendezvous, int size, int rank, Device device,
                                        const Options& options) const = 0;

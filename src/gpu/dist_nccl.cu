@@ -10,6 +10,7 @@
 // on the GPU after the timeout (a peer hung or killed) aborts the communicator (ncclCommAbort,
 // which ends its kernels and its waits); every later call on it raises DistError with the reason.
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -69,17 +70,29 @@ struct Api {
   WICK_NCCL_FUNCTIONS(WICK_X)
 #undef WICK_X
   int version = 0;
+  std::string path;  // the file loaded
 };
+
+// The library file: $WICK_NCCL_LIBRARY (a path or a name for dlopen, to run another build of
+// the library than the system's, e.g. the one a Python package ships), else kLibrary.
+std::string library_file() {
+  const char* chosen = std::getenv("WICK_NCCL_LIBRARY");
+  return chosen != nullptr && *chosen != '\0' ? chosen : kLibrary;
+}
 
 const Api& api() {
   static const Api a = [] {
     Api a;
-    void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+    const std::string file = library_file();
+    void* lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr)
-      throw NotSupportedError(str_cat("dist: ", kName, " is not installed: ", kLibrary, " did not load (", dlerror(), ")"));
+      throw NotSupportedError(str_cat("dist: ", kName, " is not installed: ", file, " did not load (", dlerror(), ")"));
+    // Where the loader found it, for describe().
+    if (link_map* map = nullptr; dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr)
+      a.path = map->l_name;
     auto find = [&](const char* fn) {
       void* f = dlsym(lib, fn);
-      if (f == nullptr) throw NotSupportedError(str_cat("dist: ", kLibrary, " has no ", fn));
+      if (f == nullptr) throw NotSupportedError(str_cat("dist: ", file, " has no ", fn));
       return f;
     };
 #define WICK_X(f) a.f = reinterpret_cast<decltype(a.f)>(find(#f));
@@ -336,7 +349,7 @@ class NcclEngine final : public Engine {
         spare_.pop_back();
       }
     }
-    if (e == nullptr) WICK_GPU_CHECK(event_create(&e));
+    if (e == nullptr) WICK_GPU_CHECK(event_create_untimed(&e));
     WICK_GPU_CHECK(event_record(e, backend_.stream()));
     const std::lock_guard lock(mutex_);
     in_flight_.push_back({op, e, Clock::now()});
@@ -410,6 +423,10 @@ std::vector<ncclComm_t> make_comms(size_t n, const std::function<ncclResult_t(st
 
 class NcclCollectives final : public dist::detail::GpuCollectives {
  public:
+  std::string describe() const override {
+    const int v = api().version;  // NCCL's code: major * 10000 + minor * 100 + patch
+    return str_cat(kName, " ", v / 10000, ".", v / 100 % 100, ".", v % 100, " (", api().path, ")");
+  }
   Engines local(const std::vector<Device>& devices, const Options& options) const override {
     const Api& a = api();
     ncclUniqueId id;

@@ -32,7 +32,7 @@ GpuBackend::GpuBackend(int index) : index_(index) {
   WICK_GPU_CHECK(malloc_async(reinterpret_cast<void**>(&device_error_), sizeof(KernelError), stream_));
   WICK_GPU_CHECK(memset_async(device_error_, 0, sizeof(KernelError), stream_));
   WICK_GPU_CHECK(host_alloc_pinned(reinterpret_cast<void**>(&host_error_), sizeof(KernelError)));
-  WICK_GPU_CHECK(event_create(&staging_free_));
+  WICK_GPU_CHECK(event_create_untimed(&staging_free_));
   WICK_GPU_CHECK(stream_synchronize(stream_));
 }
 
@@ -86,11 +86,13 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
     guarded_[data] = guard;
   }
   if (poison && nbytes) WICK_GPU_CHECK(memset_async(data, kPoisonByte, nbytes, stream_));
+  count_alloc(nbytes);
   return std::make_shared<Storage>(this, data, nbytes);
 }
 
 void GpuBackend::release(void* data, size_t nbytes) noexcept {
   if (!data) return;
+  count_release(nbytes);
   (void)set_device(index_);
   size_t guard = 0;
   {

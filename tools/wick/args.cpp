@@ -53,13 +53,15 @@ commands:
       --dtype T           activations: f32 (default), f16 or bf16
       --mmap              on the CPU, read the weights in place from the file's mapping (no
                           copy: opens at once, shares the page cache; decodes slower)
-  bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench
+  bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench, and
+                          the peak memory wick allocated on the (first) device during each test
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
                           (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
       --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:
                           size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
-      --csv FILE          append one row per test
+      --csv FILE          append one row per test (model, bytes, devices, dtype, batch, test,
+                          tokens/s, peak bytes)
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
       --model PATH        a GGUF file or checkpoint directory, as for generate
       --file PATH         the text

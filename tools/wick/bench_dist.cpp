@@ -109,6 +109,7 @@ int cmd_bench_dist(int argc, char** argv) {
   if (prints) {
     std::printf("all_reduce%s sum of %s over %d ranks (%s), %lld calls per size\n", in_place ? " in place" : "",
                 std::string(dtype_name(dtype)).c_str(), n, where.c_str(), static_cast<long long>(iters));
+    std::printf("through %s\n", dist::transport(comms[0].device()).c_str());
     std::printf("%14s %12s %12s %12s\n", "bytes", "time us", "algbw GB/s", "busbw GB/s");
   }
   std::ofstream out;

@@ -97,16 +97,24 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(c.vocab));
 
-  // Every rank runs the same steps; rank 0's clock is reported.
+  // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache
+  // and activations that wick allocated) over each test, are reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
+  int64_t pp_peak = 0, tg_peak = 0;
   dist::on_threads(static_cast<int>(parts.size()), [&](int rank) {
     const models::LlamaModel& m = parts[static_cast<size_t>(rank)];
+    const Device d = devices[static_cast<size_t>(rank)];
+    if (rank == 0) reset_peak_memory(d);
     pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
       auto cache = m.make_cache(batch, prompt);
       const auto t = Clock::now();
       (void)m.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
       return seconds_since(t);
     });
+    if (rank == 0) {
+      pp_peak = memory_use(d).peak;
+      reset_peak_memory(d);
+    }
     tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
       auto cache = m.make_cache(batch, gen);
       std::vector<int64_t> next(static_cast<size_t>(batch), 1);
@@ -117,25 +125,27 @@ int cmd_bench_model(int argc, char** argv) {
       }
       return seconds_since(t);
     });
+    if (rank == 0) tg_peak = memory_use(d).peak;
   });
   const double pp = pps[0], tg = tgs[0];
   const double pp_rate = static_cast<double>(batch * prompt) / pp, tg_rate = static_cast<double>(batch * gen) / tg;
   const double weights_per_second = static_cast<double>(model.weight_bytes()) * static_cast<double>(gen) / tg / 1e9;
-  std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | |\n", name.c_str(), gib, static_cast<double>(c.parameters()) / 1e9,
-              where.c_str(), std::string(dtype_name(dtype)).c_str(), static_cast<long long>(batch),
-              static_cast<long long>(prompt), pp_rate);
-  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s |\n", name.c_str(), gib,
+  const auto in_gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
+  std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read | peak memory |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | | %.2f GiB |\n", name.c_str(), gib,
               static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
-              static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second);
+              static_cast<long long>(batch), static_cast<long long>(prompt), pp_rate, in_gib(pp_peak));
+  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s | %.2f GiB |\n", name.c_str(), gib,
+              static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second, in_gib(tg_peak));
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
     f << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",pp" << prompt
-      << "," << pp_rate << "\n"
+      << "," << pp_rate << "," << pp_peak << "\n"
       << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",tg" << gen
-      << "," << tg_rate << "\n";
+      << "," << tg_rate << "," << tg_peak << "\n";
   }
   return 0;
 }

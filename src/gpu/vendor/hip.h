@@ -113,6 +113,8 @@ inline Status copy2d_d2d_async(void* dst, size_t dpitch, const void* src, size_t
 inline Status memset_async(void* p, int value, size_t n, Stream s) { return hipMemsetAsync(p, value, n, s); }
 
 inline Status event_create(Event* e) { return hipEventCreate(e); }
+// An event only waited on or queried, never timed: lighter to record.
+inline Status event_create_untimed(Event* e) { return hipEventCreateWithFlags(e, hipEventDisableTiming); }
 inline Status event_destroy(Event e) { return hipEventDestroy(e); }
 inline Status event_record(Event e, Stream s) { return hipEventRecord(e, s); }
 inline Status event_synchronize(Event e) { return hipEventSynchronize(e); }
