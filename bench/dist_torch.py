@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """torch.distributed's all_reduce (NCCL) at the sizes and in the columns of `wick bench-dist`.
 
-Run one process per GPU:  torchrun --nproc_per_node 2 bench/dist_torch.py [--dtype bf16] [--max BYTES] [--iters N]
+Run one process per GPU:  torchrun --nproc_per_node 2 bench/dist_torch.py [--dtype bf16] [--max-bytes BYTES] [--iters N]
+(--max-bytes, not bench-dist's --max: torchrun takes "--max" for an abbreviation of its own --max-restarts)
 Rank 0 prints: bytes, time per call (us), algorithm bandwidth and bus bandwidth (algbw x 2(n-1)/n),
 timed on the host around `iters` calls and a synchronize, as wick bench-dist times them.
 """
@@ -18,7 +19,7 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    p.add_argument("--max", type=int, default=1 << 30)
+    p.add_argument("--max-bytes", type=int, default=1 << 30)
     p.add_argument("--iters", type=int, default=20)
     a = p.parse_args()
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -29,7 +30,7 @@ def main():
     dtype = DTYPES[a.dtype]
     es = torch.tensor([], dtype=dtype).element_size()
     sizes, b = [], 8
-    while b <= a.max:  # as wick bench-dist: by 8 to 256 KiB, then every power of two from 1 MiB
+    while b <= a.max_bytes:  # as wick bench-dist: by 8 to 256 KiB, then every power of two from 1 MiB
         sizes.append(b)
         b *= 8 if b < (1 << 18) else 4 if b < (1 << 20) else 2
     if rank == 0:

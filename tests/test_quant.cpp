@@ -4,7 +4,6 @@
 // the host fallback.
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -176,29 +175,6 @@ TEST_P(QuantTest, QmatmulMatchesTheDequantizedProduct) {
       }
     }
   }
-}
-
-// Many rows of x on a GPU take the weight a chunk of rows at a time (WICK_QMATMUL_CHUNK_KIB):
-// 128 KiB of 512 bf16 columns is 128 rows, so 300 rows are three chunks, the last one short.
-TEST_P(QuantTest, QmatmulInChunksOfWeightRows) {
-  const Device dev = GetParam();
-  const int64_t n = 300, k = 512, m = 40;
-  const Tensor w = Tensor::from_vector(random_values(n * k, 5), {n, k}, dev);
-  const Tensor x = Tensor::from_vector(random_values(m * k, 6), {m, k}, dev).to_dtype(DType::BF16);
-  for (const char* chunk : {"128", "0"}) {
-    ::setenv("WICK_QMATMUL_CHUNK_KIB", chunk, 1);
-    for (QType q : {QType::Q4_0, QType::Q4_K, QType::Q6_K}) {
-      const QTensor qw = quant::quantize(w, q);
-      const Tensor got = quant::qmatmul(x, qw);
-      const Tensor want = x.to_dtype(DType::F32).matmul(quant::dequantize(qw).t());
-      const double err = relative_error(got.to_dtype(DType::F32).to_device(Device::cpu()).reshape({m * n}).to_vector<float>(),
-                                        want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
-      EXPECT_LT(err, 2e-4) << q << " chunk " << chunk << " KiB";
-    }
-  }
-  ::setenv("WICK_QMATMUL_CHUNK_KIB", "lots", 1);
-  if (dev.is_gpu()) WICK_EXPECT_ERROR(quant::qmatmul(x, quant::quantize(w, QType::Q8_0)), Error, "WICK_QMATMUL_CHUNK_KIB=lots");
-  ::unsetenv("WICK_QMATMUL_CHUNK_KIB");
 }
 
 // block_scales gives group_scale's values bit for bit, on random bytes as blocks of every format.

@@ -5,14 +5,9 @@
 //     chunk by chunk through shared memory; each lane unpacks a unit of 32 weights once, takes its
 //     4-byte integer dot products (dp4a / sdot4) with every row of x, and the lanes sum. Each weight
 //     byte is read from memory once.
-//   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM, a
-//     chunk of weight rows at a time through one tile that stays in the cache.
+//   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM.
 // No kernel depends on the warp or wave size: a group of 32 lanes is a warp on NVIDIA and half a
 // wave on AMD's wave-64 parts.
-#include <cstdlib>
-#include <limits>
-
-#include "gpu/blas.h"
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/slices.cuh"
 #include "kernels/numeric.h"
@@ -402,22 +397,6 @@ void dispatch_float(const GpuBackend& b, QuantOp op, DType dtype, F&& f) {
   }
 }
 
-// Weight rows per chunk of a many-row product: WICK_QMATMUL_CHUNK_KIB KiB of dequantized weight
-// (0: the whole weight at once), else kPrefillChunkBytes; a multiple of 128 rows, at least 128.
-constexpr int64_t kPrefillChunkBytes = int64_t{32} << 20;
-int64_t prefill_chunk_rows(int64_t rows, int64_t cols, int64_t elem_bytes) {
-  int64_t bytes = kPrefillChunkBytes;
-  if (const char* v = std::getenv("WICK_QMATMUL_CHUNK_KIB"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long long kib = std::strtoll(v, &end, 10);
-    if (*end != '\0' || kib < 0 || kib > (int64_t{1} << 30))
-      throw Error(detail::str_cat("qmatmul: WICK_QMATMUL_CHUNK_KIB=", v, " (a number of KiB, 0 for no chunks)"));
-    bytes = kib * 1024;
-  }
-  if (bytes == 0) return rows;
-  return std::max<int64_t>(1, bytes / (cols * elem_bytes) / 128) * 128;
-}
-
 }  // namespace
 
 StoragePtr GpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
@@ -435,31 +414,12 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
   b.activate();
   const int64_t m = x.layout.numel() / cols;
   if (m > kMaxDotRows) {
-    // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM: in
-    // chunks of weight rows that the cache holds (prefill_chunk_rows), each dequantized into one
-    // tile that the chunk's GEMM reads back from the cache and the next chunk overwrites there, so
-    // that the dequantized weight need not go to memory and back; else all at once.
-    const auto es = static_cast<int64_t>(dtype_size(x.dtype));
-    const int64_t chunk = prefill_chunk_rows(rows, cols, es);
-    constexpr int64_t kInt = std::numeric_limits<int>::max();
-    if (chunk >= rows || m > kInt || cols > kInt) {
-      StoragePtr wd = dequantize(w, qtype, rows, cols, x.dtype);
-      const Layout wt({cols, rows}, {1, cols}, 0);
-      return b.matmul(x, View{*wd, wt, x.dtype});
-    }
-    StoragePtr out = b.alloc(x.dtype, m * rows);
-    StoragePtr tile = b.alloc(x.dtype, chunk * cols);
-    const auto* wb = static_cast<const uint8_t*>(w.data());
-    const int64_t row_bytes = quant::row_bytes(qtype, cols);
-    dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
-      const T* xp = static_cast<const T*>(x.storage.data()) + x.layout.offset();  // contiguous (m, cols)
-      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-        const int64_t rc = std::min(chunk, rows - r0);
-        launch_dequantize(b, qtype, wb + r0 * row_bytes, rc, cols, tile->as<T>());
-        gemm(b, Gemm{x.dtype, m, rc, cols, 1, xp, false, cols, 0, tile->data(), true, cols, 0, out->as<T>() + r0, rows, 0});
-      }
-    });
-    return out;
+    // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In
+    // chunks of weight rows whose dequantized tile stays in the L2 cache it ran slower on an H100,
+    // at every chunk size tried: docs/performance.md.)
+    StoragePtr wd = dequantize(w, qtype, rows, cols, x.dtype);
+    const Layout wt({cols, rows}, {1, cols}, 0);
+    return b.matmul(x, View{*wd, wt, x.dtype});
   }
   StoragePtr out = b.alloc(x.dtype, m * rows);
   dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
