@@ -60,11 +60,12 @@ cudaDataType_t data_type(DType dt) {
   }
 }
 
-// Tells compute-sanitizer's initcheck that the product wrote C. On Hopper, cuBLAS's f16 and bf16
-// kernels store C through the tensor memory accelerator, which initcheck does not follow: without
-// this, every later read of C is reported as a read of uninitialized memory. The call is NVTX's,
-// a no-op unless a tool is attached; C is whole rows of one block (wick's products write fresh,
-// contiguous outputs), so the range is exactly what cuBLAS wrote.
+// Tells compute-sanitizer's initcheck that the product wrote C. On an H100, initcheck does not see
+// the stores of cuBLAS's f16 and bf16 products (f32 ones it sees; the Hopper kernels' stores
+// through the tensor memory accelerator are the likely reason): without this, every later read of
+// C is reported as a read of uninitialized memory, though the values are the product. The call is
+// NVTX's, a no-op unless a tool is attached; C is whole rows of one block (wick's products write
+// fresh, contiguous outputs), so the range is exactly what cuBLAS wrote.
 void mark_written(const GpuBackend& b, const Gemm& g) {
   static const nvtxDomainHandle_t domain = nvtxDomainCreateA("wick");
   nvtxMemVirtualRangeDesc_t range{};
