@@ -54,7 +54,8 @@ commands:
       --mmap              on the CPU, read the weights in place from the file's mapping (no
                           copy: opens at once, shares the page cache; decodes slower)
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench, and
-                          the peak memory wick allocated on the (first) device during each test
+                          the peak memory wick allocated on the (first) device during each test,
+                          beside what the loaded model and a cache of each test's length hold
       --model PATH        a GGUF file or checkpoint directory, or --shape NAME: random weights of a released model's shape
                           (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b), --qtype Q: in a block format
       --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:

@@ -97,6 +97,18 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(c.vocab));
 
+  // Memory on rank 0's device: what wick holds there once the model is loaded (its weights), what
+  // a cache of each test's length adds, and below, the peak during each test.
+  const Device first = devices[0];
+  synchronize(first);
+  const int64_t model_bytes = memory_use(first).in_use;
+  auto cache_bytes = [&](int64_t length) {
+    const int64_t before = memory_use(first).in_use;
+    const auto cache = model.make_cache(batch, length);
+    return memory_use(first).in_use - before;
+  };
+  const int64_t pp_cache = cache_bytes(prompt), tg_cache = cache_bytes(gen);
+
   // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache
   // and activations that wick allocated) over each test, are reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
@@ -139,6 +151,12 @@ int cmd_bench_model(int argc, char** argv) {
   std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s | %.2f GiB |\n", name.c_str(), gib,
               static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
               static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second, in_gib(tg_peak));
+  std::printf("\nmemory on %s: the model holds %.2f GiB, a cache of %lld tokens %.3f GiB, of %lld tokens %.3f GiB; peak "
+              "over pp%lld %.2f GiB (%.2f of model + cache), over tg%lld %.2f GiB (%.2f)\n",
+              first.to_string().c_str(), in_gib(model_bytes), static_cast<long long>(prompt), in_gib(pp_cache),
+              static_cast<long long>(gen), in_gib(tg_cache), static_cast<long long>(prompt), in_gib(pp_peak),
+              static_cast<double>(pp_peak) / static_cast<double>(model_bytes + pp_cache), static_cast<long long>(gen),
+              in_gib(tg_peak), static_cast<double>(tg_peak) / static_cast<double>(model_bytes + tg_cache));
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
