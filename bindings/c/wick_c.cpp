@@ -162,6 +162,18 @@ wick_status wick_synchronize(wick_device device) {
   return guard([&] { synchronize(device_in(device, "synchronize")); });
 }
 
+wick_status wick_memory_use(wick_device device, int64_t* in_use, int64_t* peak) {
+  return guard([&] {
+    const MemoryUse use = memory_use(device_in(device, "memory_use"));
+    if (in_use != nullptr) *in_use = use.in_use;
+    if (peak != nullptr) *peak = use.peak;
+  });
+}
+
+wick_status wick_reset_peak_memory(wick_device device) {
+  return guard([&] { reset_peak_memory(device_in(device, "reset_peak_memory")); });
+}
+
 wick_status wick_manual_seed(uint64_t seed, wick_device device) {
   return guard([&] { manual_seed(seed, device_in(device, "manual_seed")); });
 }

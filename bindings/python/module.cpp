@@ -201,6 +201,14 @@ PYBIND11_MODULE(_wick, m) {
   });
   m.def("describe_device", [](const std::string& d) { return describe_device(device_arg(d)); });
   m.def("synchronize", [](const std::string& d) { synchronize(device_arg(d)); }, py::arg("device") = "cpu");
+  m.def("memory_use", [](const std::string& d) {
+    const MemoryUse use = memory_use(device_arg(d));
+    py::dict out;
+    out["in_use"] = use.in_use;
+    out["peak"] = use.peak;
+    return out;
+  }, py::arg("device") = "cpu", "Bytes of tensor memory wick holds on the device: {'in_use': now, 'peak': the most since the start or reset_peak_memory}.");
+  m.def("reset_peak_memory", [](const std::string& d) { reset_peak_memory(device_arg(d)); }, py::arg("device") = "cpu");
   m.def("manual_seed", [](uint64_t seed, const std::string& d) { manual_seed(seed, device_arg(d)); }, py::arg("seed"),
         py::arg("device") = "cpu");
   m.def("set_allow_tf32", &set_allow_tf32);

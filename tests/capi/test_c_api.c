@@ -40,6 +40,24 @@ int main(int argc, char** argv) {
   CHECK(wick_c_abi_version() == WICK_C_ABI_VERSION, "abi version");
   CHECK(wick_dtype_size(WICK_BF16) == 2 && strcmp(wick_dtype_name(WICK_F32), "f32") == 0, "dtype size and name");
 
+  /* memory_use: a 4 KiB tensor held, then freed; the peak keeps it until reset. */
+  {
+    int64_t before = -1, held = -1, after = -1, peak = -1;
+    const float zeros[1024] = {0};
+    const int64_t n1024[1] = {1024};
+    wick_tensor* big = NULL;
+    OK(wick_reset_peak_memory(cpu));
+    OK(wick_memory_use(cpu, &before, NULL));
+    OK(wick_tensor_from_host(zeros, sizeof zeros, WICK_F32, n1024, 1, cpu, &big));
+    OK(wick_memory_use(cpu, &held, NULL));
+    wick_tensor_free(big);
+    OK(wick_memory_use(cpu, &after, &peak));
+    CHECK(held - before == 4096 && after == before && peak >= before + 4096, "memory_use counts a tensor and the peak");
+    OK(wick_reset_peak_memory(cpu));
+    OK(wick_memory_use(cpu, &after, &peak));
+    CHECK(peak == after, "reset_peak_memory");
+  }
+
   /* a (2, 3) + b (3): broadcasting, then the sum of each row. */
   const float av[6] = {1, 2, 3, 4, 5, 6}, bv[3] = {0.5f, -1, 2};
   const int64_t s23[2] = {2, 3}, s3[1] = {3};

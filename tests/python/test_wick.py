@@ -159,3 +159,16 @@ def test_model_generates(tiny_model):
     assert m.generate("Hello world", max_tokens=6, on_token=lambda p, t: False) == pieces[0]
     with pytest.raises(wick.Error, match="nonexistent"):
         wick.Model("/nonexistent.gguf")
+
+
+def test_memory_use_counts_tensors_and_the_peak():
+    wick.reset_peak_memory("cpu")
+    before = wick.memory_use("cpu")
+    assert before["peak"] == before["in_use"]
+    t = wick.ones([1 << 16], "f32", "cpu")  # 256 KiB
+    held = wick.memory_use("cpu")
+    assert held["in_use"] - before["in_use"] == 1 << 18
+    del t
+    gc.collect()
+    after = wick.memory_use("cpu")
+    assert after["in_use"] == before["in_use"] and after["peak"] >= before["in_use"] + (1 << 18)
