@@ -1,6 +1,7 @@
-// GPU ranks through NCCL (CUDA) or RCCL (ROCm), which share one API. The library is opened with
-// dlopen when the first communicator is made, so that wick links without it and a machine without
-// it fails with one clear line; the header gives the types. Calls are queued on the device's stream.
+// GPU ranks through NCCL (CUDA) or RCCL (ROCm), which share one API. The library (the system's, or
+// the file WICK_NCCL_LIBRARY names) is opened with dlopen when the first communicator is made or
+// dist::transport asks, so that wick links without it and a machine without it fails with one
+// clear line; the header gives the types. Calls are queued on the device's stream.
 //
 // Communicators are made in NCCL's blocking mode, as PyTorch makes them: its non-blocking mode
 // hands every call to a thread of its own and costs tens of microseconds per call. Making one
