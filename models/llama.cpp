@@ -351,13 +351,13 @@ class LlamaModel::Weights {
     if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
     return owned(dense(name, device), dtype);
   }
+  bool copy_on_cpu = true;  // WeightMemory::Copy; load() sets it
   // t in `dtype`, copied out of the file's mapping where it still lies there on the CPU and the
   // model keeps its own weights (a conversion to another dtype is a copy already).
   Tensor owned(const Tensor& t, DType dtype) const {
     if (t.dtype() != dtype) return t.to_dtype(dtype);
     return copy_on_cpu && t.device().type() == DeviceType::Cpu ? t.copy() : t;
   }
-  bool copy_on_cpu = true;  // WeightMemory::Copy
   quant::QTensor owned(const quant::QTensor& q) const {
     if (!copy_on_cpu || q.device().type() != DeviceType::Cpu) return q;
     return quant::QTensor(q.qtype(), q.rows(), q.cols(), q.bytes().copy());

@@ -207,7 +207,7 @@ PYBIND11_MODULE(_wick, m) {
     out["in_use"] = use.in_use;
     out["peak"] = use.peak;
     return out;
-  }, py::arg("device") = "cpu", "Bytes of tensor memory wick holds on the device: {'in_use': now, 'peak': the most since the start or reset_peak_memory}.");
+  }, py::arg("device") = "cpu", "Bytes wick's allocator has handed out on the device: {'in_use': now, 'peak': the most since the start or reset_peak_memory}.");
   m.def("reset_peak_memory", [](const std::string& d) { reset_peak_memory(device_arg(d)); }, py::arg("device") = "cpu");
   m.def("manual_seed", [](uint64_t seed, const std::string& d) { manual_seed(seed, device_arg(d)); }, py::arg("seed"),
         py::arg("device") = "cpu");

@@ -61,10 +61,11 @@ std::vector<Device> available_devices();
 // memory, compute capability or gfx name, warp size, multiprocessors).
 std::string describe_device(Device device);
 
-// The bytes of tensor memory wick has allocated on a device and not yet freed: now, and the most at
-// once since the process started or reset_peak_memory(device). Counts what tensors asked for (not
-// the allocators' rounding and caches, the libraries' workspaces, or memory wick did not allocate,
-// such as a mapped file's).
+// The bytes wick's allocator has handed out on a device and not yet had back: now, and the most at
+// once since the process started or reset_peak_memory(device). Counts tensors, the ops' temporary
+// buffers (a dequantized weight, the CPU kernels' large scratch) and cuBLAS's workspace, each at
+// the size asked for; not the allocators' rounding and cached blocks, nor memory wick did not
+// allocate (a mapped file's).
 struct MemoryUse {
   int64_t in_use = 0;
   int64_t peak = 0;

@@ -87,8 +87,9 @@ int wick_backend_built(int32_t type);
  * the whole line's length. */
 wick_status wick_device_describe(wick_device device, char* buf, size_t cap, size_t* len);
 wick_status wick_synchronize(wick_device device);
-/* The bytes of tensor memory wick has allocated on the device and not freed (*in_use), and the
- * most at once since the process started or wick_reset_peak_memory (*peak); either may be NULL. */
+/* memory_use (wick/device.h): the bytes wick's allocator has handed out on the device and not had
+ * back (*in_use), and the most at once since the process started or wick_reset_peak_memory
+ * (*peak); either may be NULL. */
 wick_status wick_memory_use(wick_device device, int64_t* in_use, int64_t* peak);
 wick_status wick_reset_peak_memory(wick_device device);
 wick_status wick_manual_seed(uint64_t seed, wick_device device);
