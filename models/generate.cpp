@@ -151,6 +151,8 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   std::vector<float> host = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0), true).to_vector<float>();
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto decode_start = Clock::now();
+  std::optional<DecodeGraph> graph;
+  if (options.graph && model.device().is_gpu() && !split) graph.emplace(model, cache);
   std::vector<bool> done(static_cast<size_t>(b), options.max_tokens == 0);
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     std::vector<int64_t> next(static_cast<size_t>(b), 0);
@@ -179,7 +181,9 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
     }
     if (!any) break;
     // Finished sequences run along (their tokens are ignored) so that the batch keeps one position.
-    host = model.forward(Tensor::from_vector(next, {b, 1}), cache, mask(t0 + step + 1), true).to_vector<float>();
+    const Tensor tokens = Tensor::from_vector(next, {b, 1});
+    host = (graph ? graph->step(tokens, mask(t0 + step + 1)) : model.forward(tokens, cache, mask(t0 + step + 1), true))
+               .to_vector<float>();
   }
   r.generate_seconds = std::chrono::duration<double>(Clock::now() - decode_start).count();
   return r;

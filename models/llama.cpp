@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -681,6 +682,14 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
       throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
     attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
   }
+  return run(x, cos, sin, [&](size_t i, const Tensor& k, const Tensor& v) { return cache[i].append(k, v); }, attention,
+             last_only);
+}
+
+Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvWrite& kv,
+                       const nn::AttentionOptions& attention, bool last_only) const {
+  const LlamaConfig& c = config_;
+  const int64_t b = x.shape()[0], t = x.shape()[1];
   // (b, t, heads * head_dim) -> (b, heads, t, head_dim), rotated.
   auto heads = [&](const Tensor& y, int64_t n, bool rotate) {
     const Tensor h = y.reshape({b, t, n, c.head_dim}).transpose(1, 2);
@@ -691,7 +700,7 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
     const Layer& l = layers_[i];
     const std::vector<Tensor> qkv = l.qkv(nn::rms_norm(x, l.attn_norm, c.rms_eps));
     const Tensor q = heads(qkv[0], heads_, true);
-    const auto [keys, values] = cache[i].append(heads(qkv[1], kv_heads_, true), heads(qkv[2], kv_heads_, false));
+    const auto [keys, values] = kv(i, heads(qkv[1], kv_heads_, true), heads(qkv[2], kv_heads_, false));
     const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
     x = x + reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim})));
     const std::vector<Tensor> gate_up = l.gate_up(nn::rms_norm(x, l.ffn_norm, c.rms_eps));
@@ -700,6 +709,83 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   if (last_only) x = x.narrow(1, t - 1, 1);
   const Tensor logits = output_(nn::rms_norm(x, output_norm_, c.rms_eps));
   return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
+}
+
+// ---- decode steps as a graph --------------------------------------------------------------------
+
+DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cache) : model_(model), cache_(cache) {
+  const LlamaConfig& c = model.config_;
+  if (static_cast<int64_t>(cache.size()) != c.layers)
+    throw ShapeError(detail::str_cat("llama: DecodeGraph: ", cache.size(), " caches for ", c.layers, " layers"));
+  if (model.ranks_ > 1) return;  // forward()'s path
+  const Tensor keys = cache[0].keys();
+  batch_ = keys.shape()[0];
+  capacity_ = cache[0].capacity();
+  const Device d = model.device_;
+  inputs_ = Tensor::zeros({batch_ + 1}, DType::I64, d);
+  mask_ = Tensor::zeros({batch_, capacity_}, model.dtype_, d);
+  const std::pair<Tensor, Tensor> tables = model.rope_tables(0, capacity_);
+  cos_ = tables.first;
+  sin_ = tables.second;
+  logits_ = Tensor::zeros({batch_, 1, c.vocab}, DType::F32, d);
+}
+
+void DecodeGraph::run_step(int64_t length) {
+  const LlamaModel& m = model_;
+  const Tensor ids = inputs_.narrow(0, 0, batch_).reshape({batch_, 1});
+  const Tensor at = inputs_.narrow(0, batch_, 1);
+  nn::AttentionOptions attention;  // t_q = 1: the mask alone hides keys, the window's too
+  attention.causal = true;
+  attention.mask = mask_.narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
+  const Tensor x = m.embed(ids).reshape({batch_, 1, m.config_.dim});
+  logits_.copy_from(m.run(
+      x, cos_.index_select(at, 0), sin_.index_select(at, 0),
+      [&](size_t i, const Tensor& k, const Tensor& v) { return cache_[i].write_at(k, v, at, length); }, attention, true));
+}
+
+Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
+  const LlamaModel& m = model_;
+  if (m.ranks_ > 1) return m.forward(tokens, cache_, key_mask, true);
+  const int64_t pos = cache_[0].size();
+  for (const nn::KvCache& c : cache_)
+    if (c.size() != pos || c.capacity() != capacity_ || c.keys().shape()[0] != batch_)
+      throw ShapeError("llama: DecodeGraph::step: the caches changed shape or no longer hold one number of positions");
+  if (tokens.shape() != Shape({batch_, 1}))
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: tokens of shape ", tokens.shape(), ", not ", Shape({batch_, 1})));
+  if (pos >= capacity_)
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: the caches are full (", capacity_, " positions)"));
+  if (key_mask.defined() && key_mask.shape() != Shape({batch_, pos + 1}))
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: key mask of shape ", key_mask.shape(), ", not ",
+                                     Shape({batch_, pos + 1})));
+  // The inputs: ids and position in one copy from the host where the ids are there.
+  if (tokens.device().is_cpu()) {
+    std::vector<int64_t> in = tokens.to_dtype(DType::I64).reshape({batch_}).to_vector<int64_t>();
+    in.push_back(pos);
+    inputs_.copy_from(Tensor::from_vector(in, {batch_ + 1}, m.device_));
+  } else {
+    inputs_.narrow(0, 0, batch_).copy_from(tokens.to_device(m.device_).to_dtype(DType::I64).reshape({batch_}));
+    inputs_.narrow(0, batch_, 1).copy_from(Tensor::from_vector(std::vector<int64_t>{pos}, {1}, m.device_));
+  }
+  // The span's mask: the key mask (or 0) up to the position, -inf past it, and before the window.
+  const int64_t length = std::min(capacity_, (pos / kSpan + 1) * kSpan);
+  const double hidden = -std::numeric_limits<double>::infinity();
+  if (key_mask.defined())
+    mask_.narrow(1, 0, pos + 1).copy_from(key_mask.to_device(m.device_).to_dtype(m.dtype_));
+  else
+    mask_.narrow(1, 0, pos + 1).zero();
+  if (length > pos + 1) mask_.narrow(1, pos + 1, length - pos - 1).fill(hidden);
+  if (const int64_t w = m.config_.window; w > 0 && pos >= w) mask_.narrow(1, 0, pos - w + 1).fill(hidden);
+
+  if (!graph_.defined() || length != length_) {
+    graph_ = Graph();  // the last span's recording and its memory go first
+    run_step(length);  // this step, run: it also makes what the ops make on first use
+    graph_ = Graph::record(m.device_, [this, length] { run_step(length); });
+    length_ = length;
+  } else {
+    graph_.replay();
+  }
+  for (nn::KvCache& c : cache_) c.set_size(pos + 1);
+  return logits_;
 }
 
 }  // namespace wick::models

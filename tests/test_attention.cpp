@@ -286,6 +286,44 @@ TEST_P(AttentionTest, KvCacheCapacityAndTruncate) {
   WICK_EXPECT_ERROR(cache.truncate(-1), ShapeError, "KvCache::truncate: ");
 }
 
+// write_at writes where a device tensor says, as append writes at size(); set_size declares them.
+TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    nn::KvCache appended(2, 3, 10, 4, dt, dev()), written(2, 3, 10, 4, dt, dev());
+    const Tensor k = randn({2, 4, 3, 4}, dt).transpose(1, 2), v = randn({2, 3, 4, 4}, dt);  // strided k
+    appended.append(k, v);
+    const Tensor at = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3}, {4}, dev());
+    const auto [keys, vals] = written.write_at(k, v, at, 6);
+    EXPECT_EQ(written.size(), 0);
+    EXPECT_EQ(keys.shape(), Shape({2, 3, 6, 4}));
+    EXPECT_EQ(values(keys.narrow(2, 0, 4)), values(appended.keys()));
+    EXPECT_EQ(values(vals.narrow(2, 0, 4)), values(appended.values()));
+    EXPECT_EQ(values(keys.narrow(2, 4, 2)), std::vector<double>(2 * 3 * 2 * 4, 0.0));  // untouched
+    // One position, out of order: the seventh.
+    const Tensor k1 = randn({2, 3, 1, 4}, dt), v1 = randn({2, 3, 1, 4}, dt);
+    written.write_at(k1, v1, Tensor::from_vector(std::vector<int64_t>{6}, {1}, dev()), 7);
+    written.set_size(7);
+    EXPECT_EQ(values(written.keys().narrow(2, 6, 1)), values(k1));
+    EXPECT_EQ(values(written.values().narrow(2, 6, 1)), values(v1));
+  }
+  nn::KvCache cache(1, 2, 4, 3, DType::F32, dev());
+  const Tensor k = randn({1, 2, 1, 3});
+  const Tensor at = Tensor::from_vector(std::vector<int64_t>{1}, {1}, dev());
+  WICK_EXPECT_ERROR(cache.write_at(k, k, at, 5), ShapeError, "KvCache::write_at: ", "length 5");
+  WICK_EXPECT_ERROR(cache.write_at(k, k, Tensor::from_vector(std::vector<int64_t>{1, 2}, {2}, dev()), 2), ShapeError,
+                    "KvCache::write_at: ", "1 i64 values");
+  WICK_EXPECT_ERROR(cache.write_at(k, k, at.to_dtype(DType::I32), 2), ShapeError, "KvCache::write_at: ");
+  WICK_EXPECT_ERROR(cache.write_at(randn({1, 3, 1, 3}), k, at, 2), ShapeError, "KvCache::write_at: ", "(b, h_kv, t_new, d)");
+  WICK_EXPECT_ERROR(cache.set_size(5), ShapeError, "KvCache::set_size: ", "5");
+  // A position past the capacity: the scatter's IndexError, at the latest when the device is waited for.
+  EXPECT_THROW(
+      {
+        cache.write_at(k, k, Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev()), 2);
+        synchronize(dev());
+      },
+      IndexError);
+}
+
 TEST_P(AttentionTest, KvCacheBadArguments) {
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, -1, 4, DType::F32, dev()), ShapeError, "KvCache: ", "capacity -1");
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, 4, 4, DType::I32, dev()), DTypeError, "KvCache: ", "i32");

@@ -383,6 +383,76 @@ TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
   EXPECT_EQ(stopped.tokens[0].size(), 2u);
 }
 
+// DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
+// Qwen2's biases, a sliding window, block-format weights and a padded batch; and refuse what is not
+// theirs to take.
+TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
+  struct Case {
+    std::string name;
+    Tiny tiny;
+    int64_t window = 0;
+    int64_t batch = 1;
+  };
+  std::vector<Case> cases = {{"llama", Tiny{}}, {"qwen2", Tiny{}}, {"window", Tiny{}, 5}, {"q8_0", Tiny{}}, {"batch", Tiny{}, 0, 2}};
+  cases[1].tiny.arch = "qwen2";
+  cases[3].tiny.qtype = quant::QType::Q8_0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    LlamaModel model = load(c.tiny, device());
+    if (c.window > 0) model = LlamaModel::from_gguf(io::GgufFile::parse([&] {
+      GgufWriter w = tiny_model(c.tiny);
+      w.set("llama.attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(c.window)));
+      return w.bytes();
+    }(), "window.gguf"), device());
+    const int64_t b = c.batch, steps = models::DecodeGraph::kSpan + 6, prompt = 3;
+    auto eager = model.make_cache(b, prompt + steps), graphed = model.make_cache(b, prompt + steps);
+    // Sequence 1 of the batch starts one position later: its first key is masked.
+    auto mask = [&](int64_t t_kv) -> Tensor {
+      if (b == 1) return {};
+      std::vector<float> m(static_cast<size_t>(b * t_kv), 0.f);
+      m[static_cast<size_t>(t_kv)] = -INFINITY;
+      return Tensor::from_vector(m, {b, t_kv});
+    };
+    std::vector<int64_t> ids(static_cast<size_t>(b * prompt));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 5 + 1) % c.tiny.vocab;
+    const Tensor first = Tensor::from_vector(ids, {b, prompt});
+    (void)model.forward(first, eager, mask(prompt), true);
+    (void)model.forward(first, graphed, mask(prompt), true);
+    models::DecodeGraph graph(model, graphed);
+    float worst = 0, scale = 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<int64_t> next(static_cast<size_t>(b));
+      for (int64_t j = 0; j < b; ++j) next[static_cast<size_t>(j)] = (s * 7 + j * 3 + 2) % c.tiny.vocab;
+      const Tensor tokens = Tensor::from_vector(next, {b, 1});
+      // Tokens on the device as u32 for half the steps.
+      const Tensor given = s % 2 == 0 ? tokens : tokens.to_dtype(DType::U32).to_device(device());
+      const Tensor want = model.forward(tokens, eager, mask(prompt + s + 1), true);
+      const Tensor got = graph.step(given, mask(prompt + s + 1));
+      ASSERT_EQ(got.shape(), Shape({b, 1, c.tiny.vocab}));
+      ASSERT_EQ(graphed[0].size(), prompt + s + 1);
+      worst = std::max(worst, max_abs_diff(want, got));
+      scale = std::max(scale, want.abs().max().item<float>());
+    }
+    EXPECT_LT(worst, 1e-5f * std::max(1.f, scale)) << "largest logit " << scale;
+    WICK_EXPECT_ERROR(graph.step(Tensor::from_vector(std::vector<int64_t>{1}, {1, 1}), mask(prompt + steps + 1)),
+                      ShapeError, "DecodeGraph::step");
+  }
+  const LlamaModel model = load(Tiny{}, device());
+  auto cache = model.make_cache(1, 2);
+  models::DecodeGraph graph(model, cache);
+  const Tensor one = Tensor::from_vector(std::vector<int64_t>{1}, {1, 1});
+  WICK_EXPECT_ERROR(graph.step(Tensor::from_vector(std::vector<int64_t>{1, 2}, {1, 2})), ShapeError, "tokens of shape");
+  WICK_EXPECT_ERROR(graph.step(one, Tensor::zeros({1, 3})), ShapeError, "key mask of shape");
+  graph.step(one);
+  graph.step(one);
+  WICK_EXPECT_ERROR(graph.step(one), ShapeError, "full");
+  cache[1].truncate(1);
+  WICK_EXPECT_ERROR(graph.step(one), ShapeError, "no longer hold one number of positions");
+  auto few = model.make_cache(1, 4);
+  few.pop_back();
+  WICK_EXPECT_ERROR(models::DecodeGraph(model, few), ShapeError, "1 caches for 2 layers");
+}
+
 // Random models of a given shape (for benchmarks), the last position alone, and the presets.
 TEST_P(LlamaTest, RandomModelsAndLastPositionLogits) {
   models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");

@@ -4,6 +4,7 @@
 #include "backend/registry.h"
 #include "reference/reference.h"
 #include "test_util.h"
+#include "wick/graph.h"
 
 namespace wick {
 namespace {
@@ -242,6 +243,49 @@ TEST_P(TensorTest, OutOfMemoryLeavesTheDeviceUsable) {
   // it caches, tries once more, and raises; the next allocation works.
   WICK_EXPECT_ERROR(Tensor::zeros({int64_t(1) << 50}, DType::U8, dev()), OutOfMemoryError, "alloc", dev().to_string());
   EXPECT_EQ(Tensor::ones({3}, DType::F32, dev()).sum().item<float>(), 3.f);
+}
+
+// A recording runs nothing; each replay runs the recorded ops again on the inputs' current values,
+// temporaries included (on a GPU, their memory belongs to the graph).
+TEST_P(TensorTest, GraphsReplayTheRecordedOps) {
+  Tensor x = f32({1, 2, 3, 4}, {2, 2});
+  Tensor y = Tensor::zeros({2, 2}, DType::F32, dev());
+  Tensor count = Tensor::zeros({1}, DType::F32, dev());
+  const Graph g = Graph::record(dev(), [&] {
+    y.copy_from((x * 2.0 + 1.0).matmul(x.t()));  // temporaries made and dropped inside
+    count.copy_from(count + 1.0);
+  });
+  EXPECT_TRUE(g.defined());
+  EXPECT_EQ(g.device(), dev());
+  EXPECT_EQ(y.to_vector<float>(), std::vector<float>(4, 0.f));
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{13, 29, 25, 57}));
+  x.copy_from(f32({0, 1, 1, 0}, {2, 2}));
+  g.replay();
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3, 1, 1, 3}));
+  EXPECT_EQ(count.item<float>(), 3.f);
+  WICK_EXPECT_ERROR(Graph().replay(), Error, "Graph::replay: ", "undefined");
+  WICK_EXPECT_ERROR(Graph::record(dev(), {}), Error, "Graph::record: ", "no function");
+}
+
+// On a GPU a recording refuses what a graph cannot hold, names it, and leaves the device usable.
+TEST_P(TensorTest, GraphsRefuseHostCopiesAndEscapingTensors) {
+  if (dev().is_cpu()) GTEST_SKIP() << "the CPU's recording is the function itself";
+  const Tensor x = f32({1, 2, 3}, {3});
+  WICK_EXPECT_ERROR(Graph::record(dev(), [&] { (void)(x * 2.0).to_vector<float>(); }), Error, "to_host",
+                    "recording a graph");
+  WICK_EXPECT_ERROR(Graph::record(dev(), [&] { (void)f32({1}, {1}); }), Error, "from_host");
+  WICK_EXPECT_ERROR(Graph::record(dev(), [&] { synchronize(dev()); }), Error, "synchronize");
+  Tensor kept;
+  WICK_EXPECT_ERROR(Graph::record(dev(), [&] { kept = x + 1.0; }), Error, "Graph::record: ", "outlive it (1 buffers)");
+  kept = Tensor();  // its release frees nothing: the recording that owned it is gone
+  WICK_EXPECT_ERROR(Graph::record(dev(), [&] { throw ShapeError("inside"); }), ShapeError, "inside");
+  // A tensor made before the recording and dropped inside it is freed once, after it.
+  Tensor before = x * 3.0;
+  const Graph g = Graph::record(dev(), [&] { before = Tensor(); });
+  g.replay();
+  EXPECT_EQ((x + 1.0).to_vector<float>(), (std::vector<float>{2, 3, 4}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, TensorTest, ::testing::ValuesIn(test::devices()), test::device_name);

@@ -109,7 +109,19 @@ class KvCache {
   // Forgets positions from `size` on (0: all); size at most size().
   void truncate(int64_t size);
 
+  // For a step recorded as a wick::Graph, whose positions cannot be host values fixed at
+  // recording: writes k and v (b, h_kv, t_new, d) at the positions held in `at` (t_new of them,
+  // i64, on the cache's device, each below the capacity: one out of range is an IndexError when the
+  // device is next waited for) and returns views of the first `length` positions (length at most
+  // the capacity). size() does not change: set_size() says how many positions hold values.
+  std::pair<Tensor, Tensor> write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length);
+  // Declares positions 0 .. size - 1 filled (size at most the capacity).
+  void set_size(int64_t size);
+
  private:
+  // The checks of new keys and values k and v.
+  void check_new(const char* op, const Tensor& k, const Tensor& v) const;
+
   Tensor k_, v_;  // (b, h_kv, capacity, d)
   int64_t capacity_ = 0;
   int64_t size_ = 0;

@@ -86,6 +86,10 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
     guarded_[data] = guard;
   }
   if (poison && nbytes) WICK_GPU_CHECK(memset_async(data, kPoisonByte, nbytes, stream_));
+  {
+    std::lock_guard<std::mutex> lock(record_mutex_);
+    if (recording_) recorded_.insert(data);
+  }
   count_alloc(nbytes);
   return std::make_shared<Storage>(this, data, nbytes);
 }
@@ -93,6 +97,14 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
 void GpuBackend::release(void* data, size_t nbytes) noexcept {
   if (!data) return;
   count_release(nbytes);
+  {
+    std::lock_guard<std::mutex> lock(record_mutex_);
+    if (!abandoned_.empty() && abandoned_.erase(data) != 0) return;
+    if (recording_ && recorded_.erase(data) == 0) {  // made before the recording: freed after it
+      deferred_.push_back(data);
+      return;
+    }
+  }
   (void)set_device(index_);
   size_t guard = 0;
   {
@@ -135,6 +147,7 @@ bool GpuBackend::set_alloc_check(AllocCheck check) {
 // ---- host transfers ---------------------------------------------------------------------------
 
 StoragePtr GpuBackend::from_host(const void* src, size_t nbytes) {
+  refuse_while_recording("from_host (a tensor made from host values)");
   StoragePtr s = alloc(nbytes);
   std::lock_guard<std::mutex> lock(staging_mutex_);
   if (!staging_) WICK_GPU_CHECK(host_alloc_pinned(&staging_, kStagingBytes));
@@ -149,6 +162,7 @@ StoragePtr GpuBackend::from_host(const void* src, size_t nbytes) {
 }
 
 void GpuBackend::to_host(const Storage& src, size_t byte_offset, size_t nbytes, void* dst) {
+  refuse_while_recording("to_host (a copy to the host)");
   activate();
   std::lock_guard<std::mutex> lock(staging_mutex_);
   if (!staging_) WICK_GPU_CHECK(host_alloc_pinned(&staging_, kStagingBytes));
@@ -162,6 +176,7 @@ void GpuBackend::to_host(const Storage& src, size_t byte_offset, size_t nbytes, 
 }
 
 void GpuBackend::synchronize() {
+  refuse_while_recording("synchronize");
   activate();
   sync_and_raise();
 }
@@ -254,6 +269,98 @@ class EventTimer final : public Timer {
 }  // namespace
 
 std::unique_ptr<Timer> GpuBackend::make_timer() { return std::make_unique<EventTimer>(*this); }
+
+// ---- recorded work ----------------------------------------------------------------------------
+
+namespace {
+
+class GraphRecording final : public Backend::Recording {
+ public:
+  GraphRecording(GpuBackend& backend, GraphExec exec) : backend_(backend), exec_(exec) {}
+  // An executable graph destroyed while a launch of it runs is freed when that launch ends.
+  ~GraphRecording() override { (void)graph_exec_destroy(exec_); }
+  GraphRecording(const GraphRecording&) = delete;
+  GraphRecording& operator=(const GraphRecording&) = delete;
+
+  void replay() override {
+    backend_.activate();
+    WICK_GPU_CHECK(graph_launch(exec_, backend_.stream()));
+  }
+
+ private:
+  GpuBackend& backend_;
+  GraphExec exec_;
+};
+
+}  // namespace
+
+void GpuBackend::refuse_while_recording(const char* op) {
+  std::lock_guard<std::mutex> lock(record_mutex_);
+  WICK_CHECK(!recording_, Error, op, name(),
+             " is recording a graph, which cannot copy between host and device or wait for the device; "
+             "give a recorded function inputs in tensors made before recording");
+}
+
+std::unique_ptr<Backend::Recording> GpuBackend::record(std::function<void()> ops) {
+  constexpr const char* op = "Graph::record";
+  activate();
+  {
+    std::lock_guard<std::mutex> lock(check_mutex_);
+    WICK_CHECK(check_.guard_bytes == 0, Error, op, "not while the allocation guards are on (", name(),
+               "): a guarded release waits for the device");
+  }
+  {
+    std::lock_guard<std::mutex> lock(record_mutex_);
+    WICK_CHECK(!recording_, Error, op, name(), " is already recording");
+    recording_ = true;
+  }
+  Status begun = capture_begin(stream_);
+  std::exception_ptr failure;
+  if (begun == kSuccess) {
+    try {
+      ops();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  GraphDef graph = nullptr;
+  const Status ended = begun == kSuccess ? capture_end(stream_, &graph) : begun;
+  std::vector<void*> deferred;
+  size_t escaped = 0;
+  {
+    std::lock_guard<std::mutex> lock(record_mutex_);
+    recording_ = false;
+    deferred.swap(deferred_);
+    escaped = recorded_.size();
+    abandoned_.insert(recorded_.begin(), recorded_.end());
+    recorded_.clear();
+  }
+  for (void* p : deferred) (void)free_async(p, stream_);
+  if (ended != kSuccess) (void)last_error();
+  // Discards the graph, then throws.
+  auto fail = [&](auto&&... why) {
+    if (graph != nullptr) (void)graph_destroy(graph);
+    throw Error(detail::str_cat(op, ": ", why...));
+  };
+  if (failure) {
+    if (graph != nullptr) (void)graph_destroy(graph);
+    std::rethrow_exception(failure);
+  }
+  if (begun != kSuccess) fail("cannot start recording on ", name(), ": ", error_string(begun));
+  if (ended != kSuccess) fail("the recording on ", name(), " was broken by a call a graph cannot hold: ", error_string(ended));
+  if (escaped > 0)
+    fail("tensors made while recording on ", name(), " outlive it (", escaped,
+         " buffers); write results into tensors made before recording (copy_from)");
+  GraphExec exec = nullptr;
+  const Status made = graph_instantiate(&exec, graph);
+  (void)graph_destroy(graph);
+  graph = nullptr;
+  if (made != kSuccess) {
+    (void)last_error();
+    fail("cannot instantiate the graph recorded on ", name(), ": ", error_string(made));
+  }
+  return std::make_unique<GraphRecording>(*this, exec);
+}
 
 // ---- devices ----------------------------------------------------------------------------------
 

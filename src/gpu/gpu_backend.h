@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/random_streams.h"
@@ -37,6 +39,8 @@ class GpuBackend final : public Backend {
   int64_t guard_violations() const override { return guard_violations_; }
   // Events recorded on the device's stream.
   std::unique_ptr<Timer> make_timer() override;
+  // A CUDA or HIP graph of the ops `ops` queues on the stream (include/wick/graph.h).
+  std::unique_ptr<Recording> record(std::function<void()> ops) override;
 
   WICK_BACKEND_OP_OVERRIDES
 
@@ -69,6 +73,9 @@ class GpuBackend final : public Backend {
   StoragePtr conv(const View& x, const View& k, const ConvParams& p, int spatial, bool transposed);
   // Waits for the stream, then raises a recorded kernel error as IndexError.
   void sync_and_raise();
+  // An Error naming `op` while the stream is being recorded into a graph: `op` would copy between
+  // host and device or wait for the device, which a graph cannot hold.
+  void refuse_while_recording(const char* op);
 
   int index_;
   Stream stream_ = nullptr;
@@ -87,6 +94,15 @@ class GpuBackend final : public Backend {
   std::map<void*, size_t> guarded_;
   int64_t guard_violations_ = 0;
   RandomStreams random_;
+  // While record() runs: the allocations made since it began (the graph's own, freed in it), and the
+  // ones made before it and released during it (freed when it ends, not by the graph, which would
+  // free them on every replay). abandoned_: allocations of a discarded recording that outlived it;
+  // the graph that owned their addresses is gone, so their release frees nothing.
+  std::mutex record_mutex_;
+  bool recording_ = false;
+  std::set<void*> recorded_;
+  std::vector<void*> deferred_;
+  std::set<void*> abandoned_;
   mutable std::mutex occupancy_mutex_;
   mutable std::map<std::tuple<const void*, int, size_t>, int> occupancy_;
   bool conv_own_path_ = false;

@@ -26,8 +26,7 @@ KvCache::KvCache(int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head
   capacity_ = capacity;
 }
 
-std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
-  constexpr const char* op = "KvCache::append";
+void KvCache::check_new(const char* op, const Tensor& k, const Tensor& v) const {
   ops::check_defined(op, k);
   ops::check_defined(op, v);
   ops::check_same_device(op, {&k_, &k, &v});
@@ -40,6 +39,11 @@ std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
   }
   WICK_CHECK(k.dim(2) == v.dim(2), ShapeError, op, "k ", ops::describe(k), " and v ", ops::describe(v),
              " must hold as many positions");
+}
+
+std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
+  constexpr const char* op = "KvCache::append";
+  check_new(op, k, v);
   const int64_t t_new = k.dim(2);
   WICK_CHECK(t_new <= capacity_ - size_, ShapeError, op, "cannot add ", t_new, " positions to the ",
              describe_cache(k_, size_), " of capacity ", capacity_);
@@ -52,6 +56,29 @@ std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
 
 Tensor KvCache::keys() const { return k_.narrow(2, 0, size_); }
 Tensor KvCache::values() const { return v_.narrow(2, 0, size_); }
+
+std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length) {
+  constexpr const char* op = "KvCache::write_at";
+  check_new(op, k, v);
+  ops::check_defined(op, at);
+  ops::check_same_device(op, {&k_, &at});
+  const int64_t t_new = k.dim(2);
+  WICK_CHECK(at.dtype() == DType::I64 && at.numel() == t_new, ShapeError, op, "positions ", ops::describe(at),
+             " must be ", t_new, " i64 values, one per new position of k ", ops::describe(k));
+  WICK_CHECK(length >= 0 && length <= capacity_, ShapeError, op, "length ", length, " is outside [0, ", capacity_,
+             "] for the ", describe_cache(k_, size_));
+  // Each element of k and v goes to the position its column names along dim 2.
+  const Tensor ids = at.reshape({1, 1, t_new, 1}).broadcast_as(k.shape());
+  k_.scatter_set(ids, k, 2);
+  v_.scatter_set(ids, v, 2);
+  return {k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
+}
+
+void KvCache::set_size(int64_t size) {
+  WICK_CHECK(size >= 0 && size <= capacity_, ShapeError, "KvCache::set_size", "size must be in [0, ", capacity_,
+             "], got ", size, " (", describe_cache(k_, size_), ")");
+  size_ = size;
+}
 
 void KvCache::truncate(int64_t size) {
   WICK_CHECK(size >= 0 && size <= size_, ShapeError, "KvCache::truncate", "size must be in [0, ", size_, "], got ",

@@ -61,6 +61,7 @@ commands:
       --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:
                           size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3)
+      --no-graph          on one GPU, decode through forward() instead of a recorded step
       --csv FILE          append one row per test (model, bytes, devices, dtype, batch, test,
                           tokens/s, peak bytes)
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it

@@ -1,10 +1,12 @@
 // `wick bench-model`: a model's prompt and generation speed, as llama-bench reports them: pp N
 // (N prompt tokens through the model at once, from an empty cache, the last position's logits to
-// the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host).
+// the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host; on
+// one GPU through models::DecodeGraph unless --no-graph).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +46,7 @@ int cmd_bench_model(int argc, char** argv) {
   models::WeightMemory memory = models::WeightMemory::Copy;
   int64_t prompt = 512, gen = 128, batch = 1;
   int reps = 3;
+  bool graph = true;  // decode steps through DecodeGraph on a GPU
   for (Options o("bench-model", argc, argv); o.next();) {
     if (o.is("--model")) {
       model_path = o.value();
@@ -69,6 +72,8 @@ int cmd_bench_model(int argc, char** argv) {
       reps = static_cast<int>(o.int_value());
     } else if (o.is("--csv")) {
       csv = o.value();
+    } else if (o.is("--no-graph")) {
+      graph = false;
     } else if (o.is("--mmap")) {
       memory = models::WeightMemory::Map;
     } else {
@@ -109,6 +114,7 @@ int cmd_bench_model(int argc, char** argv) {
   };
   const int64_t pp_cache = cache_bytes(prompt), tg_cache = cache_bytes(gen);
 
+  const bool use_graph = graph && devices.size() == 1 && first.is_gpu();
   // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache
   // and activations that wick allocated) over each test, are reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
@@ -129,11 +135,14 @@ int cmd_bench_model(int argc, char** argv) {
     }
     tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
       auto cache = m.make_cache(batch, gen);
+      std::optional<models::DecodeGraph> steps;
+      if (use_graph) steps.emplace(m, cache);
       std::vector<int64_t> next(static_cast<size_t>(batch), 1);
       const auto t = Clock::now();
       for (int64_t s = 0; s < gen; ++s) {
-        const Tensor ids = m.forward(Tensor::from_vector(next, {batch, 1}), cache, {}, true).argmax(-1).to_dtype(DType::I64);
-        next = ids.reshape({batch}).to_vector<int64_t>();
+        const Tensor tokens = Tensor::from_vector(next, {batch, 1});
+        const Tensor logits = steps ? steps->step(tokens) : m.forward(tokens, cache, {}, true);
+        next = logits.argmax(-1).to_dtype(DType::I64).reshape({batch}).to_vector<int64_t>();
       }
       return seconds_since(t);
     });
@@ -157,6 +166,8 @@ int cmd_bench_model(int argc, char** argv) {
               static_cast<long long>(gen), in_gib(tg_cache), static_cast<long long>(prompt), in_gib(pp_peak),
               static_cast<double>(pp_peak) / static_cast<double>(model_bytes + pp_cache), static_cast<long long>(gen),
               in_gib(tg_peak), static_cast<double>(tg_peak) / static_cast<double>(model_bytes + tg_cache));
+  std::printf("decode steps: %s\n", use_graph ? "DecodeGraph (each step replayed from a recorded graph)"
+                                               : "forward() (each step's ops launched one by one)");
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);

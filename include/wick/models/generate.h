@@ -43,6 +43,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   bool stop_at_end = true;          // stop a sequence at its tokenizer's end tokens (kept in it)
   std::vector<int32_t> stop_tokens; // more tokens that stop a sequence
+  bool graph = true;                // on a GPU, decode through DecodeGraph (a recorded step)
 };
 
 struct GenerateResult {

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "wick/dist.h"
+#include "wick/graph.h"
 #include "wick/io.h"
 #include "wick/nn.h"
 #include "wick/quant.h"
@@ -157,6 +159,7 @@ class LlamaModel {
                  bool last_only = false) const;
 
  private:
+  friend class DecodeGraph;
   struct Layer {
     Tensor attn_norm, ffn_norm;
     LinearGroup qkv, gate_up;
@@ -183,6 +186,13 @@ class LlamaModel {
   Tensor embed(const Tensor& tokens) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
+  // Stores layer i's new keys and values (b, kv_heads, t, head_dim) and returns the keys and values
+  // its queries attend to.
+  using KvWrite = std::function<std::pair<Tensor, Tensor>(size_t i, const Tensor& k, const Tensor& v)>;
+  // The layers and the head over embedded tokens x (b, t, dim) whose positions have the rope
+  // tables cos and sin (t, head_dim / 2): the logits (b, t or 1, vocab), f32.
+  Tensor run(Tensor x, const Tensor& cos, const Tensor& sin, const KvWrite& kv, const nn::AttentionOptions& attention,
+             bool last_only) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;
@@ -195,6 +205,45 @@ class LlamaModel {
   Tensor output_norm_;
   Linear output_;
   std::vector<double> inv_freq_;  // the rotation rate of each pair, every scaling applied
+};
+
+// Decode steps of one batch, a position at a time, each replayed from a recorded wick::Graph: on a
+// GPU the host launches a whole step at once instead of each of its ops (about 15 per layer), and
+// the step reads its token ids and position from device memory. A step gives forward()'s logits
+// within float rounding: it attends over the cache in spans of kSpan positions, the positions not
+// yet written hidden by a mask, and records a step anew when the next position starts a span (the
+// first step of a span runs normally, then is recorded). On the CPU the same code runs (a replay
+// runs the step's ops again). A model split over ranks takes forward()'s path: its collectives are
+// not recorded.
+class DecodeGraph {
+ public:
+  static constexpr int64_t kSpan = 256;
+
+  // Steps of `model` that write into `cache` (its make_cache, holding any number of positions);
+  // both must outlive the DecodeGraph, and the cache's tensors must not be replaced.
+  DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cache);
+  DecodeGraph(const DecodeGraph&) = delete;  // a recording refers to this object
+  DecodeGraph& operator=(const DecodeGraph&) = delete;
+
+  // forward(tokens, cache, key_mask, true) for one position: the logits (b, 1, vocab), f32, of
+  // tokens (b, 1) (i64 or u32, on any device) at the position after those the caches hold, and every
+  // cache grows by one. The logits are a tensor the next step overwrites (clone() to keep them).
+  // Errors as forward's; a ShapeError for a cache that is full or not the one given.
+  Tensor step(const Tensor& tokens, const Tensor& key_mask = {});
+
+ private:
+  // The recorded step: attention over positions [0, length).
+  void run_step(int64_t length);
+
+  const LlamaModel& model_;
+  std::vector<nn::KvCache>& cache_;
+  int64_t batch_ = 0, capacity_ = 0;
+  Tensor inputs_;  // (batch + 1) i64: the token ids, then the position
+  Tensor mask_;    // (batch, capacity), the model's dtype: 0 for a key a sequence sees, -inf else
+  Tensor cos_, sin_;  // (capacity, head_dim / 2): the rope tables of every position
+  Tensor logits_;     // (batch, 1, vocab) f32
+  Graph graph_;
+  int64_t length_ = 0;  // the span the graph attends over
 };
 
 }  // namespace wick::models

@@ -17,6 +17,8 @@ inline constexpr const char* kVendor = "CUDA";
 using Status = cudaError_t;
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
+using GraphDef = cudaGraph_t;
+using GraphExec = cudaGraphExec_t;
 inline constexpr Status kSuccess = cudaSuccess;
 
 inline bool is_out_of_memory(Status e) { return e == cudaErrorMemoryAllocation; }
@@ -122,6 +124,15 @@ inline Status event_synchronize(Event e) { return cudaEventSynchronize(e); }
 inline Status event_query(Event e) { return cudaEventQuery(e); }
 inline constexpr Status kNotReady = cudaErrorNotReady;
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventElapsedTime(ms, a, b); }
+
+// Stream capture (wick::Graph): the work queued on s between begin and end becomes a graph, not
+// run. Thread-local mode: only this thread's calls that could break the capture are refused.
+inline Status capture_begin(Stream s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
+inline Status capture_end(Stream s, GraphDef* g) { return cudaStreamEndCapture(s, g); }
+inline Status graph_instantiate(GraphExec* e, GraphDef g) { return cudaGraphInstantiate(e, g, 0); }
+inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
+inline Status graph_destroy(GraphDef g) { return cudaGraphDestroy(g); }
+inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); }
 
 // ---- device side ------------------------------------------------------------------------------
 // Shuffles within a logical warp of `width` lanes (at most 32): correct on 32- and 64-wide

@@ -16,6 +16,8 @@ inline constexpr const char* kVendor = "ROCm";
 using Status = hipError_t;
 using Stream = hipStream_t;
 using Event = hipEvent_t;
+using GraphDef = hipGraph_t;
+using GraphExec = hipGraphExec_t;
 inline constexpr Status kSuccess = hipSuccess;
 
 inline bool is_out_of_memory(Status e) { return e == hipErrorOutOfMemory; }
@@ -122,6 +124,15 @@ inline Status event_synchronize(Event e) { return hipEventSynchronize(e); }
 inline Status event_query(Event e) { return hipEventQuery(e); }
 inline constexpr Status kNotReady = hipErrorNotReady;
 inline Status event_elapsed_ms(float* ms, Event a, Event b) { return hipEventElapsedTime(ms, a, b); }
+
+// Stream capture (wick::Graph): the work queued on s between begin and end becomes a graph, not
+// run. Thread-local mode: only this thread's calls that could break the capture are refused.
+inline Status capture_begin(Stream s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
+inline Status capture_end(Stream s, GraphDef* g) { return hipStreamEndCapture(s, g); }
+inline Status graph_instantiate(GraphExec* e, GraphDef g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
+inline Status graph_launch(GraphExec e, Stream s) { return hipGraphLaunch(e, s); }
+inline Status graph_destroy(GraphDef g) { return hipGraphDestroy(g); }
+inline Status graph_exec_destroy(GraphExec e) { return hipGraphExecDestroy(e); }
 
 // ---- device side ------------------------------------------------------------------------------
 // Shuffles within a logical warp of `width` lanes (at most 32): on 64-wide wavefronts each half
