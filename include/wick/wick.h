@@ -4,6 +4,7 @@
 #include "wick/device.h"
 #include "wick/dtype.h"
 #include "wick/error.h"
+#include "wick/graph.h"
 #include "wick/layout.h"
 #include "wick/nn.h"
 #include "wick/nn_options.h"

@@ -31,6 +31,10 @@ struct Gemm {
 // Queues the product on the backend's stream. f16, bf16, f32 and f64 only.
 void gemm(GpuBackend& backend, const Gemm& g);
 
+// Makes the library's handle and workspace for the device now, if not yet made (they are made on
+// first use otherwise): before a recording, which cannot hold their creation.
+void prepare_blas(GpuBackend& backend);
+
 // The product in words, for error messages: "f32, 4 x [128, 64] . [64, 32]".
 std::string describe(const Gemm& g);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "gpu/blas.h"
 #include "gpu/gpu_backend.h"
 
 namespace wick::gpu {
@@ -309,6 +310,7 @@ std::unique_ptr<Backend::Recording> GpuBackend::record(std::function<void()> ops
     WICK_CHECK(check_.guard_bytes == 0, Error, op, "not while the allocation guards are on (", name(),
                "): a guarded release waits for the device");
   }
+  prepare_blas(*this);  // a handle made inside the recording would break it
   {
     std::lock_guard<std::mutex> lock(record_mutex_);
     WICK_CHECK(!recording_, Error, op, name(), " is already recording");
