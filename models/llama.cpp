@@ -696,11 +696,26 @@ Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvW
     if (!rotate) return h;
     return c.interleaved_rope ? nn::rope_i(h, cos, sin) : nn::rope(h, cos, sin);
   };
+  const int64_t qk_width = (heads_ + kv_heads_) * c.head_dim;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    const std::vector<Tensor> qkv = l.qkv(nn::rms_norm(x, l.attn_norm, c.rms_eps));
-    const Tensor q = heads(qkv[0], heads_, true);
-    const auto [keys, values] = kv(i, heads(qkv[1], kv_heads_, true), heads(qkv[2], kv_heads_, false));
+    const Tensor normed = nn::rms_norm(x, l.attn_norm, c.rms_eps);
+    Tensor q, k, v;
+    if (l.qkv.weights.size() == 1) {
+      // One product of stacked q, k and v: q's and k's heads are its first columns, rotated by one
+      // rope (one launch on a GPU, not two), then seen as q and k.
+      const Tensor y = l.qkv.weights.front()(normed);
+      const Tensor qk = heads(y.narrow(-1, 0, qk_width), heads_ + kv_heads_, true);
+      q = qk.narrow(1, 0, heads_);
+      k = qk.narrow(1, heads_, kv_heads_);
+      v = heads(y.narrow(-1, qk_width, kv_heads_ * c.head_dim), kv_heads_, false);
+    } else {
+      const std::vector<Tensor> qkv = l.qkv(normed);
+      q = heads(qkv[0], heads_, true);
+      k = heads(qkv[1], kv_heads_, true);
+      v = heads(qkv[2], kv_heads_, false);
+    }
+    const auto [keys, values] = kv(i, k, v);
     const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
     x = x + reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim})));
     const std::vector<Tensor> gate_up = l.gate_up(nn::rms_norm(x, l.ffn_norm, c.rms_eps));

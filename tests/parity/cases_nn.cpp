@@ -57,6 +57,10 @@ void add_matmul(std::vector<Case>& cases, DType dt) {
       {"linear_few_rows", {3, 300}, {300, 257}, {}, {}, Form::Contiguous, Form::Transposed},
       {"linear_few_rows_strided", {8, 300}, {300, 257}, {}, {}, Form::Stride2, Form::Transposed},
       {"linear_many_rows", {9, 300}, {300, 64}, {}, {}, Form::Contiguous, Form::Transposed},
+      // k a whole number of 16-byte words: rows of a batch over one broadcast weight, and 8 rows
+      // times an odd count of weight rows (the GPU's kernel for a few rows).
+      {"linear_batch_rows", {2, 3, 256}, {2, 256, 40}, {}, {1, 256, 40}, Form::Contiguous, Form::Transposed},
+      {"linear_eight_rows", {8, 512}, {512, 33}, {}, {}, Form::Contiguous, Form::Transposed},
   };
   for (const MatmulCase& m : list) {
     std::ostringstream label;
