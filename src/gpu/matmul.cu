@@ -1,13 +1,17 @@
 // Batched matmul through the vendor BLAS (gpu/blas.h): operands used in place when they are
 // row-major or transposed views, other strides copied first; batch dims collapsed, so broadcast
 // batches (stride 0) and contiguous ones are a single strided-batched call. f8e4m3 goes through
-// f32.
+// f32. A few rows times a weight's transpose (a model's linear layer while decoding) is wick's
+// own kernel, which streams the weight at the memory's speed.
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "backend/blas_layout.h"
 #include "gpu/blas.h"
 #include "gpu/elementwise.cuh"
 #include "gpu/gpu_backend.h"
+#include "kernels/numeric.h"
 
 namespace wick::gpu {
 
@@ -21,6 +25,174 @@ Layout batch_layout(const Layout& l) {
     st.push_back(l.stride(d));
   }
   return Layout(s, st, l.offset());
+}
+
+// ---- a few rows times a weight's transpose ----------------------------------------------------
+// out (rows, n) = x (rows, k) times w (n, k) transposed, rows <= kMaxGemvRows, x's rows and w's rows
+// contiguous and 16-byte aligned. Each group of 32 lanes takes kGemvR rows of w and walks its share
+// of k (all of it, or a part where the groups of a block split k) in 16-byte words, 4 words per row
+// in flight per lane (2 past 2 rows of x); x's words come through the cache (every group reads the
+// same x). Sums in f32, as the BLAS's products of halves.
+constexpr int kMaxGemvRows = 8;
+constexpr int kGemvLanes = 32;  // a group of lanes: a warp on NVIDIA, half a wave on AMD's wave64 parts
+constexpr int kGemvR = 2;
+
+template <typename T>
+struct Word16 {
+  static constexpr int kValues = 16 / static_cast<int>(sizeof(T));
+  uint4 bits;
+  __device__ void to_float(float* out) const {
+    T v[kValues];
+    __builtin_memcpy(v, &bits, sizeof bits);
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) out[i] = kernels::to_opmath(v[i]);
+  }
+};
+
+template <typename T, int M>
+__global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__ x, int64_t ldx, int rows,
+                                                           const T* __restrict__ w, int64_t ldw, int64_t n,
+                                                           int64_t k, int splits, T* __restrict__ out) {
+  constexpr int kV = Word16<T>::kValues;
+  constexpr int kUnroll = M <= 2 ? 4 : 2;
+  constexpr int kGroups = kBlock / kGemvLanes;
+  __shared__ float partial[kGroups][kGemvR][M];
+  const int lane = static_cast<int>(threadIdx.x % kGemvLanes), group = static_cast<int>(threadIdx.x / kGemvLanes);
+  // The block's groups: kGroups / splits sets of kGemvR rows, each set's k split over `splits` groups.
+  const int split = group % splits, set = group / splits;
+  const int rows_per_block = kGroups / splits * kGemvR;
+  const int64_t words = k / kV, step = int64_t{kGemvLanes} * kUnroll;  // words a group reads per row and pass
+  // Whole blocks take each rows_per_block rows (a grid-stride loop), so barriers are uniform.
+  for (int64_t block_first = blockIdx.x * int64_t{rows_per_block}; block_first < n;
+       block_first += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+    const int64_t first = block_first + int64_t{set} * kGemvR;
+    float acc[kGemvR][M] = {};
+    for (int64_t base = split * step + lane; base < words; base += step * splits) {
+      Word16<T> wv[kUnroll][kGemvR];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t word = base + int64_t{u} * kGemvLanes;
+#pragma unroll
+        for (int r = 0; r < kGemvR; ++r) {
+          const int64_t row = first + r < n ? first + r : block_first;  // a missing row re-reads one present
+          wv[u][r].bits = word < words ? reinterpret_cast<const uint4*>(w + row * ldw)[word] : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t word = base + int64_t{u} * kGemvLanes;
+        if (word >= words) break;
+        float wf[kGemvR][kV];
+#pragma unroll
+        for (int r = 0; r < kGemvR; ++r) wv[u][r].to_float(wf[r]);
+#pragma unroll
+        for (int t = 0; t < M; ++t) {
+          if (t < rows) {
+            Word16<T> xv;
+            xv.bits = reinterpret_cast<const uint4*>(x + t * ldx)[word];
+            float xf[kV];
+            xv.to_float(xf);
+#pragma unroll
+            for (int r = 0; r < kGemvR; ++r)
+#pragma unroll
+              for (int i = 0; i < kV; ++i) acc[r][t] = fmaf(wf[r][i], xf[i], acc[r][t]);
+          }
+        }
+      }
+    }
+    // Each group's sums over its lanes, then over the groups of its set.
+#pragma unroll
+    for (int r = 0; r < kGemvR; ++r)
+#pragma unroll
+      for (int t = 0; t < M; ++t) {
+        float v = acc[r][t];
+#pragma unroll
+        for (int mask = kGemvLanes / 2; mask > 0; mask /= 2) v += shfl_xor(v, mask, kGemvLanes);
+        if (lane == 0) partial[group][r][t] = v;
+      }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < rows_per_block * M) {
+      const int local = static_cast<int>(threadIdx.x) / M, t = static_cast<int>(threadIdx.x) % M;
+      const int s0 = local / kGemvR * splits, r = local % kGemvR;
+      float v = 0.f;
+      for (int i = 0; i < splits; ++i) v += partial[s0 + i][r][t];
+      const int64_t row = block_first + local;
+      if (t < rows && row < n) out[t * n + row] = kernels::from_opmath<T>(v);
+    }
+    __syncthreads();  // partial is read before the next rows write it
+  }
+}
+
+// The rows of x as one (rows, k) matrix with row stride *ld, if its layout is one: the last dim
+// contiguous, every other dim (size 1 aside) a whole number of rows apart.
+bool as_rows(const Layout& l, int64_t* ld) {
+  const int r = l.rank();
+  if (l.dim(r - 1) > 1 && l.stride(r - 1) != 1) return false;
+  int64_t row = -1, expect = -1;
+  for (int d = r - 2; d >= 0; --d) {
+    if (l.dim(d) == 1) continue;
+    if (row < 0) {
+      row = expect = l.stride(d);
+    } else if (l.stride(d) != expect) {
+      return false;
+    }
+    expect *= l.dim(d);
+  }
+  *ld = row < 0 ? l.dim(r - 1) : row;
+  return true;
+}
+
+// out = a b through gemv_rows_kernel where the product is a few rows times the transpose of a weight
+// stored row by row (b a (k, n) view with unit stride along k, broadcast over a's batch); false
+// where it is not.
+bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) {
+  const int r = a.layout.rank();
+  const int64_t k = a.layout.dim(r - 1), n = b.layout.dim(r - 1), rows = a.layout.numel() / std::max<int64_t>(k, 1);
+  if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16) return false;
+  if (rows < 1 || rows > kMaxGemvRows || k == 0 || n == 0) return false;
+  for (int d = 0; d + 2 < r; ++d)
+    if (b.layout.stride(d) != 0 && b.layout.dim(d) != 1) return false;  // one weight for every row
+  if (b.layout.stride(r - 2) != 1 && k > 1) return false;               // w's rows contiguous
+  int64_t ldx = 0;
+  if (!as_rows(a.layout, &ldx)) return false;
+  const int64_t ldw = b.layout.stride(r - 1);
+  const auto size = static_cast<int64_t>(dtype_size(a.dtype));
+  const int64_t v = 16 / size;
+  const auto* x = static_cast<const char*>(a.storage.data()) + a.layout.offset() * size;
+  const auto* w = static_cast<const char*>(b.storage.data()) + b.layout.offset() * size;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (k % v != 0 || ldx % v != 0 || (n > 1 && ldw % v != 0) || !aligned(x) || !aligned(w)) return false;
+  // k split over 1, 2, 4 or 8 groups of a block: the fewest that give the device 4 blocks per
+  // multiprocessor, so that a weight of few rows (4096 x 14336) still has enough loads in flight.
+  constexpr int kGroups = kBlock / kGemvLanes;
+  const int64_t enough = 4 * int64_t{backend.props().multiprocessors};
+  int splits = 1;
+  while (splits < kGroups && (n + kGroups / splits * kGemvR - 1) / (kGroups / splits * kGemvR) < enough) splits *= 2;
+  const int64_t rows_per_block = kGroups / splits * kGemvR;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
+  auto go = [&]<typename T, int M>() {
+    gemv_rows_kernel<T, M><<<grid, kBlock, 0, backend.stream()>>>(reinterpret_cast<const T*>(x), ldx, static_cast<int>(rows),
+                                                                  reinterpret_cast<const T*>(w), ldw, n, k, splits,
+                                                                  static_cast<T*>(out.data()));
+  };
+  auto by_rows = [&]<typename T>() {
+    if (rows == 1)
+      go.template operator()<T, 1>();
+    else if (rows == 2)
+      go.template operator()<T, 2>();
+    else if (rows <= 4)
+      go.template operator()<T, 4>();
+    else
+      go.template operator()<T, 8>();
+  };
+  if (a.dtype == DType::F32)
+    by_rows.template operator()<float>();
+  else if (a.dtype == DType::F16)
+    by_rows.template operator()<f16>();
+  else
+    by_rows.template operator()<bf16>();
+  WICK_GPU_CHECK_LAUNCH();
+  return true;
 }
 
 }  // namespace
@@ -50,6 +222,7 @@ StoragePtr GpuBackend::matmul(const View& a, const View& b) {
     WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(out_shape.numel()) * size, stream_));
     return out;
   }
+  if (gemv_rows(*this, a, b, *out)) return out;
   constexpr int64_t kInt = std::numeric_limits<int>::max();
   WICK_CHECK(m <= kInt && n <= kInt && k <= kInt, NotSupportedError, "matmul", "dims m=", m, " n=", n, " k=", k,
              " exceed the 32-bit BLAS interface (", a.dtype, " on ", name(), ")");
