@@ -794,8 +794,14 @@ Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
   if (!graph_.defined() || length != length_) {
     graph_ = Graph();  // the last span's recording and its memory go first
     run_step(length);  // this step, run: it also makes what the ops make on first use
-    graph_ = Graph::record(m.device_, [this, length] { run_step(length); });
-    length_ = length;
+    if (recording_error_.empty()) {
+      try {
+        graph_ = Graph::record(m.device_, [this, length] { run_step(length); });
+        length_ = length;
+      } catch (const Error& e) {
+        recording_error_ = e.what();  // from now on every step runs op by op
+      }
+    }
   } else {
     graph_.replay();
   }

@@ -405,7 +405,7 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
       return w.bytes();
     }(), "window.gguf"), device());
     const int64_t b = c.batch, steps = models::DecodeGraph::kSpan + 6, prompt = 3;
-    auto eager = model.make_cache(b, prompt + steps), graphed = model.make_cache(b, prompt + steps);
+    auto eager = model.make_cache(b, prompt + steps + 1), graphed = model.make_cache(b, prompt + steps + 1);
     // Sequence 1 of the batch starts one position later: its first key is masked.
     auto mask = [&](int64_t t_kv) -> Tensor {
       if (b == 1) return {};
@@ -420,21 +420,24 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
     (void)model.forward(first, graphed, mask(prompt), true);
     models::DecodeGraph graph(model, graphed);
     float worst = 0, scale = 0;
+    (void)graph.step(Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(b), 1), {b, 1}), mask(prompt + 1));
+    (void)model.forward(Tensor::from_vector(std::vector<int64_t>(static_cast<size_t>(b), 1), {b, 1}), eager, mask(prompt + 1), true);
+    EXPECT_EQ(graph.recording_error(), "");  // the steps replay a recording
     for (int64_t s = 0; s < steps; ++s) {
       std::vector<int64_t> next(static_cast<size_t>(b));
       for (int64_t j = 0; j < b; ++j) next[static_cast<size_t>(j)] = (s * 7 + j * 3 + 2) % c.tiny.vocab;
       const Tensor tokens = Tensor::from_vector(next, {b, 1});
       // Tokens on the device as u32 for half the steps.
       const Tensor given = s % 2 == 0 ? tokens : tokens.to_dtype(DType::U32).to_device(device());
-      const Tensor want = model.forward(tokens, eager, mask(prompt + s + 1), true);
-      const Tensor got = graph.step(given, mask(prompt + s + 1));
+      const Tensor want = model.forward(tokens, eager, mask(prompt + s + 2), true);
+      const Tensor got = graph.step(given, mask(prompt + s + 2));
       ASSERT_EQ(got.shape(), Shape({b, 1, c.tiny.vocab}));
-      ASSERT_EQ(graphed[0].size(), prompt + s + 1);
+      ASSERT_EQ(graphed[0].size(), prompt + s + 2);
       worst = std::max(worst, max_abs_diff(want, got));
       scale = std::max(scale, want.abs().max().item<float>());
     }
     EXPECT_LT(worst, 1e-5f * std::max(1.f, scale)) << "largest logit " << scale;
-    WICK_EXPECT_ERROR(graph.step(Tensor::from_vector(std::vector<int64_t>{1}, {1, 1}), mask(prompt + steps + 1)),
+    WICK_EXPECT_ERROR(graph.step(Tensor::from_vector(std::vector<int64_t>{1}, {1, 1}), mask(prompt + steps + 2)),
                       ShapeError, "DecodeGraph::step");
   }
   const LlamaModel model = load(Tiny{}, device());

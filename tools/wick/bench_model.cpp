@@ -115,6 +115,7 @@ int cmd_bench_model(int argc, char** argv) {
   const int64_t pp_cache = cache_bytes(prompt), tg_cache = cache_bytes(gen);
 
   const bool use_graph = graph && devices.size() == 1 && first.is_gpu();
+  std::string recording_error;  // DecodeGraph's, where recording failed
   // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache
   // and activations that wick allocated) over each test, are reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
@@ -144,7 +145,9 @@ int cmd_bench_model(int argc, char** argv) {
         const Tensor logits = steps ? steps->step(tokens) : m.forward(tokens, cache, {}, true);
         next = logits.argmax(-1).to_dtype(DType::I64).reshape({batch}).to_vector<int64_t>();
       }
-      return seconds_since(t);
+      const double took = seconds_since(t);
+      if (steps && rank == 0) recording_error = steps->recording_error();
+      return took;
     });
     if (rank == 0) tg_peak = memory_use(d).peak;
   });
@@ -166,8 +169,12 @@ int cmd_bench_model(int argc, char** argv) {
               static_cast<long long>(gen), in_gib(tg_cache), static_cast<long long>(prompt), in_gib(pp_peak),
               static_cast<double>(pp_peak) / static_cast<double>(model_bytes + pp_cache), static_cast<long long>(gen),
               in_gib(tg_peak), static_cast<double>(tg_peak) / static_cast<double>(model_bytes + tg_cache));
-  std::printf("decode steps: %s\n", use_graph ? "DecodeGraph (each step replayed from a recorded graph)"
-                                               : "forward() (each step's ops launched one by one)");
+  if (!use_graph)
+    std::printf("decode steps: forward() (each step's ops launched one by one)\n");
+  else if (recording_error.empty())
+    std::printf("decode steps: DecodeGraph (each step replayed from a recorded graph)\n");
+  else
+    std::printf("decode steps: DecodeGraph, run op by op (recording failed: %s)\n", recording_error.c_str());
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);

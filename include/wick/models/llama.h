@@ -230,6 +230,9 @@ class DecodeGraph {
   // cache grows by one. The logits are a tensor the next step overwrites (clone() to keep them).
   // Errors as forward's; a ShapeError for a cache that is full or not the one given.
   Tensor step(const Tensor& tokens, const Tensor& key_mask = {});
+  // Empty while steps are recorded and replayed. Where recording raised an Error (a backend whose
+  // graphs cannot hold some op), its message: the steps then run op by op, with the same results.
+  const std::string& recording_error() const { return recording_error_; }
 
  private:
   // The recorded step: attention over positions [0, length).
@@ -244,6 +247,7 @@ class DecodeGraph {
   Tensor logits_;     // (batch, 1, vocab) f32
   Graph graph_;
   int64_t length_ = 0;  // the span the graph attends over
+  std::string recording_error_;
 };
 
 }  // namespace wick::models
