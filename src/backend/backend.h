@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -115,17 +114,6 @@ class Backend {
   virtual int64_t guard_violations() const { return 0; }
   // A timer of this backend's work (wick bench).
   virtual std::unique_ptr<Timer> make_timer() = 0;
-
-  // ---- recorded work (wick::Graph) ----------------------------------------------------------
-  // The ops `ops` queues on this backend, recorded without running, for replay() to run again and
-  // again. The default keeps `ops` and calls it on each replay (the CPU, whose ops the host runs
-  // anyway); a GPU records a CUDA or HIP graph.
-  class Recording {
-   public:
-    virtual ~Recording() = default;
-    virtual void replay() = 0;
-  };
-  virtual std::unique_ptr<Recording> record(std::function<void()> ops);
 
   // ---- copies -----------------------------------------------------------------------------
   // Writes src into dst (same shape and dtype; dst any layout without self-overlap).

@@ -2,6 +2,7 @@
 // compiled by the C++ compiler can reach it in a build with WICK_CUDA or WICK_ROCM.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "backend/backend.h"
@@ -34,6 +35,9 @@ std::string gpu_describe(int index);
 void* gpu_stream(int index);
 // The device's name ("NVIDIA H100 80GB HBM3").
 std::string gpu_name(int index);
+// A CUDA or HIP graph of the ops `ops` queues on device `index`'s stream (wick::Graph): the
+// returned function launches it, and its last copy destroys it.
+std::function<void()> gpu_record(int index, std::function<void()> ops);
 // The versions of the driver and of the runtime wick links ("CUDA driver 13.0, runtime 13.0").
 std::string gpu_driver_version();
 

@@ -87,9 +87,9 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
     guarded_[data] = guard;
   }
   if (poison && nbytes) WICK_GPU_CHECK(memset_async(data, kPoisonByte, nbytes, stream_));
-  {
+  if (recording_) {
     std::lock_guard<std::mutex> lock(record_mutex_);
-    if (recording_) recorded_.insert(data);
+    recorded_.insert(data);
   }
   count_alloc(nbytes);
   return std::make_shared<Storage>(this, data, nbytes);
@@ -98,9 +98,12 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
 void GpuBackend::release(void* data, size_t nbytes) noexcept {
   if (!data) return;
   count_release(nbytes);
-  {
+  if (recording_ || any_abandoned_) {
     std::lock_guard<std::mutex> lock(record_mutex_);
-    if (!abandoned_.empty() && abandoned_.erase(data) != 0) return;
+    if (abandoned_.erase(data) != 0) {
+      any_abandoned_ = !abandoned_.empty();
+      return;
+    }
     if (recording_ && recorded_.erase(data) == 0) {  // made before the recording: freed after it
       deferred_.push_back(data);
       return;
@@ -275,34 +278,27 @@ std::unique_ptr<Timer> GpuBackend::make_timer() { return std::make_unique<EventT
 
 namespace {
 
-class GraphRecording final : public Backend::Recording {
- public:
-  GraphRecording(GpuBackend& backend, GraphExec exec) : backend_(backend), exec_(exec) {}
-  // An executable graph destroyed while a launch of it runs is freed when that launch ends.
-  ~GraphRecording() override { (void)graph_exec_destroy(exec_); }
-  GraphRecording(const GraphRecording&) = delete;
-  GraphRecording& operator=(const GraphRecording&) = delete;
-
-  void replay() override {
-    backend_.activate();
-    WICK_GPU_CHECK(graph_launch(exec_, backend_.stream()));
+// An executable graph, destroyed with its last owner (one destroyed while a launch of it runs is
+// freed when that launch ends).
+struct GraphExecutable {
+  GraphExec exec = nullptr;
+  GraphExecutable() = default;
+  GraphExecutable(const GraphExecutable&) = delete;
+  GraphExecutable& operator=(const GraphExecutable&) = delete;
+  ~GraphExecutable() {
+    if (exec != nullptr) (void)graph_exec_destroy(exec);
   }
-
- private:
-  GpuBackend& backend_;
-  GraphExec exec_;
 };
 
 }  // namespace
 
 void GpuBackend::refuse_while_recording(const char* op) {
-  std::lock_guard<std::mutex> lock(record_mutex_);
   WICK_CHECK(!recording_, Error, op, name(),
              " is recording a graph, which cannot copy between host and device or wait for the device; "
              "give a recorded function inputs in tensors made before recording");
 }
 
-std::unique_ptr<Backend::Recording> GpuBackend::record(std::function<void()> ops) {
+std::function<void()> GpuBackend::record(std::function<void()> ops) {
   constexpr const char* op = "Graph::record";
   activate();
   {
@@ -335,6 +331,7 @@ std::unique_ptr<Backend::Recording> GpuBackend::record(std::function<void()> ops
     deferred.swap(deferred_);
     escaped = recorded_.size();
     abandoned_.insert(recorded_.begin(), recorded_.end());
+    any_abandoned_ = !abandoned_.empty();
     recorded_.clear();
   }
   for (void* p : deferred) (void)free_async(p, stream_);
@@ -353,15 +350,18 @@ std::unique_ptr<Backend::Recording> GpuBackend::record(std::function<void()> ops
   if (escaped > 0)
     fail("tensors made while recording on ", name(), " outlive it (", escaped,
          " buffers); write results into tensors made before recording (copy_from)");
-  GraphExec exec = nullptr;
-  const Status made = graph_instantiate(&exec, graph);
+  auto made = std::make_shared<GraphExecutable>();
+  const Status instantiated = graph_instantiate(&made->exec, graph);
   (void)graph_destroy(graph);
   graph = nullptr;
-  if (made != kSuccess) {
+  if (instantiated != kSuccess) {
     (void)last_error();
-    fail("cannot instantiate the graph recorded on ", name(), ": ", error_string(made));
+    fail("cannot instantiate the graph recorded on ", name(), ": ", error_string(instantiated));
   }
-  return std::make_unique<GraphRecording>(*this, exec);
+  return [this, made] {
+    activate();
+    WICK_GPU_CHECK(graph_launch(made->exec, stream_));
+  };
 }
 
 // ---- devices ----------------------------------------------------------------------------------
@@ -418,6 +418,10 @@ std::string gpu_describe(int index) {
 void* gpu_stream(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).stream(); }
 
 std::string gpu_name(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).props().name; }
+
+std::function<void()> gpu_record(int index, std::function<void()> ops) {
+  return static_cast<GpuBackend&>(gpu_backend(index)).record(std::move(ops));
+}
 
 std::string gpu_driver_version() {
   std::string out;

@@ -3,7 +3,9 @@
 // errors found by kernels are raised at the next synchronize() or to_host().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -39,8 +41,9 @@ class GpuBackend final : public Backend {
   int64_t guard_violations() const override { return guard_violations_; }
   // Events recorded on the device's stream.
   std::unique_ptr<Timer> make_timer() override;
-  // A CUDA or HIP graph of the ops `ops` queues on the stream (include/wick/graph.h).
-  std::unique_ptr<Recording> record(std::function<void()> ops) override;
+  // A CUDA or HIP graph of the ops `ops` queues on the stream (include/wick/graph.h): the returned
+  // function launches it.
+  std::function<void()> record(std::function<void()> ops);
 
   WICK_BACKEND_OP_OVERRIDES
 
@@ -98,8 +101,10 @@ class GpuBackend final : public Backend {
   // ones made before it and released during it (freed when it ends, not by the graph, which would
   // free them on every replay). abandoned_: allocations of a discarded recording that outlived it;
   // the graph that owned their addresses is gone, so their release frees nothing.
+  // The two flags let alloc and release skip the mutex when neither applies (nearly always).
   std::mutex record_mutex_;
-  bool recording_ = false;
+  std::atomic<bool> recording_{false};
+  std::atomic<bool> any_abandoned_{false};
   std::set<void*> recorded_;
   std::vector<void*> deferred_;
   std::set<void*> abandoned_;
