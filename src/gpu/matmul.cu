@@ -36,31 +36,23 @@ Layout batch_layout(const Layout& l) {
 constexpr int kMaxGemvRows = 8;
 constexpr int kGemvLanes = 32;  // a group of lanes: a warp on NVIDIA, half a wave on AMD's wave64 parts
 constexpr int kGemvR = 2;
+constexpr int kGemvGroups = kBlock / kGemvLanes;  // of a block
 
+// The 16-byte words the kernel reads: Pack (elementwise.cuh) of 4 f32 or 8 halves.
 template <typename T>
-struct Word16 {
-  static constexpr int kValues = 16 / static_cast<int>(sizeof(T));
-  uint4 bits;
-  __device__ void to_float(float* out) const {
-    T v[kValues];
-    __builtin_memcpy(v, &bits, sizeof bits);
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) out[i] = kernels::to_opmath(v[i]);
-  }
-};
+using Word = Pack<T, 16 / static_cast<int>(sizeof(T))>;
 
 template <typename T, int M>
 __global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__ x, int64_t ldx, int rows,
                                                            const T* __restrict__ w, int64_t ldw, int64_t n,
                                                            int64_t k, int splits, T* __restrict__ out) {
-  constexpr int kV = Word16<T>::kValues;
+  constexpr int kV = 16 / static_cast<int>(sizeof(T));
   constexpr int kUnroll = M <= 2 ? 4 : 2;
-  constexpr int kGroups = kBlock / kGemvLanes;
-  __shared__ float partial[kGroups][kGemvR][M];
+  __shared__ float partial[kGemvGroups][kGemvR][M];
   const int lane = static_cast<int>(threadIdx.x % kGemvLanes), group = static_cast<int>(threadIdx.x / kGemvLanes);
-  // The block's groups: kGroups / splits sets of kGemvR rows, each set's k split over `splits` groups.
+  // The block's groups: kGemvGroups / splits sets of kGemvR rows, each set's k split over `splits` groups.
   const int split = group % splits, set = group / splits;
-  const int rows_per_block = kGroups / splits * kGemvR;
+  const int rows_per_block = kGemvGroups / splits * kGemvR;
   const int64_t words = k / kV, step = int64_t{kGemvLanes} * kUnroll;  // words a group reads per row and pass
   // Whole blocks take each rows_per_block rows (a grid-stride loop), so barriers are uniform.
   for (int64_t block_first = blockIdx.x * int64_t{rows_per_block}; block_first < n;
@@ -68,34 +60,33 @@ __global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__
     const int64_t first = block_first + int64_t{set} * kGemvR;
     float acc[kGemvR][M] = {};
     for (int64_t base = split * step + lane; base < words; base += step * splits) {
-      Word16<T> wv[kUnroll][kGemvR];
+      Word<T> wv[kUnroll][kGemvR];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t word = base + int64_t{u} * kGemvLanes;
 #pragma unroll
         for (int r = 0; r < kGemvR; ++r) {
           const int64_t row = first + r < n ? first + r : block_first;  // a missing row re-reads one present
-          wv[u][r].bits = word < words ? reinterpret_cast<const uint4*>(w + row * ldw)[word] : make_uint4(0, 0, 0, 0);
+          wv[u][r] = word < words ? reinterpret_cast<const Word<T>*>(w + row * ldw)[word] : Word<T>{};
         }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t word = base + int64_t{u} * kGemvLanes;
         if (word >= words) break;
-        float wf[kGemvR][kV];
+        float wf[kGemvR][kV];  // widened once, used by every row of x
 #pragma unroll
-        for (int r = 0; r < kGemvR; ++r) wv[u][r].to_float(wf[r]);
+        for (int r = 0; r < kGemvR; ++r)
+#pragma unroll
+          for (int i = 0; i < kV; ++i) wf[r][i] = kernels::to_opmath(wv[u][r].v[i]);
 #pragma unroll
         for (int t = 0; t < M; ++t) {
           if (t < rows) {
-            Word16<T> xv;
-            xv.bits = reinterpret_cast<const uint4*>(x + t * ldx)[word];
-            float xf[kV];
-            xv.to_float(xf);
+            const Word<T> xv = reinterpret_cast<const Word<T>*>(x + t * ldx)[word];
 #pragma unroll
             for (int r = 0; r < kGemvR; ++r)
 #pragma unroll
-              for (int i = 0; i < kV; ++i) acc[r][t] = fmaf(wf[r][i], xf[i], acc[r][t]);
+              for (int i = 0; i < kV; ++i) acc[r][t] = fmaf(wf[r][i], kernels::to_opmath(xv.v[i]), acc[r][t]);
           }
         }
       }
@@ -164,11 +155,11 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
   if (k % v != 0 || ldx % v != 0 || (n > 1 && ldw % v != 0) || !aligned(x) || !aligned(w)) return false;
   // k split over 1, 2, 4 or 8 groups of a block: the fewest that give the device 4 blocks per
   // multiprocessor, so that a weight of few rows (4096 x 14336) still has enough loads in flight.
-  constexpr int kGroups = kBlock / kGemvLanes;
   const int64_t enough = 4 * int64_t{backend.props().multiprocessors};
   int splits = 1;
-  while (splits < kGroups && (n + kGroups / splits * kGemvR - 1) / (kGroups / splits * kGemvR) < enough) splits *= 2;
-  const int64_t rows_per_block = kGroups / splits * kGemvR;
+  while (splits < kGemvGroups && (n + kGemvGroups / splits * kGemvR - 1) / (kGemvGroups / splits * kGemvR) < enough)
+    splits *= 2;
+  const int64_t rows_per_block = kGemvGroups / splits * kGemvR;
   const auto grid = static_cast<unsigned>(std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
   auto go = [&]<typename T, int M>() {
     gemv_rows_kernel<T, M><<<grid, kBlock, 0, backend.stream()>>>(reinterpret_cast<const T*>(x), ldx, static_cast<int>(rows),
