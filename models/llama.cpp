@@ -733,8 +733,7 @@ DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cach
   if (static_cast<int64_t>(cache.size()) != c.layers)
     throw ShapeError(detail::str_cat("llama: DecodeGraph: ", cache.size(), " caches for ", c.layers, " layers"));
   if (model.ranks_ > 1) return;  // forward()'s path
-  const Tensor keys = cache[0].keys();
-  batch_ = keys.shape()[0];
+  batch_ = cache[0].keys().shape()[0];
   capacity_ = cache[0].capacity();
   const Device d = model.device_;
   inputs_ = Tensor::zeros({batch_ + 1}, DType::I64, d);
@@ -762,8 +761,9 @@ Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
   const LlamaModel& m = model_;
   if (m.ranks_ > 1) return m.forward(tokens, cache_, key_mask, true);
   const int64_t pos = cache_[0].size();
+  // (A cache of another batch is refused by write_at, which checks k against it.)
   for (const nn::KvCache& c : cache_)
-    if (c.size() != pos || c.capacity() != capacity_ || c.keys().shape()[0] != batch_)
+    if (c.size() != pos || c.capacity() != capacity_)
       throw ShapeError("llama: DecodeGraph::step: the caches changed shape or no longer hold one number of positions");
   if (tokens.shape() != Shape({batch_, 1}))
     throw ShapeError(detail::str_cat("llama: DecodeGraph::step: tokens of shape ", tokens.shape(), ", not ", Shape({batch_, 1})));
