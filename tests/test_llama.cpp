@@ -436,7 +436,12 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
       worst = std::max(worst, max_abs_diff(want, got));
       scale = std::max(scale, want.abs().max().item<float>());
     }
-    EXPECT_LT(worst, 1e-5f * std::max(1.f, scale)) << "largest logit " << scale;
+    // A step's attention runs over the span's keys, the later ones masked, and forward()'s over the
+    // keys present: on a GPU the key ranges split differently, so x differs in its last bits. A
+    // block-format product rounds x to 8 bits per 32 values, and such a difference can move one
+    // rounding step: on an H100 the q8_0 case differed by 0.15% of the largest logit.
+    const float tolerance = c.tiny.qtype ? 1e-2f : 1e-5f;
+    EXPECT_LT(worst, tolerance * std::max(1.f, scale)) << "largest logit " << scale;
     WICK_EXPECT_ERROR(graph.step(Tensor::from_vector(std::vector<int64_t>{1}, {1, 1}), mask(prompt + steps + 2)),
                       ShapeError, "DecodeGraph::step");
   }
