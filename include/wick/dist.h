@@ -111,7 +111,9 @@ class Communicator {
 std::string transport(Device device);
 
 // Runs f(0), ..., f(n - 1) each on a thread of its own (the ranks of local() communicators, one
-// thread per rank) and waits for all; then rethrows the lowest rank's exception, if any.
+// thread per rank) and waits for all; then rethrows the lowest rank's exception, if any. Rank 0
+// runs on the calling thread, so that one rank (on the CPU: one OpenMP team) makes no second pool
+// of threads beside the caller's.
 void on_threads(int n, const std::function<void(int rank)>& f);
 
 // Runs `calls` as one group: the collectives they make start together when it returns (NCCL's
