@@ -321,8 +321,18 @@ TEST(DistFailures, AnErrorInsideAGroupAbortsIt) {
 
 TEST(DistFailures, OnThreadsRunsEveryRankAndRethrowsTheLowestRanksError) {
   std::vector<int> ran(4, 0);
-  dist::on_threads(4, [&](int r) { ran[static_cast<size_t>(r)] = r + 1; });
+  std::vector<std::thread::id> where(4);
+  dist::on_threads(4, [&](int r) {
+    ran[static_cast<size_t>(r)] = r + 1;
+    where[static_cast<size_t>(r)] = std::this_thread::get_id();
+  });
   EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 4}));
+  // Rank 0 on the calling thread (one rank makes no second OpenMP pool), the others each on its own.
+  EXPECT_EQ(where[0], std::this_thread::get_id());
+  for (size_t i = 1; i < where.size(); ++i) EXPECT_NE(where[i], where[0]);
+  std::thread::id one;
+  dist::on_threads(1, [&](int) { one = std::this_thread::get_id(); });
+  EXPECT_EQ(one, std::this_thread::get_id());
   try {
     dist::on_threads(3, [](int r) {
       if (r > 0) throw DTypeError("rank " + std::to_string(r));

@@ -2,10 +2,12 @@
 // name and gives the shapes, dtypes and device involved; none crashes. Runs on every device present;
 // a second host-memory backend standing in for cuda:0 reaches the cross-device checks in CPU-only
 // builds.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -659,6 +661,34 @@ TEST(ParallelFor, ForwardsAnExceptionToTheCaller) {
   std::atomic<int64_t> seen{0};
   cpu::parallel_for(int64_t(1) << 20, 1, [&](int64_t begin, int64_t end) { seen += end - begin; });
   EXPECT_EQ(seen.load(), int64_t(1) << 20);
+}
+
+// The ranges cover [0, n) once, each at least `grain` long, and there are more of them than
+// threads (handed out as threads come free), at most kRangesPerThread per thread.
+TEST(ParallelFor, HandsOutSeveralRangesPerThread) {
+  const int64_t threads = cpu::max_threads();
+  for (const auto& [n, grain] : {std::pair<int64_t, int64_t>{int64_t(1) << 20, 1}, {1000, 100}, {7, 1}, {5, 100}}) {
+    SCOPED_TRACE(testing::Message() << n << " by " << grain);
+    std::mutex m;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    cpu::parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+      const std::lock_guard lock(m);
+      ranges.emplace_back(begin, end);
+    });
+    std::sort(ranges.begin(), ranges.end());
+    int64_t next = 0;
+    for (const auto& [begin, end] : ranges) {
+      EXPECT_EQ(begin, next);
+      EXPECT_TRUE(end - begin >= grain || ranges.size() == 1) << begin << ".." << end;
+      next = end;
+    }
+    EXPECT_EQ(next, n);
+    const int64_t most = std::clamp<int64_t>(n / grain, 1, threads * cpu::kRangesPerThread);
+    EXPECT_EQ(static_cast<int64_t>(ranges.size()), threads > 1 ? most : 1);
+    if (threads > 1 && n / grain > threads) {
+      EXPECT_GT(static_cast<int64_t>(ranges.size()), threads);
+    }
+  }
 }
 
 }  // namespace
