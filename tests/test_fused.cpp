@@ -155,13 +155,63 @@ TEST_P(FusedTest, NormsAtLargeMagnitudes) {
   }
 }
 
+// add_rms_norm's sum is x + residual and its normed rows rms_norm of that sum, bit for bit, on the
+// GPU's one-kernel path (dense rows: a warp's, a block's) and its add-then-norm path (a transposed
+// residual, f64).
+TEST_P(FusedTest, AddRmsNormIsAddThenRmsNormBitForBit) {
+  for (DType dt : kFloat) {
+    for (const Shape& shape : {Shape({3, 96}), Shape({2, 1, 4096}), Shape({5, 7})}) {
+      const Tensor x = Tensor::rand_normal(shape, 0.0, 1.0, dt, dev());
+      const Tensor w = Tensor::rand_normal({shape[shape.rank() - 1]}, 0.0, 1.0, dt, dev());
+      const Tensor dense = Tensor::rand_normal(shape, 0.0, 1.0, dt, dev());
+      const Shape flipped({shape[shape.rank() - 1], shape.numel() / shape[shape.rank() - 1]});
+      const Tensor transposed = Tensor::rand_normal(flipped, 0.0, 1.0, dt, dev()).t().reshape(shape);
+      for (const Tensor& residual : {dense, transposed}) {
+        const nn::AddRmsNorm r = nn::add_rms_norm(x, residual, w, 1e-5);
+        ASSERT_EQ(r.sum.shape(), shape);
+        ASSERT_EQ(r.normed.dtype(), dt);
+        const Tensor sum = x + residual;
+        EXPECT_EQ(values(r.sum), values(sum)) << dt << " " << shape;
+        EXPECT_EQ(values(r.normed), values(nn::rms_norm(sum, w, 1e-5))) << dt << " " << shape;
+      }
+    }
+  }
+}
+
+// silu(gate) * up against values computed here in double, for gate and up apart and as the two
+// halves of one stacked row; f32 gives exactly gate.silu() * up.
+TEST_P(FusedTest, SiluMulValues) {
+  const std::vector<double> g = {-6, -1.5, -0.25, 0, 0.5, 1, 2.75, 9}, u = {1, -2, 3, 0.5, -4, 0.25, 7, -1};
+  std::vector<double> want(g.size());
+  for (size_t i = 0; i < g.size(); ++i) want[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+  for (DType dt : kFloat) {
+    expect_near(nn::silu_mul(make(g, {2, 4}, dt), make(u, {2, 4}, dt)), want, 4 * tolerance(dt));
+    std::vector<double> both;
+    for (size_t row = 0; row < 2; ++row) {
+      both.insert(both.end(), g.begin() + 4 * row, g.begin() + 4 * row + 4);
+      both.insert(both.end(), u.begin() + 4 * row, u.begin() + 4 * row + 4);
+    }
+    const Tensor stacked = make(both, {2, 8}, dt);
+    expect_near(nn::silu_mul(stacked.narrow(1, 0, 4), stacked.narrow(1, 4, 4)), want, 4 * tolerance(dt));
+  }
+  const Tensor gate = Tensor::rand_normal({3, 1000}, 0.0, 2.0, DType::F32, dev());
+  const Tensor up = Tensor::rand_normal({1000, 3}, 0.0, 1.0, DType::F32, dev()).t();
+  EXPECT_EQ(values(nn::silu_mul(gate, up)), values(gate.silu() * up));
+}
+
 TEST_P(FusedTest, EmptyTensors) {
   EXPECT_EQ(nn::softmax(Tensor::zeros({0, 3}, DType::F32, dev()), -1).shape(), Shape({0, 3}));
   EXPECT_EQ(nn::log_softmax(Tensor::zeros({3, 0}, DType::F32, dev()), -1).shape(), Shape({3, 0}));
   EXPECT_EQ(nn::rms_norm(Tensor::zeros({0, 4}, DType::F32, dev()), Tensor::ones({4}, DType::F32, dev()), 1e-5).shape(),
             Shape({0, 4}));
-  EXPECT_EQ(nn::layer_norm(Tensor::zeros({2, 0}, DType::F32, dev()), Tensor::ones({0}, DType::F32, dev()), 1e-5).shape(),
-            Shape({2, 0}));
+  EXPECT_EQ(
+      nn::layer_norm(Tensor::zeros({2, 0}, DType::F32, dev()), Tensor::ones({0}, DType::F32, dev()), 1e-5).shape(),
+      Shape({2, 0}));
+  const Tensor none = Tensor::zeros({0, 4}, DType::F32, dev());
+  const nn::AddRmsNorm r = nn::add_rms_norm(none, none, Tensor::ones({4}, DType::F32, dev()), 1e-5);
+  EXPECT_EQ(r.sum.shape(), Shape({0, 4}));
+  EXPECT_EQ(r.normed.shape(), Shape({0, 4}));
+  EXPECT_EQ(nn::silu_mul(none, none).shape(), Shape({0, 4}));
 }
 
 TEST_P(FusedTest, BadArguments) {
@@ -181,8 +231,26 @@ TEST_P(FusedTest, BadArguments) {
                     "[2]");
   WICK_EXPECT_ERROR(nn::layer_norm(x, Tensor(), 1e-5), Error, "layer_norm: ");
   WICK_EXPECT_ERROR(nn::rms_norm(Tensor::scalar(1.0, DType::F32, dev()), w, 1e-5), ShapeError, "rms_norm: ");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, Tensor::ones({3, 2}, DType::F32, dev()), w, 1e-5), ShapeError,
+                    "add_rms_norm: ", "residual", "[3, 2]", "[2, 3]");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, Tensor::ones({3}, DType::F32, dev()), w, 1e-5), ShapeError,
+                    "add_rms_norm: ", "residual", "[3]");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, Tensor::ones({2, 3}, DType::BF16, dev()), w, 1e-5), DTypeError,
+                    "add_rms_norm: ", "bf16", "f32");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, x, Tensor::ones({2}, DType::F32, dev()), 1e-5), ShapeError,
+                    "add_rms_norm: ", "weight", "[2]");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, x, w, -1), ShapeError, "add_rms_norm: ", "eps");
+  WICK_EXPECT_ERROR(nn::add_rms_norm(x, Tensor(), w, 1e-5), Error, "add_rms_norm: ");
+  const Tensor ints = Tensor::ones({2, 3}, DType::I32, dev());
+  WICK_EXPECT_ERROR(nn::add_rms_norm(ints, ints, w, 1e-5), DTypeError, "add_rms_norm: ", "i32");
+  WICK_EXPECT_ERROR(nn::silu_mul(x, Tensor::ones({2, 1}, DType::F32, dev())), ShapeError, "silu_mul: ", "up", "[2, 1]");
+  WICK_EXPECT_ERROR(nn::silu_mul(x, Tensor::ones({2, 3}, DType::F16, dev())), DTypeError, "silu_mul: ", "f16");
+  WICK_EXPECT_ERROR(nn::silu_mul(ints, ints), DTypeError, "silu_mul: ", "i32");
+  WICK_EXPECT_ERROR(nn::silu_mul(x, Tensor()), Error, "silu_mul: ");
   if (!dev().is_cpu()) {
     WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({3}), 1e-5), DeviceError, "rms_norm: ");
+    WICK_EXPECT_ERROR(nn::add_rms_norm(x, Tensor::ones({2, 3}), w, 1e-5), DeviceError, "add_rms_norm: ");
+    WICK_EXPECT_ERROR(nn::silu_mul(x, Tensor::ones({2, 3})), DeviceError, "silu_mul: ");
   }
 }
 

@@ -352,6 +352,22 @@ wick_status wick_rms_norm(const wick_tensor* x, const wick_tensor* weight, doubl
   return map2("rms_norm", x, weight, out, [&](const Tensor& t, const Tensor& w) { return nn::rms_norm(t, w, eps); });
 }
 
+wick_status wick_add_rms_norm(const wick_tensor* x, const wick_tensor* residual, const wick_tensor* weight, double eps,
+                              wick_tensor** sum, wick_tensor** normed) {
+  constexpr const char* op = "add_rms_norm";
+  return guard([&] {
+    out_ptr(sum, op, "sum");
+    out_ptr(normed, op, "normed");
+    nn::AddRmsNorm r = nn::add_rms_norm(in(x, op), in(residual, op, "residual"), in(weight, op, "weight"), eps);
+    give(sum, std::move(r.sum));
+    give(normed, std::move(r.normed));
+  });
+}
+
+wick_status wick_silu_mul(const wick_tensor* gate, const wick_tensor* up, wick_tensor** out) {
+  return map2("silu_mul", gate, up, out, [](const Tensor& g, const Tensor& u) { return nn::silu_mul(g, u); });
+}
+
 wick_status wick_layer_norm(const wick_tensor* x, const wick_tensor* weight, const wick_tensor* bias, double eps,
                             wick_tensor** out) {
   return map2("layer_norm", x, weight, out, [&](const Tensor& t, const Tensor& w) {

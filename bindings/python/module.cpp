@@ -437,6 +437,11 @@ PYBIND11_MODULE(_wick, m) {
   nnm.def("softmax", &nn::softmax, py::arg("x"), py::arg("dim") = -1);
   nnm.def("log_softmax", &nn::log_softmax, py::arg("x"), py::arg("dim") = -1);
   nnm.def("rms_norm", &nn::rms_norm, py::arg("x"), py::arg("weight"), py::arg("eps") = 1e-5);
+  nnm.def("add_rms_norm", [](const Tensor& x, const Tensor& residual, const Tensor& w, double eps) {
+    nn::AddRmsNorm r = nn::add_rms_norm(x, residual, w, eps);
+    return py::make_tuple(r.sum, r.normed);
+  }, py::arg("x"), py::arg("residual"), py::arg("weight"), py::arg("eps") = 1e-5);
+  nnm.def("silu_mul", &nn::silu_mul, py::arg("gate"), py::arg("up"));
   nnm.def("layer_norm", [](const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, double eps) {
     return b ? nn::layer_norm(x, w, *b, eps) : nn::layer_norm(x, w, eps);
   }, py::arg("x"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("eps") = 1e-5);

@@ -21,10 +21,27 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // x / sqrt(mean(x^2) + eps) * weight over the last dim; weight of shape (d), d = x's last dim.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// A transformer's residual add and the norm after it in one pass: sum = x + residual, rounded to
+// x's dtype as `x + residual` is, and normed = rms_norm(sum, weight, eps), the same bits as those
+// two calls give. x and residual of one shape (no broadcasting), dtype and device; weight as for
+// rms_norm. f64, f32, f16, bf16. Errors: ShapeError for shapes that differ or a weight not (d);
+// DTypeError for another dtype or operands of different dtypes; DeviceError for operands on two
+// devices.
+struct AddRmsNorm {
+  Tensor sum;
+  Tensor normed;
+};
+AddRmsNorm add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last dim, var the biased variance;
 // weight and bias of shape (d). Without bias: the same with bias 0.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, double eps);
+
+// silu(gate) * up = gate / (1 + exp(-gate)) * up, computed in f32 for halves and rounded once:
+// the gated unit of a SwiGLU feed-forward layer (Llama, Mistral, Qwen2), one pass over gate and
+// up where `gate.silu() * up` makes two. gate and up of one shape, dtype and device, any strided
+// views (the two halves of one stacked product, say). f64, f32, f16, bf16. Errors as add_rms_norm.
+Tensor silu_mul(const Tensor& gate, const Tensor& up);
 
 // ---- rotary position embeddings ----------------------------------------------------------------
 // Each pair (a, b) of a head's features at position t turns by the angle whose cosine and sine are

@@ -241,6 +241,11 @@ wick_status wick_scatter_add_set(wick_tensor* t, const wick_tensor* ids, const w
 wick_status wick_softmax(const wick_tensor* x, int64_t dim, wick_tensor** out);
 wick_status wick_log_softmax(const wick_tensor* x, int64_t dim, wick_tensor** out);
 wick_status wick_rms_norm(const wick_tensor* x, const wick_tensor* weight, double eps, wick_tensor** out);
+/* sum = x + residual and normed = rms_norm(sum, weight, eps), both new tensors. */
+wick_status wick_add_rms_norm(const wick_tensor* x, const wick_tensor* residual, const wick_tensor* weight, double eps,
+                              wick_tensor** sum, wick_tensor** normed);
+/* silu(gate) * up. */
+wick_status wick_silu_mul(const wick_tensor* gate, const wick_tensor* up, wick_tensor** out);
 /* bias may be NULL. */
 wick_status wick_layer_norm(const wick_tensor* x, const wick_tensor* weight, const wick_tensor* bias, double eps,
                             wick_tensor** out);

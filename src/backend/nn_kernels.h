@@ -4,6 +4,8 @@
 // methods. Inputs are strided Views; results are new contiguous storage.
 #pragma once
 
+#include <utility>
+
 #include "backend/backend.h"
 #include "backend/op.h"
 
@@ -33,6 +35,10 @@ class NnKernels {
   virtual StoragePtr softmax(const View& x, int dim, bool log) const = 0;
   // x (..., d) / sqrt(mean(x^2) + eps) * weight, over the last dim; weight (d).
   virtual StoragePtr rms_norm(const View& x, const View& weight, double eps) const = 0;
+  // sum = x + residual, rounded to x's dtype, and rms_norm(sum, weight, eps): a transformer's
+  // residual add and the norm after it, in one pass. x and residual of one shape.
+  virtual std::pair<StoragePtr, StoragePtr> add_rms_norm(const View& x, const View& residual, const View& weight,
+                                                         double eps) const = 0;
   // (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance); weight and
   // bias (d); bias null: none.
   virtual StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const = 0;
@@ -48,17 +54,22 @@ class NnKernels {
   // gives zeros. Result (b, h, t_q, d), contiguous.
   virtual StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
                                const AttentionArgs& args) const;
+
+  // silu(gate) * up, computed in the math type and rounded once: the gated unit of a SwiGLU
+  // feed-forward layer. gate and up of one shape.
+  virtual StoragePtr silu_mul(const View& gate, const View& up) const = 0;
 };
 
 // The kernels above as one list of declarations, for a backend that implements all of them.
-#define WICK_NN_KERNEL_OVERRIDES                                                                  \
-  StoragePtr softmax(const View& x, int dim, bool log) const override;                           \
-  StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;             \
-  StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps)         \
-      const override;                                                                            \
-  StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd)    \
-      const override;                                                                            \
-  StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,            \
-                       const AttentionArgs& args) const override;
+#define WICK_NN_KERNEL_OVERRIDES                                                                                      \
+  StoragePtr softmax(const View& x, int dim, bool log) const override;                                                \
+  StoragePtr rms_norm(const View& x, const View& weight, double eps) const override;                                  \
+  std::pair<StoragePtr, StoragePtr> add_rms_norm(const View& x, const View& residual, const View& weight, double eps) \
+      const override;                                                                                                 \
+  StoragePtr layer_norm(const View& x, const View& weight, const View* bias, double eps) const override;              \
+  StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const override;         \
+  StoragePtr attention(const View& q, const View& k, const View& v, const View* mask, const AttentionArgs& args)      \
+      const override;                                                                                                 \
+  StoragePtr silu_mul(const View& gate, const View& up) const override;
 
 }  // namespace wick

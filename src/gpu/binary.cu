@@ -28,11 +28,6 @@ struct WhereFn {
   __device__ T operator()(C c, T t, T f) const { return c != 0 ? t : f; }
 };
 
-template <typename T>
-Operand<T> operand(const View& v) {
-  return {static_cast<const T*>(v.storage.data()), &v.layout};
-}
-
 }  // namespace
 
 StoragePtr GpuBackend::binary(BinaryOp op, const View& a, const View& b) {

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/backend.h"
 #include "backend/strided.h"
 #include "gpu/runtime.h"
 
@@ -246,6 +247,12 @@ TiledArgs<N, I> tiled_args(const StridedSpace<N>& s, int across, unsigned staged
 }
 
 // ---- dispatch -----------------------------------------------------------------------------------
+
+// A view as an input of map_elementwise.
+template <typename T>
+Operand<T> operand(const View& v) {
+  return {static_cast<const T*>(v.storage.data()), &v.layout};
+}
 
 template <typename... T>
 constexpr int pack_width() {

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/numeric.h"
+#include "kernels/unary.h"
 
 namespace wick::kernels {
 
@@ -61,6 +62,13 @@ WICK_HD inline M rms_scale(M square_sum, int64_t n, M eps) {
 template <typename M>
 WICK_HD inline M rms_norm_value(M x, M scale, M weight) {
   return x * scale * weight;
+}
+
+// silu_mul: silu(gate) * up, silu as the unary op computes it, so that the fused kernels give the
+// composition's bits (silu, then the product, in the math type).
+template <typename M>
+WICK_HD inline M silu_mul_value(M gate, M up) {
+  return Unary<UnaryOp::Silu>{}(gate)*up;
 }
 
 // layer_norm in two passes, the mean and then the sum of squared deviations, so that inputs of

@@ -18,6 +18,15 @@ void check_feature_param(const char* op, const char* what, const Tensor& x, cons
              ops::describe(param), " must have shape [d] for x ", ops::describe(x), " of last dim d");
 }
 
+void check_same_operand(const char* op, const char* what, const Tensor& x, const Tensor& other) {
+  ops::check_defined(op, other);
+  ops::check_same_device(op, {&x, &other});
+  WICK_CHECK(other.dtype() == x.dtype(), DTypeError, op, what, " ", ops::describe(other), " must have the dtype of x ",
+             ops::describe(x));
+  WICK_CHECK(other.shape() == x.shape(), ShapeError, op, what, " ", ops::describe(other), " must have the shape of x ",
+             ops::describe(x));
+}
+
 const NnKernels* fused(NnOp nop, const Tensor& x) {
   Backend& b = ops::backend_of(x);
   const DType dt = x.dtype();

@@ -11,6 +11,9 @@ namespace wick::nn::detail {
 void check_input(const char* op, NnOp nop, const Tensor& x);
 // A per-feature parameter (weight, bias) of x's last dim: defined, x's device and dtype, shape (d).
 void check_feature_param(const char* op, const char* what, const Tensor& x, const Tensor& param);
+// A second operand of an elementwise nn op (add_rms_norm's residual, silu_mul's up), named `what`:
+// defined, of x's device, dtype and shape.
+void check_same_operand(const char* op, const char* what, const Tensor& x, const Tensor& other);
 // The kernels of x's backend when they implement `nop` for x's dtype; null: compose.
 const NnKernels* fused(NnOp nop, const Tensor& x);
 // The math type the composition runs in: f32 for halves, the dtype itself otherwise.

@@ -91,6 +91,20 @@ int main(int argc, char** argv) {
   OK(wick_tensor_to_host(e, ev, sizeof ev));
   CHECK(fabsf(ev[5] - expf(6)) <= 1e-6f * expf(6), "exp");
 
+  /* The fused residual add and norm, and the gated unit, of a and a itself. */
+  wick_tensor *ones = NULL, *sum = NULL, *normed = NULL, *gated = NULL;
+  const float onev[3] = {1, 1, 1};
+  OK(wick_tensor_from_host(onev, sizeof onev, WICK_F32, s3, 1, cpu, &ones));
+  OK(wick_add_rms_norm(a, a, ones, 0, &sum, &normed));
+  float sv[6], nv[6], gv[6];
+  OK(wick_tensor_to_host(sum, sv, sizeof sv));
+  OK(wick_tensor_to_host(normed, nv, sizeof nv));
+  CHECK(sv[0] == 2 && sv[5] == 12, "add_rms_norm's sum");
+  CHECK(fabsf(nv[0] - 2 / sqrtf(56.f / 3)) <= 1e-6f, "add_rms_norm's normed rows");
+  OK(wick_silu_mul(a, a, &gated));
+  OK(wick_tensor_to_host(gated, gv, sizeof gv));
+  CHECK(fabsf(gv[1] - 2 / (1 + expf(-2)) * 2) <= 1e-5f, "silu_mul");
+
   /* Errors: a status, and a message naming the op, the shapes and the dtypes. */
   wick_tensor *bad = NULL, *i32 = NULL, *untouched = (wick_tensor*)&failures;
   const int64_t s4[1] = {4};
@@ -162,7 +176,7 @@ int main(int argc, char** argv) {
     wick_model_free(model);
   }
 
-  wick_tensor* all[] = {a, b, c, r, at, m, e, bad, i32};
+  wick_tensor* all[] = {a, b, c, r, at, m, e, bad, i32, ones, sum, normed, gated};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) wick_tensor_free(all[i]);
   printf("C API: %d checks, %d failed\n", checks, failures);
   return failures ? 1 : 0;

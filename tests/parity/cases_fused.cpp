@@ -1,10 +1,12 @@
 // Cases for the nn wing (include/wick/nn.h), run through the public functions as users call them:
 // on a backend with a fused kernel they test the kernel, elsewhere the composition; the reference
 // backend has no kernels, so its side is always the composition (the ops' oracle).
+#include <functional>
 #include <limits>
 
 #include "parity/cases.h"
 #include "wick/nn.h"
+#include "wick/ops.h"
 
 namespace wick::parity {
 
@@ -92,6 +94,60 @@ void add_norm(std::vector<Case>& cases, DType dt, NnOp op) {
                          return result(with_bias ? nn::layer_norm(x, w, param(2), 1e-5) : nn::layer_norm(x, w, 1e-5));
                        }});
     }
+  }
+}
+
+// add_rms_norm with x, the residual and the weight each in the variant's layout (the rows variants
+// take the GPU's one-kernel path, the others its add then rms_norm); the result compared is the
+// sum and the normed rows, one after the other.
+void add_add_rms_norm(std::vector<Case>& cases, DType dt) {
+  for (const Variant& v : nn_variants(dt)) {
+    cases.push_back({OpKey(NnOp::AddRmsNorm).name(),
+                     label(dt),
+                     shape_label(v.shape),
+                     v.name,
+                     NnOp::AddRmsNorm,
+                     {dt},
+                     Compare::Float,
+                     false,
+                     [=](Ctx& c) {
+                       const Tensor x = tensor(c.input(dt, v.shape, v.form(0, 3), v.values));
+                       const Tensor residual = tensor(c.input(dt, v.shape, v.form(1, 3), Values::Normal));
+                       const Tensor w =
+                           tensor(c.input(dt, {v.shape[v.shape.rank() - 1]}, Form::Contiguous, Values::Normal));
+                       const nn::AddRmsNorm r = nn::add_rms_norm(x, residual, w, 1e-5);
+                       return result(cat({r.sum.flatten_all(), r.normed.flatten_all()}, 0));
+                     }});
+  }
+}
+
+// silu_mul of two operands in the variant's layouts, and of the two halves of one stacked row
+// (a model's gate and up products computed as one).
+void add_silu_mul(std::vector<Case>& cases, DType dt) {
+  auto add = [&](const std::string& layout, const Shape& shape, std::function<Output(Ctx&)> run) {
+    cases.push_back({OpKey(NnOp::SiluMul).name(),
+                     label(dt),
+                     shape_label(shape),
+                     layout,
+                     NnOp::SiluMul,
+                     {dt},
+                     Compare::Float,
+                     false,
+                     std::move(run)});
+  };
+  for (const Variant& v : nn_variants(dt)) {
+    add(v.name, v.shape, [=](Ctx& c) {
+      const Tensor gate = tensor(c.input(dt, v.shape, v.form(0, 2), v.values));
+      const Tensor up = tensor(c.input(dt, v.shape, v.form(1, 2), Values::Normal));
+      return result(nn::silu_mul(gate, up));
+    });
+  }
+  for (const Shape& shape : {Shape({1, 1, 4096}), Shape({5, 3, 96}), Shape({16, 1, 1000})}) {
+    add("stacked_halves", shape, [=](Ctx& c) {
+      const int64_t n = shape[2];
+      const Tensor both = tensor(c.input(dt, {shape[0], shape[1], 2 * n}, Form::Contiguous, Values::Normal));
+      return result(nn::silu_mul(both.narrow(-1, 0, n), both.narrow(-1, n, n)));
+    });
   }
 }
 
@@ -324,9 +380,11 @@ void add_fused_cases(std::vector<Case>& cases) {
     add_softmax(cases, dt, NnOp::Softmax);
     add_softmax(cases, dt, NnOp::LogSoftmax);
     add_norm(cases, dt, NnOp::RmsNorm);
+    add_add_rms_norm(cases, dt);
     add_norm(cases, dt, NnOp::LayerNorm);
     for (NnOp op : {NnOp::Rope, NnOp::RopeI, NnOp::RopeThd}) add_rope(cases, dt, op);
     add_attention(cases, dt);
+    add_silu_mul(cases, dt);
   }
 }
 

@@ -42,6 +42,13 @@ def test_ops_match_numpy():
     s = wick.nn.softmax(ta, dim=-1).numpy()
     e = np.exp(a - a.max(-1, keepdims=True))
     np.testing.assert_allclose(s, e / e.sum(-1, keepdims=True), rtol=1e-6)
+    c, w = rand(4, 5), rand(5)
+    total, normed = wick.nn.add_rms_norm(ta, wick.tensor(c), wick.tensor(w), eps=1e-5)
+    np.testing.assert_array_equal(total.numpy(), a + c)
+    rms = np.sqrt(((a + c) ** 2).mean(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(normed.numpy(), (a + c) / rms * w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wick.nn.silu_mul(ta, wick.tensor(c)).numpy(), a / (1 + np.exp(-a)) * c, rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_views_share_memory():

@@ -422,6 +422,34 @@ void add_fused(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
+// add_rms_norm and silu_mul over (rows, features): the bytes are the two inputs read and the
+// outputs written (add_rms_norm: the sum and the normed rows; its weight is small beside them).
+void add_fused_pairs(std::vector<Case>& cases, const Sizes& s) {
+  const Shape shape = s.rows;
+  const double n = static_cast<double>(shape.numel());
+  for (NnOp op : {NnOp::AddRmsNorm, NnOp::SiluMul}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      cases.push_back({.op = OpKey(op).name(),
+                       .dtype = label(dt),
+                       .shape = dims_label(shape),
+                       .layout = "contiguous",
+                       .main_dtype = dt,
+                       .key = op,
+                       .dtypes = {dt},
+                       .bytes = (op == NnOp::AddRmsNorm ? 4 : 3) * n * size_of(dt),
+                       .prepare = prepare([=](Inputs& in, Backend& b) {
+                         const Arg x = in.floats(dt, shape, Form::Contiguous, -4, 4);
+                         const Arg y = in.floats(dt, shape, Form::Contiguous, -4, 4);
+                         const Arg w = in.floats(dt, {shape[1]}, Form::Contiguous, 0.5, 1.5);
+                         return [&b, op, x, y, w] {
+                           if (op == NnOp::SiluMul) return b.nn()->silu_mul(x.view(), y.view());
+                           return b.nn()->add_rms_norm(x.view(), y.view(), w.view(), 1e-5).second;
+                         };
+                       })});
+    }
+  }
+}
+
 // rope, rope_i and rope_thd on x (b, h, t, d) ((b, t, h, d) for rope_thd), and rope on a model's
 // (b, t, h, d) transposed to (b, h, t, d); the bytes are x read and the output written (the
 // tables, t rows, are small beside them).
@@ -537,6 +565,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_reduce(cases, s);
   add_copies_and_index(cases, s);
   add_fused(cases, s);
+  add_fused_pairs(cases, s);
   add_rope(cases, s);
   add_attention(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));

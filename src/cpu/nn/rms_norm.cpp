@@ -1,6 +1,8 @@
 // rms_norm over the last dim: each row's sum of squares, then the scaled outputs; dense rows of
-// f32 and halves in vectorised loops (rows.h).
+// f32 and halves in vectorised loops (rows.h). add_rms_norm: the backend's add, then rms_norm of
+// the sum (two passes: on the CPU a row of the sum is still in the cache when the norm reads it).
 #include <type_traits>
+#include <utility>
 
 #include "core/dispatch.h"
 #include "cpu/nn/nn_kernels.h"
@@ -53,6 +55,13 @@ StoragePtr CpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
     }
   });
   return out;
+}
+
+std::pair<StoragePtr, StoragePtr> CpuNnKernels::add_rms_norm(const View& x, const View& residual, const View& weight,
+                                                             double eps) const {
+  StoragePtr sum = backend_.binary(BinaryOp::Add, x, residual);
+  StoragePtr normed = rms_norm(View{*sum, Layout(x.layout.shape()), x.dtype}, weight, eps);
+  return {std::move(sum), std::move(normed)};
 }
 
 }  // namespace wick::cpu

@@ -1,5 +1,7 @@
 // rms_norm over the last dim: each group sums its row's squares, combines them, then writes; rows
-// held in registers where rows.cuh takes them, else read twice.
+// held in registers where rows.cuh takes them, else read twice. add_rms_norm: where x and the
+// residual are both such rows, one kernel adds them, writes the sum and normalises it from the
+// registers; else the backend's add, then rms_norm of the sum.
 #include "core/dispatch.h"
 #include "gpu/nn/nn_kernels.h"
 #include "gpu/nn/rows.cuh"
@@ -48,6 +50,35 @@ __global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::Row
   }
 }
 
+// rms_norm_rows_kernel with the residual added first: the sum, rounded to T, is written and then
+// normalised as rms_norm_rows_kernel normalises a row, so that the two give the same bits.
+template <typename T, int G, int N>
+__global__ __launch_bounds__(nn::kRowBlock<G>) void add_rms_norm_rows_kernel(nn::RowPlan r, const T* x,
+                                                                             const T* residual, const T* w,
+                                                                             kernels::opmath_t<T> eps, T* sum, T* out) {
+  using M = kernels::opmath_t<T>;
+  using Held = nn::RowPacks<T, G, N>;
+  for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
+    Held held, added;
+    held.load(x + row * r.len, static_cast<int>(r.len));
+    added.load(residual + row * r.len, static_cast<int>(r.len));
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!Held::held(k, held.count)) continue;
+#pragma unroll
+      for (int j = 0; j < Held::V; ++j)
+        held.p[k].v[j] =
+            kernels::from_opmath<T>(kernels::to_opmath(held.p[k].v[j]) + kernels::to_opmath(added.p[k].v[j]));
+    }
+    held.store(sum + row * r.len, [](M v) { return v; });
+    M squares = 0;
+    held.each([&](M v, int) { squares += v * v; });
+    squares = nn::group_all<G>(squares, nn::ShuffleValue{}, [](M a, M b) { return a + b; });
+    const M scale = kernels::rms_scale(squares, r.len, eps);
+    held.store(out + row * r.len, [&](M v, M weight) { return kernels::rms_norm_value(v, scale, weight); }, w);
+  }
+}
+
 }  // namespace
 
 StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps) const {
@@ -80,6 +111,36 @@ StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
     }
   });
   return out;
+}
+
+std::pair<StoragePtr, StoragePtr> GpuNnKernels::add_rms_norm(const View& x, const View& residual, const View& weight,
+                                                             double eps) const {
+  GpuBackend& b = backend_;
+  b.activate();
+  const std::optional<nn::RowPlan> rows = nn::plan_rows(x);
+  const std::optional<nn::RowPlan> residual_rows = nn::plan_rows(residual);
+  if (!rows || !residual_rows || !nn::dense_param(weight)) {
+    StoragePtr sum = b.binary(BinaryOp::Add, x, residual);
+    StoragePtr normed = rms_norm(View{*sum, Layout(x.layout.shape()), x.dtype}, weight, eps);
+    return {std::move(sum), std::move(normed)};
+  }
+  StoragePtr sum = b.alloc(x.dtype, x.layout.numel());
+  StoragePtr out = b.alloc(x.dtype, x.layout.numel());
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, double>) {
+      using M = kernels::opmath_t<T>;
+      const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      const T* pr = static_cast<const T*>(residual.storage.data()) + residual.layout.offset();
+      const T* pw = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
+      nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
+        add_rms_norm_rows_kernel<T, G, N>
+            <<<grid, block, 0, b.stream()>>>(*rows, px, pr, pw, static_cast<M>(eps), sum->as<T>(), out->as<T>());
+      });
+    } else {
+      throw_not_supported(b, NnOp::AddRmsNorm, x.dtype);
+    }
+  });
+  return {std::move(sum), std::move(out)};
 }
 
 }  // namespace wick::gpu
