@@ -551,6 +551,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
                               const dist::Communicator& comm) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
+  if (c.layers < 1) throw ShapeError(detail::str_cat("llama: random: ", c.layers, " layers (at least 1)"));
   manual_seed(seed, device);
   manual_seed(seed, Device::cpu());
   LlamaModel m;
@@ -697,9 +698,11 @@ Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvW
     return c.interleaved_rope ? nn::rope_i(h, cos, sin) : nn::rope(h, cos, sin);
   };
   const int64_t qk_width = (heads_ + kv_heads_) * c.head_dim;
+  // Each residual add is fused with the norm after it: the feed-forward's, the next layer's
+  // attention's, and after the last layer the output's.
+  Tensor normed = nn::rms_norm(x, layers_.front().attn_norm, c.rms_eps);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
-    const Tensor normed = nn::rms_norm(x, l.attn_norm, c.rms_eps);
     Tensor q, k, v;
     if (l.qkv.weights.size() == 1) {
       // One product of stacked q, k and v: q's and k's heads are its first columns, rotated by one
@@ -717,12 +720,21 @@ Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvW
     }
     const auto [keys, values] = kv(i, k, v);
     const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
-    x = x + reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim})));
-    const std::vector<Tensor> gate_up = l.gate_up(nn::rms_norm(x, l.ffn_norm, c.rms_eps));
-    x = x + reduce(l.down(gate_up[0].silu() * gate_up[1]));
+    nn::AddRmsNorm added = nn::add_rms_norm(
+        x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
+    const std::vector<Tensor> gate_up = l.gate_up(added.normed);
+    Tensor y = reduce(l.down(nn::silu_mul(gate_up[0], gate_up[1])));
+    x = std::move(added.sum);
+    const bool last = i + 1 == layers_.size();
+    if (last && last_only) {
+      x = x.narrow(1, t - 1, 1);
+      y = y.narrow(1, t - 1, 1);
+    }
+    added = nn::add_rms_norm(x, y, last ? output_norm_ : layers_[i + 1].attn_norm, c.rms_eps);
+    x = std::move(added.sum);
+    normed = std::move(added.normed);
   }
-  if (last_only) x = x.narrow(1, t - 1, 1);
-  const Tensor logits = output_(nn::rms_norm(x, output_norm_, c.rms_eps));
+  const Tensor logits = output_(normed);
   return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
 }
 
