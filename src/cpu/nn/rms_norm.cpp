@@ -1,6 +1,7 @@
 // rms_norm over the last dim: each row's sum of squares, then the scaled outputs; dense rows of
 // f32 and halves in vectorised loops (rows.h). add_rms_norm: the backend's add, then rms_norm of
-// the sum (two passes: on the CPU a row of the sum is still in the cache when the norm reads it).
+// the sum (two passes; a decode step's rows of the sum are still in the cache when the norm reads
+// them).
 #include <type_traits>
 #include <utility>
 
