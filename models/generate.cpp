@@ -48,48 +48,93 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   }
   if (o_.temperature == 0) return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
 
-  // Candidates, likeliest first (ties: the lower id), the top k of them where asked.
-  std::vector<int32_t> ids(static_cast<size_t>(vocab));
-  std::iota(ids.begin(), ids.end(), 0);
+  // Weights exp((l - top) / temperature), in double; a candidate's probability is its weight over
+  // the candidates' total.
+  float top = 0;  // the largest logit, set below
+  const auto weight = [&](int32_t id) { return std::exp((l[static_cast<size_t>(id)] - top) / o_.temperature); };
   const auto likelier = [&](int32_t a, int32_t b) {
     return l[static_cast<size_t>(a)] != l[static_cast<size_t>(b)] ? l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)] : a < b;
   };
-  const size_t k = o_.top_k > 0 ? std::min(ids.size(), static_cast<size_t>(o_.top_k)) : ids.size();
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), likelier);
-  ids.resize(k);
-  // Softmax at the temperature, in double.
-  std::vector<double> p(k);
-  const double top = l[static_cast<size_t>(ids[0])];
-  double sum = 0;
-  for (size_t i = 0; i < k; ++i) sum += p[i] = std::exp((l[static_cast<size_t>(ids[i])] - top) / o_.temperature);
-  for (double& x : p) x /= sum;
-  size_t keep = k;
+  // The candidates likeliest first (ties: the lower id): the top k where asked, sorted at once;
+  // else every token, ranked only as far as the walks below reach (a full sort of a vocabulary of
+  // 128k tokens took about 20 ms, more than a GPU's decode step), band by band of weights: [1e-4, 1],
+  // then [1e-8, 1e-4), and so on down to 0. Every weight of a band is above every weight of the
+  // next, and the weight grows with the logit, so the bands in turn, each sorted, are the order
+  // of a full sort.
+  std::vector<int32_t> ranked;
+  std::vector<double> weights;  // of every token, in id order (top_k = 0)
+  double total = 0;
+  double band_lo = 1e-4, band_hi = std::numeric_limits<double>::infinity();
+  bool all_ranked = false;
+  if (o_.top_k > 0 && o_.top_k < vocab) {
+    ranked.resize(static_cast<size_t>(vocab));
+    std::iota(ranked.begin(), ranked.end(), 0);
+    std::partial_sort(ranked.begin(), ranked.begin() + o_.top_k, ranked.end(), likelier);
+    ranked.resize(static_cast<size_t>(o_.top_k));
+    top = l[static_cast<size_t>(ranked[0])];
+    for (int32_t id : ranked) total += weight(id);
+    all_ranked = true;
+  } else {
+    top = *std::max_element(l.begin(), l.end());
+    weights.resize(static_cast<size_t>(vocab));
+    for (int32_t id = 0; id < vocab; ++id) total += weights[static_cast<size_t>(id)] = weight(id);
+  }
+  const auto p = [&](size_t i) {
+    const int32_t id = ranked[i];
+    return (weights.empty() ? weight(id) : weights[static_cast<size_t>(id)]) / total;
+  };
+  // Whether candidate i exists, ranking the next bands as needed.
+  const auto rank = [&](size_t i) {
+    while (ranked.size() <= i && !all_ranked) {
+      const size_t first = ranked.size();
+      for (int32_t id = 0; id < vocab; ++id) {
+        const double w = weights[static_cast<size_t>(id)];
+        if (w >= band_lo && w < band_hi) ranked.push_back(id);
+      }
+      std::sort(ranked.begin() + static_cast<std::ptrdiff_t>(first), ranked.end(), likelier);
+      all_ranked = band_lo == 0;
+      band_hi = band_lo;
+      band_lo = band_lo > 1e-300 ? band_lo * 1e-4 : 0;
+    }
+    return ranked.size() > i;
+  };
+  // The candidates kept: all, then the likeliest whose probabilities reach top_p, then those at
+  // least min_p times as likely as the first. `kept` is their count where a cut was made.
+  std::optional<size_t> kept;
+  double mass = 1;  // of the kept candidates
   if (o_.top_p < 1) {
     double cumulative = 0;
-    for (size_t i = 0; i < k; ++i) {
-      cumulative += p[i];
+    for (size_t i = 0; rank(i); ++i) {
+      cumulative += p(i);
       if (cumulative >= o_.top_p) {
-        keep = i + 1;
+        kept = i + 1;
         break;
       }
     }
   }
   if (o_.min_p > 0) {
+    rank(0);
+    const double floor = o_.min_p * p(0);
     size_t i = 1;
-    while (i < keep && p[i] >= o_.min_p * p[0]) ++i;
-    keep = i;
+    while ((!kept || i < *kept) && rank(i) && p(i) >= floor) ++i;
+    kept = i;
+  }
+  if (kept) {
+    mass = 0;
+    for (size_t i = 0; i < *kept; ++i) mass += p(i);
   }
   if (next_draw_ == draws_.size()) {
     draws_ = Tensor::rand_uniform({static_cast<int64_t>(kDraws)}, 0.0, 1.0, DType::F64).to_vector<double>();
     next_draw_ = 0;
   }
-  const double u = draws_[next_draw_++] * std::accumulate(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  const double u = draws_[next_draw_++] * mass;
   double cumulative = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += p[i];
-    if (u < cumulative) return ids[i];
+  size_t i = 0;
+  for (; (!kept || i < *kept) && rank(i); ++i) {
+    cumulative += p(i);
+    if (u < cumulative) return ranked[i];
   }
-  return ids[keep - 1];
+  return ranked[i - 1];  // u at the very top of the mass, past the rounded sums
 }
 
 // ---- generation ---------------------------------------------------------------------------------

@@ -3,9 +3,11 @@
 // sequence at once, sequences of a batch do not see each other, quantized weights stay close to
 // dense ones, tied embeddings, Qwen2's biases, and files with missing or misshapen tensors. Run on
 // every device present.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -664,6 +666,78 @@ TEST(Sampler, DrawsFollowTheSoftmaxAndTheSeed) {
   EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
   models::Sampler b(o);
   for (int32_t want : first) EXPECT_EQ(b.sample(logits, {}), want);  // the same seed, the same draws
+}
+
+// The sampler ranks a whole vocabulary band by band of weights, sorting each band as the walks
+// reach it. Against a full sort of every candidate, with the same draws: ties of equal logits (the
+// lower id first), walks deep into the smallest bands, top_p and min_p cuts.
+TEST(Sampler, RankingByBandsIsTheFullSort) {
+  constexpr int kDraws = 256;  // the sampler's first batch of draws
+  // id 7 alone at 0, a third of the ids at -12 (weights 6e-6: the second band), the rest at -25
+  // (1.4e-11), and a vocabulary of normal logits.
+  std::vector<float> banded(20000), normal(128256);
+  for (size_t i = 0; i < banded.size(); ++i) banded[i] = i == 7 ? 0.f : i % 3 == 0 ? -12.f : -25.f;
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist(0.f, 3.f);
+  for (float& v : normal) v = dist(gen);
+  struct Setting {
+    double temperature, top_p, min_p;
+  };
+  for (const auto& [logits, settings] :
+       {std::pair{banded, std::vector<Setting>{{1, 1, 0}, {1, 0.99, 0}, {1, 1, 1e-6}, {0.5, 1, 0}}},
+        std::pair{normal, std::vector<Setting>{{0.8, 0.95, 0}, {0.8, 1, 0}, {1.5, 0.9, 0.01}}}}) {
+    for (const Setting& st : settings) {
+      models::SamplingOptions o;
+      o.temperature = st.temperature;
+      o.top_p = st.top_p;
+      o.min_p = st.min_p;
+      o.seed = 17;
+      models::Sampler sampler(o);
+      std::vector<int32_t> got;
+      for (int i = 0; i < kDraws; ++i) got.push_back(sampler.sample(logits, {}));
+      // The same draws, through a full sort.
+      manual_seed(o.seed, Device::cpu());
+      const std::vector<double> draws = Tensor::rand_uniform({kDraws}, 0.0, 1.0, DType::F64).to_vector<double>();
+      std::vector<int32_t> ids(logits.size());
+      std::iota(ids.begin(), ids.end(), 0);
+      std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+        return logits[static_cast<size_t>(a)] != logits[static_cast<size_t>(b)]
+                   ? logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]
+                   : a < b;
+      });
+      const float top = logits[static_cast<size_t>(ids[0])];
+      std::vector<double> w(ids.size());
+      double total = 0;
+      for (size_t i = 0; i < logits.size(); ++i) total += std::exp((logits[i] - top) / o.temperature);
+      for (size_t i = 0; i < ids.size(); ++i)
+        w[i] = std::exp((logits[static_cast<size_t>(ids[i])] - top) / o.temperature) / total;
+      size_t keep = ids.size();
+      double cumulative = 0;
+      for (size_t i = 0; i < ids.size() && o.top_p < 1; ++i)
+        if ((cumulative += w[i]) >= o.top_p) {
+          keep = i + 1;
+          break;
+        }
+      size_t i = 1;
+      while (o.min_p > 0 && i < keep && w[i] >= o.min_p * w[0]) ++i;
+      if (o.min_p > 0) keep = i;
+      const double mass =
+          keep == ids.size() ? 1 : std::accumulate(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+      int deep = 0;  // draws past the first band
+      for (int d = 0; d < kDraws; ++d) {
+        const double u = draws[static_cast<size_t>(d)] * mass;
+        double c = 0;
+        size_t at = 0;
+        while (at + 1 < keep && u >= (c += w[at])) ++at;
+        deep += w[at] < 1e-4 * w[0];
+        ASSERT_EQ(got[static_cast<size_t>(d)], ids[at])
+            << "draw " << d << ", temperature " << o.temperature << ", top_p " << o.top_p << ", min_p " << o.min_p;
+      }
+      if (logits.size() == banded.size() && o.top_p == 1 && o.min_p == 0 && o.temperature == 1) {
+        EXPECT_GT(deep, 0) << "no draw reached the second band";
+      }
+    }
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyAndBadOptions) {
