@@ -20,6 +20,29 @@ void check(bool ok, const char* what, double value) {
   if (!ok) throw Error(detail::str_cat("sampler: ", what, ", got ", value));
 }
 
+constexpr float kNone = -std::numeric_limits<float>::infinity();
+
+// The largest logit, each NaN first replaced by -inf. kLanes running maxima, so that the loop is
+// not one chain of dependent compares (which took 0.3 ms over 128k logits) and vectorises.
+float clean_max(std::vector<float>& l) {
+  constexpr size_t kLanes = 16;
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, kNone);
+  size_t i = 0;
+  for (; i + kLanes <= l.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = std::isnan(l[i + j]) ? kNone : l[i + j];
+      l[i + j] = v;
+      lanes[j] = v > lanes[j] ? v : lanes[j];
+    }
+  }
+  for (; i < l.size(); ++i) {
+    if (std::isnan(l[i])) l[i] = kNone;
+    lanes[0] = l[i] > lanes[0] ? l[i] : lanes[0];
+  }
+  return *std::max_element(lanes, lanes + kLanes);
+}
+
 }  // namespace
 
 Sampler::Sampler(const SamplingOptions& o) : o_(o) {
@@ -46,12 +69,18 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     for (int32_t id : seen)
       if (id >= 0 && id < vocab) l[static_cast<size_t>(id)] = l[static_cast<size_t>(id)] > 0 ? l[static_cast<size_t>(id)] / p : l[static_cast<size_t>(id)] * p;
   }
-  if (o_.temperature == 0) return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+  // A NaN logit counts as -inf: never picked, never drawn. Logits with nothing above -inf are an
+  // error (the model's output is broken).
+  const float top = clean_max(l);
+  if (top == kNone) throw Error(detail::str_cat("sampler: all ", vocab, " logits are -inf or NaN"));
+  if (o_.temperature == 0) return static_cast<int32_t>(std::find(l.begin(), l.end(), top) - l.begin());
 
-  // Weights exp((l - top) / temperature), in double; a candidate's probability is its weight over
-  // the candidates' total.
-  float top = 0;  // the largest logit, set below
-  const auto weight = [&](int32_t id) { return std::exp((l[static_cast<size_t>(id)] - top) / o_.temperature); };
+  // Weights exp((l - top) / temperature), in double (1 for the largest, also where it is +inf); a
+  // candidate's probability is its weight over the candidates' total.
+  const auto weight = [&](int32_t id) {
+    const float v = l[static_cast<size_t>(id)];
+    return v == top ? 1.0 : std::exp((v - top) / o_.temperature);
+  };
   const auto likelier = [&](int32_t a, int32_t b) {
     return l[static_cast<size_t>(a)] != l[static_cast<size_t>(b)] ? l[static_cast<size_t>(a)] > l[static_cast<size_t>(b)] : a < b;
   };
@@ -71,11 +100,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     std::iota(ranked.begin(), ranked.end(), 0);
     std::partial_sort(ranked.begin(), ranked.begin() + o_.top_k, ranked.end(), likelier);
     ranked.resize(static_cast<size_t>(o_.top_k));
-    top = l[static_cast<size_t>(ranked[0])];
     for (int32_t id : ranked) total += weight(id);
     all_ranked = true;
   } else {
-    top = *std::max_element(l.begin(), l.end());
     weights.resize(static_cast<size_t>(vocab));
     for (int32_t id = 0; id < vocab; ++id) total += weights[static_cast<size_t>(id)] = weight(id);
   }

@@ -740,6 +740,34 @@ TEST(Sampler, RankingByBandsIsTheFullSort) {
   }
 }
 
+// A NaN logit is never picked nor drawn; +inf logits share all the probability; logits with
+// nothing above -inf are an error.
+TEST(Sampler, NanAndInfiniteLogits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  models::SamplingOptions o;
+  EXPECT_EQ(models::Sampler(o).sample(std::vector<float>{nan, 2.f, 2.f}, {}), 1);
+  o.temperature = 1;
+  for (int64_t top_k : {0, 3}) {
+    o.top_k = top_k;
+    models::Sampler with_nan(o), with_inf(o);
+    int infinite[2] = {0, 0};
+    for (int i = 0; i < 200; ++i) {
+      const int32_t a = with_nan.sample(std::vector<float>{nan, 1.f, 3.f, nan}, {});
+      EXPECT_TRUE(a == 1 || a == 2) << a;
+      const int32_t b = with_inf.sample(std::vector<float>{0.f, inf, 5.f, inf}, {});
+      ASSERT_TRUE(b == 1 || b == 3) << b;
+      ++infinite[b == 3];
+    }
+    EXPECT_GT(infinite[0], 50);
+    EXPECT_GT(infinite[1], 50);
+  }
+  for (double t : {0.0, 1.0}) {
+    o.temperature = t;
+    WICK_EXPECT_ERROR(models::Sampler(o).sample(std::vector<float>{nan, nan}, {}), Error, "sampler", "NaN");
+    WICK_EXPECT_ERROR(models::Sampler(o).sample(std::vector<float>{-inf, nan}, {}), Error, "sampler", "-inf");
+  }
+}
+
 TEST(Sampler, RepetitionPenaltyAndBadOptions) {
   const std::vector<float> logits = {1.f, 3.f, 2.5f, -2.f};
   models::SamplingOptions o;

@@ -24,8 +24,10 @@ struct SamplingOptions {
 
 // Picks next tokens from logits: the repetition penalty, then greedy or top-k, softmax at the
 // temperature, top-p and min-p, and a draw. An Error naming the option for one out of range
-// (temperature < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). Constructing a
-// Sampler seeds the CPU generator (manual_seed(options.seed)), from which it draws.
+// (temperature < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). A NaN logit
+// counts as -inf (never picked nor drawn), +inf logits share all the probability, and logits with
+// nothing above -inf are an Error. Constructing a Sampler seeds the CPU generator
+// (manual_seed(options.seed)), from which it draws.
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
