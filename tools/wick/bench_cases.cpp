@@ -393,9 +393,11 @@ void add_fused(std::vector<Case>& cases, const Sizes& s) {
   for (const Shape& shape : {s.rows, Shape{s.rows[1], s.rows[0]}}) {
     const double n = static_cast<double>(shape.numel());
     const int64_t d = shape[1];
-    for (NnOp op : {NnOp::Softmax, NnOp::LogSoftmax, NnOp::RmsNorm, NnOp::LayerNorm}) {
+    for (NnOp op : {NnOp::Softmax, NnOp::LogSoftmax, NnOp::RmsNorm, NnOp::AddRmsNorm, NnOp::LayerNorm, NnOp::SiluMul}) {
       for (DType dt : {DType::F32, DType::BF16}) {
-        const bool norm = op == NnOp::RmsNorm || op == NnOp::LayerNorm;
+        const bool norm = op == NnOp::RmsNorm || op == NnOp::AddRmsNorm || op == NnOp::LayerNorm;
+        // Rows read and written: add_rms_norm reads two and writes two, silu_mul reads two.
+        const double streams = op == NnOp::AddRmsNorm ? 4 : op == NnOp::SiluMul ? 3 : 2;
         cases.push_back({.op = OpKey(op).name(),
                          .dtype = label(dt),
                          .shape = dims_label(shape),
@@ -403,49 +405,25 @@ void add_fused(std::vector<Case>& cases, const Sizes& s) {
                          .main_dtype = dt,
                          .key = op,
                          .dtypes = {dt},
-                         .bytes = 2 * n * size_of(dt) + (norm ? 2 * static_cast<double>(d) * size_of(dt) : 0),
+                         .bytes = streams * n * size_of(dt) + (norm ? 2 * static_cast<double>(d) * size_of(dt) : 0),
                          .prepare = prepare([=](Inputs& in, Backend& b) {
                            const Arg x = in.floats(dt, shape, Form::Contiguous, -4, 4);
+                           const Arg y = in.floats(dt, shape, Form::Contiguous, -4, 4);  // residual, up
                            const Arg w = in.floats(dt, {d}, Form::Contiguous, 0.5, 1.5);
                            const Arg bias = in.floats(dt, {d});
-                           return [&b, op, x, w, bias] {
+                           return [&b, op, x, y, w, bias] {
                              const View bv = bias.view();
                              switch (op) {
                                case NnOp::RmsNorm: return b.nn()->rms_norm(x.view(), w.view(), 1e-5);
+                               case NnOp::AddRmsNorm:
+                                 return b.nn()->add_rms_norm(x.view(), y.view(), w.view(), 1e-5).second;
+                               case NnOp::SiluMul: return b.nn()->silu_mul(x.view(), y.view());
                                case NnOp::LayerNorm: return b.nn()->layer_norm(x.view(), w.view(), &bv, 1e-5);
                                default: return b.nn()->softmax(x.view(), 1, op == NnOp::LogSoftmax);
                              }
                            };
                          })});
       }
-    }
-  }
-}
-
-// add_rms_norm and silu_mul over (rows, features): the bytes are the two inputs read and the
-// outputs written (add_rms_norm: the sum and the normed rows; its weight is small beside them).
-void add_fused_pairs(std::vector<Case>& cases, const Sizes& s) {
-  const Shape shape = s.rows;
-  const double n = static_cast<double>(shape.numel());
-  for (NnOp op : {NnOp::AddRmsNorm, NnOp::SiluMul}) {
-    for (DType dt : {DType::F32, DType::BF16}) {
-      cases.push_back({.op = OpKey(op).name(),
-                       .dtype = label(dt),
-                       .shape = dims_label(shape),
-                       .layout = "contiguous",
-                       .main_dtype = dt,
-                       .key = op,
-                       .dtypes = {dt},
-                       .bytes = (op == NnOp::AddRmsNorm ? 4 : 3) * n * size_of(dt),
-                       .prepare = prepare([=](Inputs& in, Backend& b) {
-                         const Arg x = in.floats(dt, shape, Form::Contiguous, -4, 4);
-                         const Arg y = in.floats(dt, shape, Form::Contiguous, -4, 4);
-                         const Arg w = in.floats(dt, {shape[1]}, Form::Contiguous, 0.5, 1.5);
-                         return [&b, op, x, y, w] {
-                           if (op == NnOp::SiluMul) return b.nn()->silu_mul(x.view(), y.view());
-                           return b.nn()->add_rms_norm(x.view(), y.view(), w.view(), 1e-5).second;
-                         };
-                       })});
     }
   }
 }
@@ -565,7 +543,6 @@ std::vector<Case> bench_cases(Scale scale) {
   add_reduce(cases, s);
   add_copies_and_index(cases, s);
   add_fused(cases, s);
-  add_fused_pairs(cases, s);
   add_rope(cases, s);
   add_attention(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
