@@ -287,20 +287,22 @@ TEST_P(AttentionTest, KvCacheCapacityAndTruncate) {
 }
 
 // write_at writes where a device tensor says, as append writes at size(); set_size declares them.
+// Head dims whose rows are whole 16-byte runs (f32 4, bf16 8: moved as runs on a GPU) and others.
 TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
-  for (DType dt : {DType::F32, DType::BF16}) {
-    nn::KvCache appended(2, 3, 10, 4, dt, dev()), written(2, 3, 10, 4, dt, dev());
-    const Tensor k = randn({2, 4, 3, 4}, dt).transpose(1, 2), v = randn({2, 3, 4, 4}, dt);  // strided k
+  for (const auto& [dt, d] : std::vector<std::pair<DType, int64_t>>{
+           {DType::F32, 4}, {DType::BF16, 4}, {DType::BF16, 8}, {DType::F16, 16}, {DType::F64, 6}}) {
+    nn::KvCache appended(2, 3, 10, d, dt, dev()), written(2, 3, 10, d, dt, dev());
+    const Tensor k = randn({2, 4, 3, d}, dt).transpose(1, 2), v = randn({2, 3, 4, d}, dt);  // strided k
     appended.append(k, v);
     const Tensor at = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3}, {4}, dev());
     const auto [keys, vals] = written.write_at(k, v, at, 6);
     EXPECT_EQ(written.size(), 0);
-    EXPECT_EQ(keys.shape(), Shape({2, 3, 6, 4}));
+    EXPECT_EQ(keys.shape(), Shape({2, 3, 6, d}));
     EXPECT_EQ(values(keys.narrow(2, 0, 4)), values(appended.keys()));
     EXPECT_EQ(values(vals.narrow(2, 0, 4)), values(appended.values()));
-    EXPECT_EQ(values(keys.narrow(2, 4, 2)), std::vector<double>(2 * 3 * 2 * 4, 0.0));  // untouched
+    EXPECT_EQ(values(keys.narrow(2, 4, 2)), std::vector<double>(static_cast<size_t>(2 * 3 * 2 * d), 0.0));  // untouched
     // One position, out of order: the seventh.
-    const Tensor k1 = randn({2, 3, 1, 4}, dt), v1 = randn({2, 3, 1, 4}, dt);
+    const Tensor k1 = randn({2, 3, 1, d}, dt), v1 = randn({2, 3, 1, d}, dt);
     written.write_at(k1, v1, Tensor::from_vector(std::vector<int64_t>{6}, {1}, dev()), 7);
     written.set_size(7);
     EXPECT_EQ(values(written.keys().narrow(2, 6, 1)), values(k1));
@@ -315,13 +317,20 @@ TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
   WICK_EXPECT_ERROR(cache.write_at(k, k, at.to_dtype(DType::I32), 2), ShapeError, "KvCache::write_at: ");
   WICK_EXPECT_ERROR(cache.write_at(randn({1, 3, 1, 3}), k, at, 2), ShapeError, "KvCache::write_at: ", "(b, h_kv, t_new, d)");
   WICK_EXPECT_ERROR(cache.set_size(5), ShapeError, "KvCache::set_size: ", "5");
-  // A position past the capacity: the scatter's IndexError, at the latest when the device is waited for.
-  EXPECT_THROW(
-      {
-        cache.write_at(k, k, Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev()), 2);
-        synchronize(dev());
-      },
-      IndexError);
+  // A position past the capacity: the scatter's IndexError, at the latest when the device is waited
+  // for, and nothing written; rows of whole 16-byte runs too.
+  for (int64_t d : {3, 8}) {
+    nn::KvCache c(1, 2, 4, d, DType::F32, dev());
+    const Tensor kd = randn({1, 2, 1, d});
+    EXPECT_THROW(
+        {
+          c.write_at(kd, kd, Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev()), 2);
+          synchronize(dev());
+        },
+        IndexError);
+    c.set_size(4);
+    EXPECT_EQ(values(c.keys()), std::vector<double>(static_cast<size_t>(2 * 4 * d), 0.0));
+  }
 }
 
 TEST_P(AttentionTest, KvCacheBadArguments) {

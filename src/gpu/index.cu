@@ -87,6 +87,69 @@ __global__ __launch_bounds__(kBlock) void scatter_kernel(T* dst, const Ix* ids, 
   }
 }
 
+// A scatter small enough for one block (a decode step's keys written into a cache): the block
+// checks every index, then, when none is out of range and no error was recorded before, writes as
+// scatter_kernel does. One launch where the check and the scatter take two; each thread's loads
+// are all queued before any is used, so the block waits for memory twice.
+inline constexpr int kOneBlock = 1024, kOneBlockFibers = 2, kOneBlockIds = 4;  // threads; per thread
+
+template <bool kAdd, typename T, typename Ix>
+__global__ __launch_bounds__(kOneBlock) void one_block_scatter_kernel(T* dst, const Ix* ids, const T* src,
+                                                                      StridedArgs<1, uint32_t> ia, uint32_t n_ids,
+                                                                      StridedArgs<3, uint32_t> a, uint32_t n,
+                                                                      int64_t len, int64_t dst_stride,
+                                                                      int64_t ids_stride, int64_t src_stride,
+                                                                      int64_t size, int dim, KernelError* err,
+                                                                      OpCode op) {
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  Ix v[kOneBlockIds];
+#pragma unroll
+  for (int j = 0; j < kOneBlockIds; ++j) {
+    const uint32_t i = threadIdx.x + j * kOneBlock;
+    uint32_t off[1] = {0};
+    if (i < n_ids) offsets_at(ia, i, off);
+    v[j] = i < n_ids ? ids[off[0]] : Ix{0};
+  }
+  __syncthreads();  // bad is 0
+#pragma unroll
+  for (int j = 0; j < kOneBlockIds; ++j) {
+    if (threadIdx.x + j * kOneBlock < n_ids && !skip(v[j]) && out_of_range(v[j], size)) {
+      report_index_error(err, op, dim, static_cast<int64_t>(v[j]), size, dtype_of<Ix>);
+      bad = 1;
+    }
+  }
+  __syncthreads();
+  if (bad || err->code != 0) return;
+  uint32_t off[kOneBlockFibers][3];
+#pragma unroll
+  for (int f = 0; f < kOneBlockFibers; ++f) {
+    const uint32_t i = threadIdx.x + f * kOneBlock;
+    if (i < n) offsets_at(a, i, off[f]);
+  }
+  for (int64_t j = 0; j < len; ++j) {
+    Ix w[kOneBlockFibers];
+    T s[kOneBlockFibers];
+#pragma unroll
+    for (int f = 0; f < kOneBlockFibers; ++f) {
+      const bool in = threadIdx.x + f * kOneBlock < n;
+      w[f] = in ? ids[static_cast<int64_t>(off[f][1]) + j * ids_stride] : std::numeric_limits<Ix>::max();
+      s[f] = in ? src[static_cast<int64_t>(off[f][2]) + j * src_stride] : T{};
+    }
+#pragma unroll
+    for (int f = 0; f < kOneBlockFibers; ++f) {
+      if (skip(w[f])) continue;
+      T& target = dst[static_cast<int64_t>(off[f][0]) + static_cast<int64_t>(w[f]) * dst_stride];
+      if constexpr (kAdd) {
+        target = kernels::from_opmath<T>(
+            kernels::Binary<BinaryOp::Add>{}(kernels::to_opmath(target), kernels::to_opmath(s[f])));
+      } else {
+        target = s[f];
+      }
+    }
+  }
+}
+
 template <int N>
 bool small_space(const StridedSpace<N>& s, int64_t extra_extent) {
   return s.fits_int32() && extra_extent < (int64_t(1) << 31);
@@ -183,30 +246,68 @@ void gather_into(GpuBackend& b, T* out, const Shape& shape, const View& ids, con
   }
 }
 
+// Queues the scatter of `fibers` (operands 0 dst with stride 0 at dim, 1 ids, 2 src; each fiber
+// `len` long along dim): one block where it is small, else the check of every index among ids_l,
+// then the scatter.
+template <bool kAdd, typename T, typename Ix>
+void launch_scatter(GpuBackend& b, T* dst, const Ix* ids, const T* src, const StridedSpace<3>& fibers, int64_t len,
+                    int64_t dst_stride, int64_t ids_stride, int64_t src_stride, const View& ids_all, int64_t size,
+                    int64_t extent, int dim, OpCode op) {
+  const int64_t n = fibers.numel();
+  if (n <= kOneBlock * kOneBlockFibers && ids_all.layout.numel() <= kOneBlock * kOneBlockIds &&
+      small_space(fibers, extent)) {
+    const StridedSpace<1> all = collapse<1>({&ids_all.layout});
+    one_block_scatter_kernel<kAdd, T, Ix><<<1, kOneBlock, 0, b.stream()>>>(
+        dst, ids, src, strided_args<1, uint32_t>(all), static_cast<uint32_t>(all.numel()),
+        strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_stride, ids_stride, src_stride, size,
+        dim, b.device_error(), op);
+    WICK_GPU_CHECK_LAUNCH();
+    return;
+  }
+  check_indices<Ix>(b, ids_all, size, dim, op);
+  if (small_space(fibers, extent)) {
+    scatter_kernel<kAdd, T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        dst, ids, src, strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_stride, ids_stride,
+        src_stride, b.device_error());
+  } else {
+    scatter_kernel<kAdd, T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
+        dst, ids, src, strided_args<3, uint64_t>(fibers), static_cast<uint64_t>(n), len, dst_stride, ids_stride,
+        src_stride, b.device_error());
+  }
+  WICK_GPU_CHECK_LAUNCH();
+}
+
 // dst (layout dst_l, size `size` along dim) gets src scattered by ids (both of src's layout shape).
+// Where every index covers whole 16-byte runs of contiguous elements in dst and src (a key cache's
+// rows written at positions), those runs move as single elements.
 template <bool kAdd, typename T, typename Ix>
 void scatter(GpuBackend& b, T* dst, const Layout& dst_l, const View& ids, const Layout& ids_l, const View& src, int dim,
              OpCode op) {
   const int64_t len = src.layout.dim(dim), size = dst_l.dim(dim);
-  check_indices<Ix>(b, View{ids.storage, ids_l, ids.dtype}, size, dim, op);
-  if (len == 0 || src.layout.numel() == 0) return;
+  const View ids_all{ids.storage, ids_l, ids.dtype};
+  if (len == 0 || src.layout.numel() == 0) {  // nothing to write, every index still checked
+    check_indices<Ix>(b, ids_all, size, dim, op);
+    return;
+  }
+  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
+  const T* ps = static_cast<const T*>(src.storage.data());
   const Layout d = with_stride(dst_l, src.layout.shape(), dim, 0).narrow(dim, 0, 1);
   const Layout i = ids_l.narrow(dim, 0, 1), s_l = src.layout.narrow(dim, 0, 1);
   const StridedSpace<3> fibers = collapse<3>({&d, &i, &s_l});
-  const int64_t n = fibers.numel();
-  const Ix* pi = static_cast<const Ix*>(ids.storage.data());
-  const T* ps = static_cast<const T*>(src.storage.data());
   const int64_t extent = std::max({dst_l.extent(), ids_l.extent(), src.layout.extent()});
-  if (small_space(fibers, extent)) {
-    scatter_kernel<kAdd, T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        dst, pi, ps, strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_l.stride(dim),
-        ids_l.stride(dim), src.layout.stride(dim), b.device_error());
-  } else {
-    scatter_kernel<kAdd, T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        dst, pi, ps, strided_args<3, uint64_t>(fibers), static_cast<uint64_t>(n), len, dst_l.stride(dim),
-        ids_l.stride(dim), src.layout.stride(dim), b.device_error());
+  const int64_t src_stride = len > 1 ? src.layout.stride(dim) : 0;
+  if constexpr (!kAdd && sizeof(T) <= 16) {
+    constexpr int64_t V = 16 / sizeof(T);
+    int64_t dst_stride = dst_l.stride(dim);
+    StridedSpace<3> wide;
+    if (src_stride % V == 0 && as_16_bytes<T>(fibers, &dst_stride, dst, ps, &wide)) {
+      launch_scatter<false>(b, reinterpret_cast<Bytes16*>(dst), pi, reinterpret_cast<const Bytes16*>(ps), wide, len,
+                            dst_stride, ids_l.stride(dim), src_stride / V, ids_all, size, extent, dim, op);
+      return;
+    }
   }
-  WICK_GPU_CHECK_LAUNCH();
+  launch_scatter<kAdd>(b, dst, pi, ps, fibers, len, dst_l.stride(dim), ids_l.stride(dim), src_stride, ids_all, size,
+                       extent, dim, op);
 }
 
 }  // namespace
