@@ -447,15 +447,18 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
 // Head dims up to 128, prefill: blocks of 128 rows, two 16-row tiles a wave, so that every K and V
 // fragment read from shared memory serves 32 rows; 64 takes 128 keys a step, to halve the steps'
 // fixed costs. 256: one tile a wave (its accumulator is twice as wide), eight waves. Decoding (a
-// key head's rows fit 16): one wave of one tile, the keys split across blocks. Smaller tiles where
+// key head's rows fit 16): one wave of one tile, the keys split across blocks in ranges of 32 keys
+// or more (up to head dim 128), so that each block's one wave has little to do in sequence: at 256
+// keys of Llama 3 8B's shape a call took 10.2 us in a recorded step against 12.6 with ranges of 64
+// and 9.4 with 16, which was slower at long contexts (bench/decode_ops.cpp). Smaller tiles where
 // shared memory is short (64 KiB on AMD).
 template <typename T>
 bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend) {
   if (g.group * g.t_q <= 16) {
-    if (g.d <= 64) return launch_mma_tile<T, MmaTile<64, 1, 1, 64>>(g, backend);
-    if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 1, 1, 64>>(g, backend);
-    if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 1, 1, 64>>(g, backend);
-    if (g.d <= 128) return launch_mma_tile<T, MmaTile<128, 1, 1, 64>>(g, backend);
+    if (g.d <= 64) return launch_mma_tile<T, MmaTile<64, 1, 1, 32>>(g, backend);
+    if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 1, 1, 32>>(g, backend);
+    if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 1, 1, 32>>(g, backend);
+    if (g.d <= 128) return launch_mma_tile<T, MmaTile<128, 1, 1, 32>>(g, backend);
     if (g.d <= 256)
       return launch_mma_tile<T, MmaTile<256, 1, 1, 64>>(g, backend) ||
              launch_mma_tile<T, MmaTile<256, 1, 1, 32>>(g, backend);
