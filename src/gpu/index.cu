@@ -94,13 +94,10 @@ __global__ __launch_bounds__(kBlock) void scatter_kernel(T* dst, const Ix* ids, 
 inline constexpr int kOneBlock = 1024, kOneBlockFibers = 2, kOneBlockIds = 4;  // threads; per thread
 
 template <bool kAdd, typename T, typename Ix>
-__global__ __launch_bounds__(kOneBlock) void one_block_scatter_kernel(T* dst, const Ix* ids, const T* src,
-                                                                      StridedArgs<1, uint32_t> ia, uint32_t n_ids,
-                                                                      StridedArgs<3, uint32_t> a, uint32_t n,
-                                                                      int64_t len, int64_t dst_stride,
-                                                                      int64_t ids_stride, int64_t src_stride,
-                                                                      int64_t size, int dim, KernelError* err,
-                                                                      OpCode op) {
+__global__ __launch_bounds__(kOneBlock) void one_block_scatter_kernel(
+    T* dst, const Ix* ids, const T* src, StridedArgs<1, uint32_t> ia, uint32_t n_ids, StridedArgs<3, uint32_t> a,
+    uint32_t n, int64_t len, int64_t dst_stride, int64_t ids_stride, int64_t src_stride, int64_t size, int dim,
+    KernelError* err, OpCode op) {
   __shared__ int bad;
   if (threadIdx.x == 0) bad = 0;
   Ix v[kOneBlockIds];
@@ -259,8 +256,8 @@ void launch_scatter(GpuBackend& b, T* dst, const Ix* ids, const T* src, const St
     const StridedSpace<1> all = collapse<1>({&ids_all.layout});
     one_block_scatter_kernel<kAdd, T, Ix><<<1, kOneBlock, 0, b.stream()>>>(
         dst, ids, src, strided_args<1, uint32_t>(all), static_cast<uint32_t>(all.numel()),
-        strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_stride, ids_stride, src_stride, size,
-        dim, b.device_error(), op);
+        strided_args<3, uint32_t>(fibers), static_cast<uint32_t>(n), len, dst_stride, ids_stride, src_stride, size, dim,
+        b.device_error(), op);
     WICK_GPU_CHECK_LAUNCH();
     return;
   }
