@@ -287,7 +287,8 @@ TEST_P(AttentionTest, KvCacheCapacityAndTruncate) {
 }
 
 // write_at writes where a device tensor says, as append writes at size(); set_size declares them.
-// Head dims whose rows are whole 16-byte runs (f32 4, bf16 8: moved as runs on a GPU) and others.
+// Head dims whose rows are whole 16-byte runs (f32 4, bf16 8, f16 16: moved as runs on a GPU) and
+// others.
 TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
   for (const auto& [dt, d] : std::vector<std::pair<DType, int64_t>>{
            {DType::F32, 4}, {DType::BF16, 4}, {DType::BF16, 8}, {DType::F16, 16}, {DType::F64, 6}}) {
