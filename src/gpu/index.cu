@@ -60,6 +60,16 @@ __global__ __launch_bounds__(kBlock) void check_kernel(const Ix* ids, StridedArg
   }
 }
 
+// One element of a scatter: target = s, or target + s (rounded as the add op rounds it) when kAdd.
+template <bool kAdd, typename T>
+__device__ inline void scatter_one(T& target, T s) {
+  if constexpr (kAdd)
+    target =
+        kernels::from_opmath<T>(kernels::Binary<BinaryOp::Add>{}(kernels::to_opmath(target), kernels::to_opmath(s)));
+  else
+    target = s;
+}
+
 // One thread per fiber along dim: dst[fiber + ids[j] * dst_stride] (+)= src[j] for j in order.
 // Operands of the fiber space: 0 dst (stride 0 at dim), 1 ids, 2 src. Does nothing once an error
 // is recorded (by the check kernel just before it).
@@ -77,12 +87,7 @@ __global__ __launch_bounds__(kBlock) void scatter_kernel(T* dst, const Ix* ids, 
       if (skip(v)) continue;
       T& target = dst[static_cast<int64_t>(off[0]) + static_cast<int64_t>(v) * dst_stride];
       const T s = src[static_cast<int64_t>(off[2]) + j * src_stride];
-      if constexpr (kAdd) {
-        target = kernels::from_opmath<T>(
-            kernels::Binary<BinaryOp::Add>{}(kernels::to_opmath(target), kernels::to_opmath(s)));
-      } else {
-        target = s;
-      }
+      scatter_one<kAdd>(target, s);
     }
   }
 }
@@ -137,12 +142,7 @@ __global__ __launch_bounds__(kOneBlock) void one_block_scatter_kernel(
     for (int f = 0; f < kOneBlockFibers; ++f) {
       if (skip(w[f])) continue;
       T& target = dst[static_cast<int64_t>(off[f][0]) + static_cast<int64_t>(w[f]) * dst_stride];
-      if constexpr (kAdd) {
-        target = kernels::from_opmath<T>(
-            kernels::Binary<BinaryOp::Add>{}(kernels::to_opmath(target), kernels::to_opmath(s[f])));
-      } else {
-        target = s[f];
-      }
+      scatter_one<kAdd>(target, s[f]);
     }
   }
 }
