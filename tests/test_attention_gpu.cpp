@@ -2,7 +2,8 @@
 // the front end calls it, against a reference computed here on the host in f64 from the very
 // values the device holds: every float dtype, the head dims with tiles of their own and odd ones,
 // causal and sliding-window queries, additive masks with hidden keys and fully hidden rows, GQA,
-// decoding against long caches (split keys), strided views, t_kv = 0 and large magnitudes.
+// decoding against short and long caches (split keys), strided views, t_kv = 0 and large
+// magnitudes.
 // Outputs are poisoned and guarded by the backend's testing aid. Skipped without a GPU.
 #include <cmath>
 #include <cstdint>
@@ -281,6 +282,20 @@ TEST_F(AttentionGpuTest, DecodeAgainstALongCache) {
       check({.dtype = dt, .b = 1, .h = 8, .h_kv = 2, .t_q = 2, .t_kv = 1100, .d = 96, .causal = causal});
       check({.dtype = dt, .b = 1, .h = 2, .h_kv = 1, .t_q = 1, .t_kv = 2000, .d = 256, .causal = causal});
     }
+}
+
+TEST_F(AttentionGpuTest, DecodeAgainstAShortCache) {
+  // 2 to 15 key ranges (64 to 480 keys), as a decode step of a short context splits them: each
+  // range's part staged through shared memory, then merged; with masks, a window and an odd head
+  // dim.
+  for (DType dt : {DType::F16, DType::BF16}) {
+    for (int64_t t_kv : {64, 100, 256, 480}) {
+      const MaskKind m = t_kv == 100 ? MaskKind::PerBatch : MaskKind::None;
+      check({.dtype = dt, .b = 2, .h = 32, .h_kv = 8, .t_q = 1, .t_kv = t_kv, .d = 128, .causal = true, .mask = m});
+    }
+    check({.dtype = dt, .b = 1, .h = 8, .h_kv = 2, .t_q = 1, .t_kv = 300, .d = 64, .causal = true, .window = 100});
+    check({.dtype = dt, .b = 3, .h = 4, .h_kv = 1, .t_q = 1, .t_kv = 200, .d = 80, .mask = MaskKind::Full});
+  }
 }
 
 TEST_F(AttentionGpuTest, StridedViews) {

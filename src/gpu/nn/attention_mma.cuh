@@ -61,7 +61,7 @@ using Chunk = Pack<uint32_t, 4>;  // 16 bytes
 // ROWS rows of a (rows, d) matrix starting at `src` (strides row_stride, d_stride) into a shared
 // tile of ROWS x (D + 8); rows from `rows` on and features past d become zeros. THREADS threads
 // share the copy in chunks of 16 bytes. When rows are whole and dense, each thread keeps one
-// column of chunks and walks down the tile: a pointer increment per chunk.
+// column of chunks and walks down the tile, unrolled: a pointer increment per chunk.
 template <typename T, int ROWS, int D, int THREADS>
 __device__ inline void load_tile(T* tile, const T* src, int64_t rows, int64_t row_stride, int64_t d_stride, int64_t d,
                                  bool vec) {
@@ -69,14 +69,16 @@ __device__ inline void load_tile(T* tile, const T* src, int64_t rows, int64_t ro
   if constexpr (THREADS % kChunks == 0) {
     if (vec && d == D) {
       constexpr int kStep = THREADS / kChunks;
-      int r = static_cast<int>(threadIdx.x) / kChunks;
-      const int c = static_cast<int>(threadIdx.x) % kChunks;
-      const T* from = src + r * row_stride + c * 8;
-      T* dst = tile + r * (D + 8) + c * 8;
+      const int r0 = static_cast<int>(threadIdx.x) / kChunks, c = static_cast<int>(threadIdx.x) % kChunks;
+      const int present = static_cast<int>(std::min<int64_t>(rows, ROWS));
+      const T* from = src + r0 * row_stride + c * 8;
+      T* dst = tile + r0 * (D + 8) + c * 8;
       const int64_t from_step = kStep * row_stride;
-#pragma unroll 1
-      for (; r < ROWS; r += kStep, from += from_step, dst += kStep * (D + 8)) {
-        if (r < rows)
+#pragma unroll
+      for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i, from += from_step, dst += kStep * (D + 8)) {
+        const int r = r0 + i * kStep;
+        if (ROWS % kStep != 0 && r >= ROWS) break;
+        if (r < present)
           mma::copy_async_16(dst, from);
         else
           *reinterpret_cast<Chunk*>(dst) = Chunk{};
@@ -105,6 +107,14 @@ __device__ inline void load_tile(T* tile, const T* src, int64_t rows, int64_t ro
 // A distance in positions, clamped into 32 bits: tiles are far shorter than kFar.
 inline constexpr int kFar = 1 << 30;
 __device__ inline int near_int(int64_t x) { return static_cast<int>(x < -kFar ? -kFar : x > kFar ? kFar : x); }
+
+// Whether accumulator element e is the first of its row slot (mma.cuh): a loop over the elements
+// that skips the others visits each of the lane's rows once.
+__host__ __device__ constexpr bool first_in_slot(int e) {
+  for (int j = 0; j < e; ++j)
+    if (mma::accum_slot(j) == mma::accum_slot(e)) return false;
+  return true;
+}
 
 template <typename T>
 __device__ inline float mask_value(T x) {
@@ -257,24 +267,62 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
         // Key k0 + c of row r is seen when c < to_end, c <= diag (causal) and c > low (window):
         // distances from the tile, clamped into 32 bits (a tile spans far fewer than kFar keys).
         const int to_end = near_int(g.t_kv - k0);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+        if constexpr (MT == 1) {
+          // One 16-row tile a wave (decoding): each of the lane's rows once, then every mask value
+          // of the tile loaded before any is used (0 where none is read).
+          int diag[kSlots] = {}, low[kSlots] = {};
+          const T* mask_row[kSlots] = {};  // null: no mask, or not a query row
 #pragma unroll
           for (int e = 0; e < mma::kAccum; ++e) {
-            const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
+            if (!first_in_slot(e)) continue;
+            const int sl = mma::accum_slot(e);
+            const MmaRow& row = rows[row_base + mma::accum_row(e)];
             const int64_t rel = row.pos - k0;
-            const int diag = g.causal ? near_int(rel) : kFar;
-            const int low = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
-#pragma unroll
-            for (int nt = 0; nt < NN; ++nt) {
-              const int c = nt * 16 + mma::accum_col(e);
-              const bool seen = c < to_end && c <= diag && c > low;
-              float x = s[mt][nt].v[e];
-              if (mask && seen && row.q >= 0)
-                x = fmaf(mask_value(mask[row.mask + (k0 + c) * g.mask_stride[3]]), p.log2e, x);
-              s[mt][nt].v[e] = seen ? x : kNegInf;
-            }
+            diag[sl] = g.causal ? near_int(rel) : kFar;
+            low[sl] = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
+            if (mask && row.q >= 0) mask_row[sl] = mask + row.mask + k0 * g.mask_stride[3];
           }
+          auto seen = [&](int nt, int e) {
+            const int c = nt * 16 + mma::accum_col(e), sl = mma::accum_slot(e);
+            return c < to_end && c <= diag[sl] && c > low[sl];
+          };
+          float added[NN][mma::kAccum] = {};
+          if (mask) {
+#pragma unroll
+            for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+              for (int e = 0; e < mma::kAccum; ++e) {
+                const T* from = mask_row[mma::accum_slot(e)];
+                if (from && seen(nt, e))
+                  added[nt][e] = mask_value(from[(nt * 16 + mma::accum_col(e)) * g.mask_stride[3]]);
+              }
+          }
+#pragma unroll
+          for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+            for (int e = 0; e < mma::kAccum; ++e)
+              s[0][nt].v[e] = seen(nt, e) ? fmaf(added[nt][e], p.log2e, s[0][nt].v[e]) : kNegInf;
+        } else {
+          // Two 16-row tiles a wave (prefill): element by element, which holds fewer registers.
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int e = 0; e < mma::kAccum; ++e) {
+              const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
+              const int64_t rel = row.pos - k0;
+              const int diag = g.causal ? near_int(rel) : kFar;
+              const int low = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
+#pragma unroll
+              for (int nt = 0; nt < NN; ++nt) {
+                const int c = nt * 16 + mma::accum_col(e);
+                const bool seen = c < to_end && c <= diag && c > low;
+                float x = s[mt][nt].v[e];
+                if (mask && seen && row.q >= 0)
+                  x = fmaf(mask_value(mask[row.mask + (k0 + c) * g.mask_stride[3]]), p.log2e, x);
+                s[mt][nt].v[e] = seen ? x : kNegInf;
+              }
+            }
+        }
       }
 
       // Online softmax: new maxima, rescale what was accumulated, then P = 2^(S - max). While a row
@@ -338,7 +386,14 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
     __syncthreads();  // every wave is done with sq
 
     if (p.splits > 1) {
-      // A key range: its unnormalised output, maximum and sum, for attention_combine.
+      // A key range: its unnormalised output, maximum and sum, for attention_combine. Each wave
+      // stages its 16-row tiles one at a time in its own rows of shared memory (floats, over the
+      // tiles the block is done with), then writes the tile's query rows as 16-byte words.
+      constexpr int kStageLd = D + 4;  // floats: the lanes' columns spread over the banks
+      static_assert(Tile::W * 16 * kStageLd * sizeof(float) <= size_t(BM + 2 * BN) * kLd * sizeof(T),
+                    "a wave's staged tile must fit in the tiles' shared memory");
+      float* stage = reinterpret_cast<float*>(sq) + row_base / MT * kStageLd;
+      const int lane = mma::lane_id();
       const int64_t part = split * p.out_rows;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -347,19 +402,34 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
         for (int sl = 0; sl < kSlots; ++sl) sum[sl] = mma::row_sum(l[mt][sl]);
 #pragma unroll
         for (int e = 0; e < mma::kAccum; ++e) {
-          const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
-          if (row.q < 0) continue;
-          const int64_t at = part + row.out;
 #pragma unroll
-          for (int nd = 0; nd < ND; ++nd) {
-            const int col = nd * 16 + mma::accum_col(e);
-            if (col < g.d) p.part_o[at * g.d + col] = o[mt][nd].v[e];
-          }
-          if (mma::accum_col(e) == 0) {
-            p.part_ml[at * 2] = m[mt][mma::accum_slot(e)];
-            p.part_ml[at * 2 + 1] = sum[mma::accum_slot(e)];
+          for (int nd = 0; nd < ND; ++nd)
+            stage[mma::accum_row(e) * kStageLd + nd * 16 + mma::accum_col(e)] = o[mt][nd].v[e];
+          const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
+          if (mma::accum_col(e) == 0 && row.q >= 0) {
+            p.part_ml[(part + row.out) * 2] = m[mt][mma::accum_slot(e)];
+            p.part_ml[(part + row.out) * 2 + 1] = sum[mma::accum_slot(e)];
           }
         }
+        __syncthreads();  // the stage is written (every wave walks the same tiles)
+        // The tile's query rows are its first n (rows past rows_kv come last).
+        const int first = row_base + mt * 16;
+        const int n = static_cast<int>(std::clamp<int64_t>(p.rows_kv - gr0 - first, 0, 16));
+        if (g.d % 4 == 0) {
+          constexpr int kWords = D / 4;
+          for (int idx = lane; idx < n * kWords; idx += mma::kWave) {
+            const int r = idx / kWords, c = idx % kWords;
+            if (c * 4 < g.d)
+              *reinterpret_cast<float4*>(p.part_o + (part + rows[first + r].out) * g.d + c * 4) =
+                  *reinterpret_cast<const float4*>(stage + r * kStageLd + c * 4);
+          }
+        } else {
+          for (int idx = lane; idx < n * D; idx += mma::kWave) {
+            const int r = idx / D, c = idx % D;
+            if (c < g.d) p.part_o[(part + rows[first + r].out) * g.d + c] = stage[r * kStageLd + c];
+          }
+        }
+        __syncthreads();  // the stage is read before the next tile is written
       }
       continue;
     }
