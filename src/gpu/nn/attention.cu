@@ -311,15 +311,24 @@ __global__ __launch_bounds__(kCombineLanes* kCombineGroups) void attention_combi
   const int64_t chunks = (d + kCombineLanes - 1) / kCombineLanes;
   for (int64_t blk = blockIdx.x; blk < rows * chunks; blk += gridDim.x) {
     const int64_t row = blk / chunks, feat = blk % chunks * kCombineLanes + lane;
-    M m = kernels::attention_neg_inf<M>();
-    for (int64_t s = group; s < splits; s += kCombineGroups) m = fmax(m, part_ml[(s * rows + row) * 2]);
-    M sum = M(0), acc = M(0);
+    M m = kernels::attention_neg_inf<M>(), sum = M(0), acc = M(0);
+    if (splits <= kCombineGroups) {
+      // At most one range a group: its values as they are, in one trip to memory.
+      if (group < splits) {
+        const int64_t at = group * rows + row;
+        m = part_ml[at * 2];
+        sum = part_ml[at * 2 + 1];
+        acc = feat < d ? part_o[at * d + feat] : M(0);
+      }
+    } else {
+      for (int64_t s = group; s < splits; s += kCombineGroups) m = fmax(m, part_ml[(s * rows + row) * 2]);
 #pragma unroll 4
-    for (int64_t s = group; s < splits; s += kCombineGroups) {
-      const int64_t at = s * rows + row;
-      const M f = combine_weight(part_ml[at * 2], m, base2);
-      sum += part_ml[at * 2 + 1] * f;
-      if (feat < d) acc += part_o[at * d + feat] * f;
+      for (int64_t s = group; s < splits; s += kCombineGroups) {
+        const int64_t at = s * rows + row;
+        const M f = combine_weight(part_ml[at * 2], m, base2);
+        sum += part_ml[at * 2 + 1] * f;
+        if (feat < d) acc += part_o[at * d + feat] * f;
+      }
     }
     red_acc[group][lane] = acc;
     if (lane == 0) {
