@@ -116,6 +116,19 @@ __host__ __device__ constexpr bool first_in_slot(int e) {
   return true;
 }
 
+// What a query row at position `pos` sees of the key tile starting at k0: key k0 + c is seen when
+// c <= diag (causal) and c > low (window), besides c < the keys left. Distances from the tile,
+// clamped into 32 bits (a tile spans far fewer than kFar keys).
+struct RowLimits {
+  int diag, low;
+  __device__ bool sees(int c, int to_end) const { return c < to_end && c <= diag && c > low; }
+};
+
+__device__ inline RowLimits row_limits(int64_t pos, int64_t k0, const AttentionGeom& g) {
+  const int64_t rel = pos - k0;
+  return {g.causal ? near_int(rel) : kFar, g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window)};
+}
+
 template <typename T>
 __device__ inline float mask_value(T x) {
   if constexpr (std::is_same_v<T, f16>)
@@ -264,58 +277,50 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
       const bool inside =
           !mask && k0 + BN <= g.t_kv && (!g.causal || k0 + BN - 1 <= first) && (g.window <= 0 || k0 > last - g.window);
       if (!inside) {
-        // Key k0 + c of row r is seen when c < to_end, c <= diag (causal) and c > low (window):
-        // distances from the tile, clamped into 32 bits (a tile spans far fewer than kFar keys).
         const int to_end = near_int(g.t_kv - k0);
         if constexpr (MT == 1) {
           // One 16-row tile a wave (decoding): each of the lane's rows once, then every mask value
           // of the tile loaded before any is used (0 where none is read).
-          int diag[kSlots] = {}, low[kSlots] = {};
+          RowLimits lim[kSlots];
           const T* mask_row[kSlots] = {};  // null: no mask, or not a query row
 #pragma unroll
           for (int e = 0; e < mma::kAccum; ++e) {
             if (!first_in_slot(e)) continue;
-            const int sl = mma::accum_slot(e);
             const MmaRow& row = rows[row_base + mma::accum_row(e)];
-            const int64_t rel = row.pos - k0;
-            diag[sl] = g.causal ? near_int(rel) : kFar;
-            low[sl] = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
-            if (mask && row.q >= 0) mask_row[sl] = mask + row.mask + k0 * g.mask_stride[3];
+            lim[mma::accum_slot(e)] = row_limits(row.pos, k0, g);
+            if (mask && row.q >= 0) mask_row[mma::accum_slot(e)] = mask + row.mask + k0 * g.mask_stride[3];
           }
-          auto seen = [&](int nt, int e) {
-            const int c = nt * 16 + mma::accum_col(e), sl = mma::accum_slot(e);
-            return c < to_end && c <= diag[sl] && c > low[sl];
-          };
           float added[NN][mma::kAccum] = {};
           if (mask) {
 #pragma unroll
             for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
               for (int e = 0; e < mma::kAccum; ++e) {
-                const T* from = mask_row[mma::accum_slot(e)];
-                if (from && seen(nt, e))
-                  added[nt][e] = mask_value(from[(nt * 16 + mma::accum_col(e)) * g.mask_stride[3]]);
+                const int c = nt * 16 + mma::accum_col(e), sl = mma::accum_slot(e);
+                if (mask_row[sl] && lim[sl].sees(c, to_end))
+                  added[nt][e] = mask_value(mask_row[sl][c * g.mask_stride[3]]);
               }
           }
 #pragma unroll
           for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
             for (int e = 0; e < mma::kAccum; ++e)
-              s[0][nt].v[e] = seen(nt, e) ? fmaf(added[nt][e], p.log2e, s[0][nt].v[e]) : kNegInf;
+              s[0][nt].v[e] = lim[mma::accum_slot(e)].sees(nt * 16 + mma::accum_col(e), to_end)
+                                  ? fmaf(added[nt][e], p.log2e, s[0][nt].v[e])
+                                  : kNegInf;
         } else {
-          // Two 16-row tiles a wave (prefill): element by element, which holds fewer registers.
+          // Two 16-row tiles a wave (prefill): element by element, each element's row read again
+          // from shared memory, which holds fewer registers.
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int e = 0; e < mma::kAccum; ++e) {
               const MmaRow& row = rows[row_base + mt * 16 + mma::accum_row(e)];
-              const int64_t rel = row.pos - k0;
-              const int diag = g.causal ? near_int(rel) : kFar;
-              const int low = g.window <= 0 || rel < g.window - kFar ? -kFar : near_int(rel - g.window);
+              const RowLimits lim = row_limits(row.pos, k0, g);
 #pragma unroll
               for (int nt = 0; nt < NN; ++nt) {
                 const int c = nt * 16 + mma::accum_col(e);
-                const bool seen = c < to_end && c <= diag && c > low;
+                const bool seen = lim.sees(c, to_end);
                 float x = s[mt][nt].v[e];
                 if (mask && seen && row.q >= 0)
                   x = fmaf(mask_value(mask[row.mask + (k0 + c) * g.mask_stride[3]]), p.log2e, x);
@@ -448,7 +453,7 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 #pragma unroll
         for (int e = 0; e < mma::kAccum; ++e)
           sq[(row_base + mt * 16 + mma::accum_row(e)) * kLd + nd * 16 + mma::accum_col(e)] =
-              T(o[mt][nd].v[e] * inv[mma::accum_slot(e)]);
+              mma::round_to<T>(o[mt][nd].v[e] * inv[mma::accum_slot(e)]);
     }
     __syncthreads();
     constexpr int kChunks = D / 8;

@@ -114,6 +114,17 @@ __device__ inline uint32_t pack2(float lo, float hi) {
   return r;
 }
 
+// f32 to T, rounded to nearest even by the hardware (one instruction; NaN becomes the canonical one).
+template <typename T>
+__device__ inline T round_to(float x) {
+  uint16_t r;
+  if constexpr (std::is_same_v<T, f16>)
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  else
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  return T::from_bits(r);
+}
+
 // The accumulator layout of m16n8k16 is the A layout: pairs of accumulators become A's registers.
 template <typename T>
 __device__ inline FragA<T> to_a(const FragC& c) {
