@@ -40,6 +40,25 @@ double number(const io::GgufFile& f, const std::string& key, double fallback) {
   return x;
 }
 
+// Weight counts, saturated past kMaxWeights: no real model comes near it, and sizes read from a file
+// (each up to 2^40) would overflow the products that follow.
+constexpr int64_t kMaxWeights = int64_t{1} << 62;
+int64_t saturated_mul(int64_t a, int64_t b) { return b != 0 && a > kMaxWeights / b ? kMaxWeights + 1 : a * b; }
+int64_t saturated_add(int64_t a, int64_t b) { return a > kMaxWeights - b ? kMaxWeights + 1 : a + b; }
+
+// Refuses sizes whose weights would number more than kMaxWeights (a FormatError naming the file).
+void check_weight_count(const LlamaConfig& c, const std::string& source) {
+  const int64_t q = saturated_mul(saturated_mul(c.heads, c.head_dim), c.dim);
+  const int64_t kv = saturated_mul(saturated_mul(c.kv_heads, c.head_dim), c.dim);
+  const int64_t layer = saturated_add(saturated_add(saturated_mul(q, 2), saturated_mul(kv, 2)),
+                                      saturated_mul(saturated_mul(c.hidden, c.dim), 3));
+  const int64_t total = saturated_add(saturated_mul(c.layers, layer), saturated_mul(saturated_mul(c.vocab, c.dim), 2));
+  if (total > kMaxWeights)
+    throw io::FormatError(detail::str_cat("llama: ", source, ": the sizes (width ", c.dim, ", MLP ", c.hidden, ", ",
+                                          c.layers, " layers, ", c.heads, " heads and ", c.kv_heads, " KV heads of ",
+                                          c.head_dim, ", vocabulary ", c.vocab, ") describe more than 2^62 weights"));
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
@@ -66,10 +85,14 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
                                             " features per head (wick rotates whole heads)"));
   c.rms_eps = number(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_theta = number(f, a + "rope.freq_base", 10000);
-  if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) c.window = w->as_int(a + "attention.sliding_window");
+  if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) {
+    c.window = w->as_int(a + "attention.sliding_window");
+    if (c.window < 0) fail(f, a + "attention.sliding_window", detail::str_cat(c.window, " is negative"));
+  }
   c.interleaved_rope = c.architecture == "llama";
   if (const io::GgufValue* tokens = f.find("tokenizer.ggml.tokens")) c.vocab = static_cast<int64_t>(tokens->as_array().items.size());
   c.vocab = positive(f, a + "vocab_size", c.vocab > 0 ? std::optional<int64_t>(c.vocab) : std::nullopt);
+  check_weight_count(c, f.name());
   return c;
 }
 
@@ -169,7 +192,10 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       r.factor = f.number(*rope, "factor", 8);
       r.low_freq_factor = f.number(*rope, "low_freq_factor", 1);
       r.high_freq_factor = f.number(*rope, "high_freq_factor", 4);
-      r.original_context = static_cast<int64_t>(f.number(*rope, "original_max_position_embeddings", 8192));
+      const double original = f.number(*rope, "original_max_position_embeddings", 8192);
+      if (original > static_cast<double>(int64_t{1} << 40))
+        f.fail("original_max_position_embeddings", detail::str_cat(original, " is not a size"));
+      r.original_context = static_cast<int64_t>(original);
       if (r.high_freq_factor <= r.low_freq_factor)
         f.fail("rope_parameters", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
                                                   r.low_freq_factor));
@@ -177,6 +203,7 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name, "\" (wick knows \"default\" and \"llama3\")"));
     }
   }
+  check_weight_count(c, path);
   return c;
 }
 

@@ -245,6 +245,19 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
   GgufWriter w = tiny_model(Tiny{});
   w.set("llama.attention.head_count_kv", GgufValue::u32(3));
   WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(w.bytes(), "tiny.gguf")), io::FormatError, "head_count_kv", "3");
+  // Sizes of up to 2^40 each whose weights would number past 2^62 (and overflow the products of
+  // the sizes): refused before any weight is looked at.
+  w = tiny_model(Tiny{});
+  w.set("llama.attention.head_count", GgufValue::u64(uint64_t{1} << 32));
+  w.set("llama.attention.head_count_kv", GgufValue::u64(uint64_t{1} << 32));
+  w.set("llama.attention.key_length", GgufValue::u64(uint64_t{1} << 32));
+  w.set("llama.rope.dimension_count", GgufValue::u64(uint64_t{1} << 32));
+  WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(w.bytes(), "tiny.gguf")), io::FormatError, "tiny.gguf",
+                    "4294967296 heads", "2^62 weights");
+  w = tiny_model(Tiny{});
+  w.set("llama.attention.sliding_window", GgufValue::i64(-4));
+  WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(w.bytes(), "tiny.gguf")), io::FormatError,
+                    "sliding_window", "-4 is negative");
   const LlamaModel model = load(Tiny{}, device());
   auto cache = model.make_cache(1, 4);
   WICK_EXPECT_ERROR(model.forward(Tensor::from_vector(kTokens, {1, 9}), cache), ShapeError, "capacity");
@@ -342,6 +355,15 @@ TEST(LlamaConfig, FromJson) {
   dir.write("heads.json", R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 64, "intermediate_size": 96,
       "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3, "max_position_embeddings": 64})");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("heads.json")), io::FormatError, "num_key_value_heads", "3");
+  dir.write("huge.json", R"({"model_type": "llama", "vocab_size": 1099511627776, "hidden_size": 1099511627776,
+      "intermediate_size": 96, "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64})");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("huge.json")), io::FormatError, "huge.json",
+                    "2^62 weights");
+  dir.write("context.json",
+            R"({"model_type": "llama", )" + base +
+                R"(, "rope_parameters": {"rope_type": "llama3", "original_max_position_embeddings": 1e300}})");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("context.json")), io::FormatError, "context.json",
+                    "original_max_position_embeddings");
   dir.write("missing.json", R"({"model_type": "llama", "vocab_size": 8})");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("missing.json")), io::FormatError, "missing.json", "hidden_size");
   dir.write("text.json", "not json");
