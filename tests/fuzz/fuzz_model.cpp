@@ -1,0 +1,183 @@
+// Fuzzes the Llama-family loaders (include/wick/models/llama.h), which read a model's shape and
+// weights from untrusted files. The fuzzer's bytes make a GGUF file: the llama.* (or qwen2.*)
+// metadata, each value the one a small model of the chosen shape needs, an edge number, another
+// type or none; and the weights of that shape, each of the right shape, one dim off, of another
+// dtype (f16, Q8_0 where the rows are whole blocks) or missing. When the first byte says so they
+// make the text of a config.json instead. Loading either must succeed or raise a wick::Error. A
+// model that loads runs a forward pass over a few tokens (some outside the vocabulary): logits of
+// shape (1, t, vocab), or a wick::Error.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "fuzz_input.h"
+#include "wick/io.h"
+#include "wick/models/llama.h"
+#include "wick/quant.h"
+
+namespace wick::fuzz {
+namespace {
+
+using models::LlamaConfig;
+using models::LlamaModel;
+
+// The shape of the model the weights are made for (the metadata may say otherwise).
+struct Dims {
+  int64_t dim, hidden, layers, heads, kv_heads, head_dim, vocab;
+};
+
+Dims dims(Bytes& in) {
+  static constexpr int64_t kDim[] = {8, 16, 32}, kHeads[] = {1, 2, 4};
+  Dims d;
+  d.dim = kDim[in.byte() % 3];
+  d.heads = kHeads[in.byte() % 3];
+  d.kv_heads = in.byte() % 2 == 0 ? d.heads : 1;
+  d.head_dim = d.dim / d.heads;
+  d.hidden = kDim[in.byte() % 3];
+  d.layers = 1 + in.byte() % 2;
+  d.vocab = 4 + in.byte() % 12;
+  return d;
+}
+
+// A size entry: usually `want`, sometimes an edge number, another type or none.
+void size_entry(io::GgufWriter& w, Bytes& in, const std::string& key, int64_t want) {
+  const uint8_t sel = in.byte();
+  if (sel < 200)
+    w.set(key, io::GgufValue::u32(static_cast<uint32_t>(want)));
+  else if (sel < 230)
+    w.set(key, io::GgufValue::i64(in.number()));
+  else if (sel < 240)
+    w.set(key, io::GgufValue::string("8"));
+  else if (sel < 248)
+    w.set(key, io::GgufValue::f32(static_cast<float>(want)));
+  // else: none
+}
+
+// A float entry (epsilon, rope base): usually sensible, sometimes zero, negative, NaN or none.
+void float_entry(io::GgufWriter& w, Bytes& in, const std::string& key, float want) {
+  static constexpr float kOdd[] = {0.f, -1.f, NAN, INFINITY, 1e30f, 1e-30f};
+  const uint8_t sel = in.byte();
+  if (sel < 200)
+    w.set(key, io::GgufValue::f32(want));
+  else if (sel < 240)
+    w.set(key, io::GgufValue::f32(kOdd[sel % std::size(kOdd)]));
+  else if (sel < 248)
+    w.set(key, io::GgufValue::u32(3));
+}
+
+// The weight `name` of shape (rows, cols) or (rows) where cols is 0: as asked, one dim off,
+// another dtype, or missing.
+void weight(io::GgufWriter& w, Bytes& in, const std::string& name, int64_t rows, int64_t cols) {
+  const uint8_t sel = in.byte();
+  if (sel >= 250) return;  // missing
+  if (sel >= 242) (sel % 2 == 0 || cols == 0 ? rows : cols) += 1;
+  const Shape shape = cols == 0 ? Shape({rows}) : Shape({rows, cols});
+  const Tensor t = Tensor::rand_normal(shape, 0.0, 0.5);
+  const uint8_t kind = in.byte();
+  if (kind < 24 && cols != 0 && cols % 32 == 0)
+    w.add(name, quant::quantize(t, quant::QType::Q8_0));
+  else if (kind < 48)
+    w.add(name, t.to_dtype(DType::F16));
+  else
+    w.add(name, t);
+}
+
+std::vector<uint8_t> gguf_model(Bytes& in) {
+  const Dims d = dims(in);
+  const uint8_t arch_sel = in.byte();
+  const std::string arch = arch_sel < 120 ? "llama" : arch_sel < 240 ? "qwen2" : "gpt2";
+  const std::string a = arch + ".";
+  io::GgufWriter w;
+  if (in.byte() < 250) w.set("general.architecture", io::GgufValue::string(arch));
+  size_entry(w, in, a + "embedding_length", d.dim);
+  size_entry(w, in, a + "feed_forward_length", d.hidden);
+  size_entry(w, in, a + "block_count", d.layers);
+  size_entry(w, in, a + "attention.head_count", d.heads);
+  size_entry(w, in, a + "attention.head_count_kv", d.kv_heads);
+  size_entry(w, in, a + "context_length", 16);
+  size_entry(w, in, a + "attention.key_length", d.head_dim);
+  size_entry(w, in, a + "rope.dimension_count", d.head_dim);
+  size_entry(w, in, a + "vocab_size", d.vocab);
+  float_entry(w, in, a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  float_entry(w, in, a + "rope.freq_base", 10000.f);
+  if (const uint8_t s = in.byte(); s >= 240) w.set(a + "attention.sliding_window", io::GgufValue::i64(in.number()));
+
+  const bool bias = arch == "qwen2";
+  weight(w, in, "token_embd.weight", d.vocab, d.dim);
+  for (int64_t i = 0; i < d.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    weight(w, in, p + "attn_norm.weight", d.dim, 0);
+    weight(w, in, p + "attn_q.weight", d.heads * d.head_dim, d.dim);
+    weight(w, in, p + "attn_k.weight", d.kv_heads * d.head_dim, d.dim);
+    weight(w, in, p + "attn_v.weight", d.kv_heads * d.head_dim, d.dim);
+    if (bias) {
+      weight(w, in, p + "attn_q.bias", d.heads * d.head_dim, 0);
+      weight(w, in, p + "attn_k.bias", d.kv_heads * d.head_dim, 0);
+      weight(w, in, p + "attn_v.bias", d.kv_heads * d.head_dim, 0);
+    }
+    weight(w, in, p + "attn_output.weight", d.dim, d.heads * d.head_dim);
+    weight(w, in, p + "ffn_norm.weight", d.dim, 0);
+    weight(w, in, p + "ffn_gate.weight", d.hidden, d.dim);
+    weight(w, in, p + "ffn_up.weight", d.hidden, d.dim);
+    weight(w, in, p + "ffn_down.weight", d.dim, d.hidden);
+  }
+  weight(w, in, "output_norm.weight", d.dim, 0);
+  if (in.byte() % 2 == 0) weight(w, in, "output.weight", d.vocab, d.dim);  // else tied
+  if (in.byte() >= 224) weight(w, in, "rope_freqs.weight", d.head_dim / 2, 0);
+  return w.bytes();
+}
+
+// A config.json of the bytes up to a zero byte, in a folder of this process's own.
+void json_config(Bytes& in) {
+  std::string json;
+  while (!in.empty()) {
+    const char c = static_cast<char>(in.byte());
+    if (c == '\0') break;
+    json += c;
+  }
+  static const std::filesystem::path dir = [] {
+    const auto d = std::filesystem::temp_directory_path() / ("wick_fuzz_model_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << json;
+  step([&] {
+    const LlamaConfig c = LlamaConfig::from_json((dir / "config.json").string());
+    require(c.dim > 0 && c.heads > 0 && c.kv_heads > 0 && c.head_dim > 0 && c.layers > 0 && c.vocab > 0,
+            "config.json accepted with a size that is not positive");
+    require(c.heads % c.kv_heads == 0, "config.json accepted with KV heads that do not divide the heads");
+  });
+}
+
+void run(const uint8_t* data, size_t size) {
+  Bytes in(data, size);
+  if (in.byte() % 4 == 3) {
+    json_config(in);
+    return;
+  }
+  manual_seed(7);
+  const std::vector<uint8_t> bytes = gguf_model(in);
+  std::optional<LlamaModel> model;
+  step([&] { model = LlamaModel::from_gguf(io::GgufFile::parse(bytes, "fuzz.gguf")); });
+  if (!model) return;
+  const LlamaConfig& c = model->config();
+  const int64_t t = 1 + in.byte() % 3;
+  std::vector<int64_t> ids(static_cast<size_t>(t));
+  for (int64_t& id : ids) id = in.byte() % (c.vocab + 2);  // now and then outside the vocabulary
+  step([&] {
+    std::vector<nn::KvCache> cache = model->make_cache(1, 4);
+    const Tensor logits = model->forward(Tensor::from_vector(ids, {1, t}), cache);
+    require(logits.shape() == Shape({1, t, c.vocab}) && logits.dtype() == DType::F32, "logits of the wrong shape");
+  });
+}
+
+}  // namespace
+}  // namespace wick::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  wick::fuzz::run(data, size);
+  return 0;
+}
