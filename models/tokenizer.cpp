@@ -525,6 +525,12 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
     n = std::max(n, t["id"].get<int64_t>() + 1);
   }
   if (n == 0) fail("model.vocab", "empty");
+  // Ids that no entry takes become [PAD<id>] tokens, as llama.cpp's converter makes them. A few are
+  // usual; a vocabulary mostly of holes is not one (an id of 2^31 - 2 in a file of a few bytes
+  // would make 2^31 tokens).
+  const auto entries = static_cast<int64_t>(model["vocab"].size() + added.size());
+  if (n > 2 * entries + 1024)
+    fail("model.vocab", detail::str_cat("ids up to ", n - 1, " for ", entries, " entries (more holes than tokens)"));
   v->tokens.resize(static_cast<size_t>(n));
   v->types.assign(static_cast<size_t>(n), TokenType::Unused);
   v->scores.assign(static_cast<size_t>(n), 0.f);

@@ -266,6 +266,9 @@ TEST(Tokenizer, FromTokenizerJson) {
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("novocab.json")), io::FormatError, "novocab.json", "model.vocab");
   dir.write("badid.json", R"({"model": {"type": "BPE", "vocab": {"a": -4}}})");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("badid.json")), io::FormatError, "model.vocab", "-4");
+  // A few bytes naming id 2^31 - 2 would make that many tokens: refused.
+  dir.write("sparse.json", R"({"model": {"type": "BPE", "vocab": {"a": 2147483645, "b": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("sparse.json")), io::FormatError, "model.vocab", "2147483645", "holes");
   dir.write("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}})");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("badmerge.json")), io::FormatError, "model.merges", "7");
   dir.write("step.json", R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "BPE", "vocab": {"a": 0}}})");
