@@ -1,12 +1,17 @@
 // Shared by the fuzz targets: reads numbers from the fuzzer's bytes (biased toward the sizes that
 // break arithmetic: 0, -1, 2^31, 2^32, 2^62, 2^63 - 1, ...), runs steps that may throw a
-// wick::Error, and stops the process on a broken invariant so that libFuzzer keeps the input.
+// wick::Error, writes the files of the readers that take a path, and stops the process on a
+// broken invariant so that libFuzzer keeps the input.
 #pragma once
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -57,6 +62,13 @@ class Bytes {
     for (int64_t& x : v) x = number();
     return v;
   }
+  // The bytes up to the next zero byte (which is consumed) or the end, as text.
+  std::string until_zero() {
+    std::string s;
+    while (p_ < end_ && *p_ != 0) s += static_cast<char>(*p_++);
+    if (p_ < end_) ++p_;
+    return s;
+  }
   // The rest, as text.
   std::string rest() {
     std::string s(reinterpret_cast<const char*>(p_), static_cast<size_t>(end_ - p_));
@@ -68,6 +80,22 @@ class Bytes {
   const uint8_t* p_;
   const uint8_t* end_;
 };
+
+// The file `name` holding `text`, in a folder of this process's own under the temporary
+// directory (the same folder on every call, removed when the process exits): its path.
+inline std::filesystem::path scratch_file(const std::string& name, const std::string& text) {
+  struct Folder {
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("wick_fuzz_" + std::to_string(getpid()));
+    Folder() { std::filesystem::create_directories(path); }
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  std::ofstream(folder.path / name, std::ios::binary | std::ios::trunc) << text;
+  return folder.path / name;
+}
 
 [[noreturn]] inline void finding(const std::string& what) {
   std::fprintf(stderr, "fuzz finding: %s\n", what.c_str());

@@ -6,11 +6,7 @@
 // make the text of a config.json instead. Loading either must succeed or raise a wick::Error. A
 // model that loads runs a forward pass over a few tokens (some outside the vocabulary): logits of
 // shape (1, t, vocab), or a wick::Error.
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "fuzz_input.h"
@@ -130,22 +126,11 @@ std::vector<uint8_t> gguf_model(Bytes& in) {
   return w.bytes();
 }
 
-// A config.json of the bytes up to a zero byte, in a folder of this process's own.
+// A config.json of the bytes up to a zero byte.
 void json_config(Bytes& in) {
-  std::string json;
-  while (!in.empty()) {
-    const char c = static_cast<char>(in.byte());
-    if (c == '\0') break;
-    json += c;
-  }
-  static const std::filesystem::path dir = [] {
-    const auto d = std::filesystem::temp_directory_path() / ("wick_fuzz_model_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << json;
+  const std::filesystem::path file = scratch_file("config.json", in.until_zero());
   step([&] {
-    const LlamaConfig c = LlamaConfig::from_json((dir / "config.json").string());
+    const LlamaConfig c = LlamaConfig::from_json(file.string());
     require(c.dim > 0 && c.heads > 0 && c.kv_heads > 0 && c.head_dim > 0 && c.layers > 0 && c.vocab > 0,
             "config.json accepted with a size that is not positive");
     require(c.heads % c.kv_heads == 0, "config.json accepted with KV heads that do not divide the heads");

@@ -6,11 +6,7 @@
 // they are not UTF-8; ids inside the vocabulary when it succeeds), decodes those ids, and streams
 // them through a TextStream, whose output must be whole UTF-8; ids outside the vocabulary must be
 // refused.
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "fuzz_input.h"
@@ -136,22 +132,11 @@ std::vector<uint8_t> gguf_vocabulary(Bytes& in) {
   return w.bytes();
 }
 
-// A tokenizer.json of the bytes up to a zero byte, in a folder of this process's own.
+// A tokenizer.json of the bytes up to a zero byte.
 std::optional<Tokenizer> json_vocabulary(Bytes& in) {
-  std::string json;
-  while (!in.empty()) {
-    const char c = static_cast<char>(in.byte());
-    if (c == '\0') break;
-    json += c;
-  }
-  static const std::filesystem::path dir = [] {
-    const auto d = std::filesystem::temp_directory_path() / ("wick_fuzz_tokenizer_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  std::ofstream(dir / "tokenizer.json", std::ios::binary | std::ios::trunc) << json;
+  const std::filesystem::path file = scratch_file("tokenizer.json", in.until_zero());
   std::optional<Tokenizer> tok;
-  step([&] { tok = Tokenizer::from_json(dir.string()); });
+  step([&] { tok = Tokenizer::from_json(file.string()); });
   return tok;
 }
 
