@@ -385,6 +385,26 @@ TEST(Cli, GenerateRunsTheTinyModelByDefault) {
   }
 }
 
+// Bad sampling options and token counts are named before the model is opened (the file here does
+// not exist) and before anything is printed.
+TEST(Cli, GenerateRefusesBadOptionsBeforeLoading) {
+  const std::string args = "generate --model '" + temp_path("no_such_model") + ".gguf' --prompt hi ";
+  const std::pair<std::string, std::string> bad[] = {
+      {"--top-p 2", "top_p must be in (0, 1], got 2"},
+      {"--temp nan", "temperature must be finite"},
+      {"--top-k -3", "top_k must be at least 0"},
+      {"--repeat-penalty 0", "repetition_penalty must be finite and positive"},
+      {"--max-tokens -1", "--max-tokens -1 is negative"}};
+  for (const auto& [option, message] : bad) {
+    SCOPED_TRACE(option);
+    const WickRun r = run_wick(args + option);
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_NE(run_wick(args).err.find("no_such_model"), std::string::npos);  // good options: the file is named
+}
+
 // `--devices` splits the model over ranks (tensor parallel): two CPU ranks, or every GPU present,
 // give the greedy text of one device; a split that does not divide is named.
 TEST(Cli, GenerateSplitOverDevicesGivesTheSameText) {

@@ -72,6 +72,11 @@ int cmd_generate(int argc, char** argv) {
     else
       o.unknown();
   }
+  // Bad options end the command before the model loads (which can take a while) and before the
+  // prompt is printed: the sampler's checks, and the token count's.
+  if (opts.max_tokens < 0)
+    throw std::runtime_error("generate: --max-tokens " + std::to_string(opts.max_tokens) + " is negative");
+  (void)models::Sampler(opts.sampling);
   if (model_path.empty()) {
     model_path = tiny_model_path();
     std::fprintf(stderr, "model: %s (wick's tiny model: bigrams of the GPL-3; --model FILE runs another)\n", model_path.c_str());
