@@ -89,11 +89,12 @@ WICK_HD inline float f16_bits_to_f32(uint16_t h) {
   return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
+// A NaN keeps its sign and payload's top bits, made quiet. Written as a select: GPU kernels unroll
+// it many times over, and an early return for NaN became a branch per value there.
 WICK_HD inline uint16_t f32_to_bf16_bits(float f) {
-  uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
+  const uint32_t x = f32_bits(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet = (x >> 16) | 0x40u;
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 WICK_HD inline float bf16_bits_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }

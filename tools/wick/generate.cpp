@@ -73,7 +73,8 @@ int cmd_generate(int argc, char** argv) {
       o.unknown();
   }
   // Bad options end the command before the model loads (which can take a while) and before the
-  // prompt is printed: the sampler's checks, and the token count's.
+  // prompt is printed: the sampler's checks (its constructor's; the seed it sets is set again by
+  // generate()), and the token count's.
   if (opts.max_tokens < 0)
     throw std::runtime_error("generate: --max-tokens " + std::to_string(opts.max_tokens) + " is negative");
   (void)models::Sampler(opts.sampling);

@@ -139,18 +139,13 @@ __device__ inline void mma(FragC& c, const FragA<bf16>& a, const FragB<bf16>& b)
 __device__ inline float exp2_fast(float x) { return __builtin_amdgcn_exp2f(x); }
 #endif  // WICK_GPU_MMA
 
-// f32 to T's bits, rounded to nearest even; bf16 as detail::f32_to_bf16_bits, but written as a
-// select, which the compiler keeps free of branches (each conversion a branch made the kernels'
-// code outgrow the reach of gfx11's short branches).
+// f32 to T's bits, rounded to nearest even (f16 by the hardware's conversion).
 template <typename T>
 __device__ inline short to_bits(float x) {
-  if constexpr (std::is_same_v<T, f16>) {
+  if constexpr (std::is_same_v<T, f16>)
     return __builtin_bit_cast(short, static_cast<_Float16>(x));
-  } else {
-    const uint32_t u = __builtin_bit_cast(uint32_t, x);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
-    return static_cast<short>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-  }
+  else
+    return static_cast<short>(detail::f32_to_bf16_bits(x));
 }
 
 // f32 to T, rounded to nearest even (f16 by the hardware's conversion).
