@@ -123,6 +123,11 @@ int main(int argc, char** argv) {
          (void)cache[i].write_at(heads_of(y[i], heads, kv_heads), heads_of(y[i], heads + kv_heads, kv_heads), at,
                                  length);
        }},
+      {"rope_write_at",
+       [&](int i) {
+         (void)cache[i].rope_write_at(heads_of(y[i], 0, heads), heads_of(y[i], heads, kv_heads),
+                                      heads_of(y[i], heads + kv_heads, kv_heads), cos, sin, false, at, length);
+       }},
       {"attention",
        [&](int i) {
          (void)nn::scaled_dot_product_attention(heads_of(y[i], 0, heads), cache[i].keys(), cache[i].values(), options);

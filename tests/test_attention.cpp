@@ -334,6 +334,90 @@ TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
   }
 }
 
+// rope_write_at gives the bits of rope, then write_at, for every dtype and both pairings: q, k and
+// v as views of one stacked product (the model's), head dims the GPU moves in 16-byte packs (16,
+// 128) and one it does not (6), and rows strided along d; into caches that already hold values.
+TEST_P(AttentionTest, KvCacheRopeWriteAtIsRopeThenWriteAt) {
+  const int64_t b = 2, h = 4, h_kv = 2, t = 2, capacity = 7;
+  const Tensor at = Tensor::from_vector(std::vector<int64_t>{5, 1}, {t}, dev());
+  for (DType dt : kFloat)
+    for (int64_t d : {6, 16, 128})
+      for (bool strided : {false, true})
+        for (bool interleaved : {false, true}) {
+          SCOPED_TRACE(detail::str_cat(dt, " d ", d, strided ? " strided" : " stacked",
+                                       interleaved ? " interleaved" : " halves"));
+          Tensor q, k, v;
+          if (strided) {  // every other feature
+            q = randn({b, h, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
+            k = randn({b, h_kv, t, 2 * d}, dt).slice(3, 1, 2 * d, 2);
+            v = randn({b, h_kv, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
+          } else {
+            const Tensor y = randn({b, t, (h + 2 * h_kv) * d}, dt);
+            auto heads = [&](int64_t from, int64_t n) {
+              return y.narrow(2, from * d, n * d).reshape({b, t, n, d}).transpose(1, 2);
+            };
+            q = heads(0, h);
+            k = heads(h, h_kv);
+            v = heads(h + h_kv, h_kv);
+          }
+          const Tensor cos = randn({t, d / 2}, dt), sin = randn({t, d / 2}, dt);
+          const Tensor old_k = randn({b, h_kv, capacity, d}, dt), old_v = randn({b, h_kv, capacity, d}, dt);
+          nn::KvCache fused(b, h_kv, capacity, d, dt, dev()), composed(b, h_kv, capacity, d, dt, dev());
+          fused.append(old_k, old_v);
+          composed.append(old_k, old_v);
+          auto turn = [&](const Tensor& x) { return interleaved ? nn::rope_i(x, cos, sin) : nn::rope(x, cos, sin); };
+          const nn::KvCache::Rotated r = fused.rope_write_at(q, k, v, cos, sin, interleaved, at, 6);
+          const auto [keys, vals] = composed.write_at(turn(k), v, at, 6);
+          EXPECT_EQ(r.q.shape(), q.shape());
+          EXPECT_EQ(values(r.q), values(turn(q)));
+          EXPECT_EQ(r.keys.shape(), Shape({b, h_kv, 6, d}));
+          EXPECT_EQ(values(r.keys), values(keys));
+          EXPECT_EQ(values(r.values), values(vals));
+          EXPECT_EQ(values(fused.keys()), values(composed.keys()));  // past `length` too
+          EXPECT_EQ(fused.size(), capacity);
+        }
+}
+
+TEST_P(AttentionTest, KvCacheRopeWriteAtChecksAndAliases) {
+  constexpr const char* op = "KvCache::rope_write_at: ";
+  nn::KvCache cache(1, 2, 4, 8, DType::F32, dev());
+  const Tensor q = randn({1, 4, 1, 8}), k = randn({1, 2, 1, 8}), cs = randn({1, 4});
+  const Tensor at = Tensor::from_vector(std::vector<int64_t>{1}, {1}, dev());
+  WICK_EXPECT_ERROR(cache.rope_write_at(q.to_dtype(DType::BF16), k, k, cs, cs, false, at, 2), DTypeError, op, "q ",
+                    "bf16");
+  WICK_EXPECT_ERROR(cache.rope_write_at(randn({1, 4, 2, 8}), k, k, cs, cs, false, at, 2), ShapeError, op, "q ",
+                    "t_new");
+  WICK_EXPECT_ERROR(cache.rope_write_at(q, k, k, randn({1, 3}), cs, true, at, 2), ShapeError, op, "cos", "[1, 4]");
+  WICK_EXPECT_ERROR(cache.rope_write_at(q, k, k, cs, cs.to_dtype(DType::F64), false, at, 2), DTypeError, op, "sin");
+  WICK_EXPECT_ERROR(cache.rope_write_at(q, randn({1, 3, 1, 8}), k, cs, cs, false, at, 2), ShapeError, op,
+                    "(b, h_kv, t_new, d)");
+  WICK_EXPECT_ERROR(cache.rope_write_at(q, k, k, cs, cs, false, at, 5), ShapeError, op, "length 5");
+  WICK_EXPECT_ERROR(cache.rope_write_at(q, k, k, cs, cs, false, at.to_dtype(DType::I32), 2), ShapeError, op, "i64");
+  WICK_EXPECT_ERROR(cache.rope_write_at(Tensor(), k, k, cs, cs, false, at, 2), Error, op);
+  // A position past the capacity: write_at's IndexError, at the latest when the device is waited
+  // for, and nothing written.
+  EXPECT_THROW(
+      {
+        cache.rope_write_at(q, k, k, cs, cs, false, Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev()), 2);
+        synchronize(dev());
+      },
+      IndexError);
+  cache.set_size(4);
+  EXPECT_EQ(values(cache.keys()), std::vector<double>(2 * 4 * 8, 0.0));
+  EXPECT_EQ(values(cache.values()), std::vector<double>(2 * 4 * 8, 0.0));
+  // Keys and values read from the cache itself: read before any is written.
+  const Tensor old = randn({1, 2, 4, 8});
+  nn::KvCache self(1, 2, 4, 8, DType::F32, dev()), copy(1, 2, 4, 8, DType::F32, dev());
+  self.append(old, old.mul(2));
+  copy.append(old, old.mul(2));
+  const Tensor two = Tensor::from_vector(std::vector<int64_t>{1, 0}, {2}, dev()), c2 = randn({2, 4});
+  self.rope_write_at(randn({1, 2, 2, 8}), self.keys().narrow(2, 0, 2), self.values().narrow(2, 2, 2), c2, c2, false,
+                     two, 4);
+  copy.write_at(nn::rope(old.narrow(2, 0, 2), c2, c2), old.mul(2).narrow(2, 2, 2), two, 4);
+  EXPECT_EQ(values(self.keys()), values(copy.keys()));
+  EXPECT_EQ(values(self.values()), values(copy.values()));
+}
+
 TEST_P(AttentionTest, KvCacheBadArguments) {
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, -1, 4, DType::F32, dev()), ShapeError, "KvCache: ", "capacity -1");
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, 4, 4, DType::I32, dev()), DTypeError, "KvCache: ", "i32");

@@ -132,12 +132,26 @@ class KvCache {
   // device is next waited for) and returns views of the first `length` positions (length at most
   // the capacity). size() does not change: set_size() says how many positions hold values.
   std::pair<Tensor, Tensor> write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length);
+  // write_at with the step's rotary embedding in the same pass (one launch on a GPU, where rope and
+  // write_at take three): q (b, h, t_new, d) and k are turned as rope (rope_i when `interleaved`)
+  // turns them by cos and sin (t_new, d/2), then the turned k and v are written as write_at writes
+  // them. Returns the turned q (contiguous) and write_at's views: the same bits as rope(q), then
+  // write_at(rope(k), v, at, length), with those calls' errors; q has k's batch, positions and d.
+  struct Rotated {
+    Tensor q;
+    Tensor keys;
+    Tensor values;
+  };
+  Rotated rope_write_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
+                        bool interleaved, const Tensor& at, int64_t length);
   // Declares positions 0 .. size - 1 filled (size at most the capacity).
   void set_size(int64_t size);
 
  private:
   // The checks of new keys and values k and v.
   void check_new(const char* op, const Tensor& k, const Tensor& v) const;
+  // write_at's checks of the positions `at` of k's t_new new ones and of the views' length.
+  void check_at(const char* op, const Tensor& k, const Tensor& at, int64_t length) const;
 
   Tensor k_, v_;  // (b, h_kv, capacity, d)
   int64_t capacity_ = 0;

@@ -48,6 +48,16 @@ class NnKernels {
   // with the pair's angle. x's shape.
   virtual StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const;
 
+  // A decoding step's rope and KV-cache write in one pass: q (b, h, t, d) and k (b, h_kv, t, d)
+  // turned as rope() turns them (not thd), then k's turned rows and v's rows (b, h_kv, t, d)
+  // written into k_cache and v_cache (b, h_kv, capacity, d, contiguous, aliasing none of the
+  // inputs) at the positions `at` (t i64 values) along dim 2. A position outside [0, capacity)
+  // is scatter_set's IndexError (raised when the device is next waited for where the backend
+  // queues work) and nothing is written. Returns q turned, (b, h, t, d) contiguous.
+  virtual StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
+                                   RopePairs pairs, const View& at, const MutView& k_cache,
+                                   const MutView& v_cache) const;
+
   // softmax(q k^T * scale + mask) v for q (b, h, t_q, d), k and v (b, h_kv, t_kv, d), h a multiple
   // of h_kv (query head i reads key head i / (h / h_kv)); mask null or a view broadcast to
   // (b, h, t_q, t_kv); causal and window as nn::AttentionOptions says. A row with no key left

@@ -38,6 +38,11 @@ StoragePtr NnKernels::rope(const View&, const View&, const View&, RopePairs pair
   throw NotSupportedError(detail::str_cat(OpKey(op).name(), ": this backend has no fused kernel"));
 }
 
+StoragePtr NnKernels::rope_write_at(const View&, const View&, const View&, const View&, const View&, RopePairs,
+                                    const View&, const MutView&, const MutView&) const {
+  throw NotSupportedError(detail::str_cat(OpKey(NnOp::RopeWriteAt).name(), ": this backend has no fused kernel"));
+}
+
 StoragePtr NnKernels::attention(const View&, const View&, const View&, const View*, const AttentionArgs&) const {
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::Attention).name(), ": this backend has no fused kernel"));
 }

@@ -57,9 +57,7 @@ std::pair<Tensor, Tensor> KvCache::append(const Tensor& k, const Tensor& v) {
 Tensor KvCache::keys() const { return k_.narrow(2, 0, size_); }
 Tensor KvCache::values() const { return v_.narrow(2, 0, size_); }
 
-std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length) {
-  constexpr const char* op = "KvCache::write_at";
-  check_new(op, k, v);
+void KvCache::check_at(const char* op, const Tensor& k, const Tensor& at, int64_t length) const {
   ops::check_defined(op, at);
   ops::check_same_device(op, {&k_, &at});
   const int64_t t_new = k.dim(2);
@@ -67,11 +65,46 @@ std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, co
              " must be ", t_new, " i64 values, one per new position of k ", ops::describe(k));
   WICK_CHECK(length >= 0 && length <= capacity_, ShapeError, op, "length ", length, " is outside [0, ", capacity_,
              "] for the ", describe_cache(k_, size_));
+}
+
+std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length) {
+  constexpr const char* op = "KvCache::write_at";
+  check_new(op, k, v);
+  check_at(op, k, at, length);
   // Each element of k and v goes to the position its column names along dim 2.
-  const Tensor ids = at.reshape({1, 1, t_new, 1}).broadcast_as(k.shape());
+  const Tensor ids = at.reshape({1, 1, k.dim(2), 1}).broadcast_as(k.shape());
   k_.scatter_set(ids, k, 2);
   v_.scatter_set(ids, v, 2);
   return {k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
+}
+
+KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                                        const Tensor& sin, bool interleaved, const Tensor& at, int64_t length) {
+  constexpr const char* op = "KvCache::rope_write_at";
+  check_new(op, k, v);
+  check_at(op, k, at, length);
+  ops::check_defined(op, q);
+  ops::check_same_device(op, {&k_, &q});
+  WICK_CHECK(q.dtype() == k_.dtype(), DTypeError, op, "q ", ops::describe(q), " must have the dtype of the ",
+             describe_cache(k_, size_));
+  WICK_CHECK(q.rank() == 4 && q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2) && q.dim(3) == k.dim(3), ShapeError, op,
+             "q ", ops::describe(q), " must have shape (b, h, t_new, d) with k's b, t_new and d, k ", ops::describe(k));
+  detail::check_rope(op, NnOp::RopeWriteAt, q, cos, sin, false, "q");
+  const NnKernels* kernels = detail::fused(NnOp::RopeWriteAt, k);
+  if (kernels == nullptr || q.numel() == 0 || k.numel() == 0) {
+    const Tensor turned_k = interleaved ? rope_i(k, cos, sin) : rope(k, cos, sin);
+    Tensor turned_q = interleaved ? rope_i(q, cos, sin) : rope(q, cos, sin);
+    auto [keys, values] = write_at(turned_k, v, at, length);
+    return {std::move(turned_q), std::move(keys), std::move(values)};
+  }
+  // The kernel writes the cache while it reads q, k and v: none may lie in it.
+  const Tensor q_in = ops::unaliased(ops::unaliased(q, k_), v_), k_in = ops::unaliased(ops::unaliased(k, k_), v_),
+               v_in = ops::unaliased(ops::unaliased(v, k_), v_);
+  StoragePtr turned =
+      kernels->rope_write_at(ops::view_of(q_in), ops::view_of(k_in), ops::view_of(v_in), ops::view_of(cos),
+                             ops::view_of(sin), interleaved ? RopePairs::Interleaved : RopePairs::Halves,
+                             ops::view_of(at.reshape({k.dim(2)})), ops::mut_view_of(k_), ops::mut_view_of(v_));
+  return {ops::wrap(std::move(turned), q.shape(), q.dtype()), k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
 }
 
 void KvCache::set_size(int64_t size) {

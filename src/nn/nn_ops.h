@@ -14,6 +14,10 @@ void check_feature_param(const char* op, const char* what, const Tensor& x, cons
 // A second operand of an elementwise nn op (add_rms_norm's residual, silu_mul's up), named `what`:
 // defined, of x's device, dtype and shape.
 void check_same_operand(const char* op, const char* what, const Tensor& x, const Tensor& other);
+// rope's x (b, h, t, d), or (b, t, h, d) when thd, and its tables cos and sin (t, d/2) of x's
+// dtype and device, d even; errors call x `name`.
+void check_rope(const char* op, NnOp nop, const Tensor& x, const Tensor& cos, const Tensor& sin, bool thd,
+                const char* name = "x");
 // The kernels of x's backend when they implement `nop` for x's dtype; null: compose.
 const NnKernels* fused(NnOp nop, const Tensor& x);
 // The math type the composition runs in: f32 for halves, the dtype itself otherwise.

@@ -11,25 +11,27 @@
 
 namespace wick::nn {
 
-namespace {
-
-// x (b, h, t, d), or (b, t, h, d) when thd; cos and sin (t, d/2) of x's dtype and device.
-void check_rope(const char* op, NnOp nop, const Tensor& x, const Tensor& cos, const Tensor& sin, bool thd) {
+void detail::check_rope(const char* op, NnOp nop, const Tensor& x, const Tensor& cos, const Tensor& sin, bool thd,
+                        const char* name) {
   detail::check_input(op, nop, x);
-  WICK_CHECK(x.rank() == 4, ShapeError, op, "x must have rank 4, ", thd ? "(b, t, h, d)" : "(b, h, t, d)", ", got ",
-             ops::describe(x));
+  WICK_CHECK(x.rank() == 4, ShapeError, op, name, " must have rank 4, ", thd ? "(b, t, h, d)" : "(b, h, t, d)",
+             ", got ", ops::describe(x));
   const int64_t d = x.dim(3), t = x.dim(thd ? 1 : 2);
-  WICK_CHECK(d % 2 == 0, ShapeError, op, "the head size d (x's last dim) must be even, got ", ops::describe(x));
+  WICK_CHECK(d % 2 == 0, ShapeError, op, "the head size d (", name, "'s last dim) must be even, got ",
+             ops::describe(x));
   for (const auto& [what, table] : {std::pair{"cos", &cos}, std::pair{"sin", &sin}}) {
     ops::check_defined(op, *table);
     ops::check_same_device(op, {&x, table});
     WICK_CHECK(table->dtype() == x.dtype(), DTypeError, op, what, " ", ops::describe(*table),
-               " must have the dtype of x ", ops::describe(x));
+               " must have the dtype of ", name, " ", ops::describe(x));
     WICK_CHECK(table->rank() == 2 && table->dim(0) == t && table->dim(1) == d / 2, ShapeError, op, what, " ",
-               ops::describe(*table), " must have shape [", t, ", ", d / 2, "] (t, d/2) for x ", ops::describe(x));
+               ops::describe(*table), " must have shape [", t, ", ", d / 2, "] (t, d/2) for ", name, " ",
+               ops::describe(x));
   }
   ops::check_output(op, x.shape(), x.dtype(), {&x, &cos, &sin});
 }
+
+namespace {
 
 // The composition (the oracle of the fused kernels), in the math type: the first elements a and
 // second elements b of the pairs as strided views of x, then (a c - b s, a s + b c) put back in
@@ -55,7 +57,7 @@ Tensor rope_composed(const Tensor& x, const Tensor& cos, const Tensor& sin, Rope
 Tensor rope_op(const char* op, NnOp nop, const Tensor& x, const Tensor& cos, const Tensor& sin) {
   const bool thd = nop == NnOp::RopeThd;
   const RopePairs pairs = nop == NnOp::RopeI ? RopePairs::Interleaved : RopePairs::Halves;
-  check_rope(op, nop, x, cos, sin, thd);
+  detail::check_rope(op, nop, x, cos, sin, thd);
   if (x.numel() == 0) return Tensor::zeros(x.shape(), x.dtype(), x.device());
   if (const NnKernels* k = detail::fused(nop, x)) {
     return ops::wrap(k->rope(ops::view_of(x), ops::view_of(cos), ops::view_of(sin), pairs, thd), x.shape(), x.dtype());

@@ -228,6 +228,72 @@ void add_rope(std::vector<Case>& cases, DType dt, NnOp op) {
   }
 }
 
+// rope_write_at: a step's q, k and v as the model gives them (views of one stacked product) or as
+// strided tensors of their own, written into a cache that already holds values, so that the
+// positions left alone are seen too. The result is the turned q, then every key and value of the
+// cache. Heads of 128 and 16 features take the GPU's 16-byte packs; 6 and strided rows do not.
+struct RopeWriteVariant {
+  std::string name;
+  int64_t b, h, h_kv, t, d, capacity;
+  std::vector<int64_t> at;  // distinct positions; one past the capacity: an IndexError
+  bool stacked = true;      // views of (b, t, (h + 2 h_kv) d), else (b, heads, t, d) of `form`
+  Form form = Form::Contiguous;
+};
+
+std::vector<RopeWriteVariant> rope_write_variants() {
+  return {
+      {"decode", 1, 32, 8, 1, 128, 40, {17}},
+      {"batch", 3, 4, 2, 1, 64, 9, {5}},
+      {"positions", 2, 4, 2, 3, 16, 9, {7, 0, 3}, false},
+      {"stride2", 2, 4, 2, 2, 16, 6, {1, 4}, false, Form::Stride2},
+      {"transposed", 1, 2, 1, 3, 16, 5, {4, 2, 0}, false, Form::Transposed},
+      {"pairs_of_6", 1, 2, 1, 2, 6, 4, {2, 0}},
+      {"past_capacity", 1, 4, 2, 2, 16, 6, {3, 6}},
+  };
+}
+
+Output run_rope_write(Ctx& c, DType dt, bool interleaved, const RopeWriteVariant& v) {
+  const Device dev = c.backend().device();
+  Tensor q, k, val;
+  if (v.stacked) {
+    const Tensor y = tensor(c.input(dt, {v.b, v.t, (v.h + 2 * v.h_kv) * v.d}));
+    auto heads = [&](int64_t from, int64_t n) {
+      return y.narrow(2, from * v.d, n * v.d).reshape({v.b, v.t, n, v.d}).transpose(1, 2);
+    };
+    q = heads(0, v.h);
+    k = heads(v.h, v.h_kv);
+    val = heads(v.h + v.h_kv, v.h_kv);
+  } else {
+    q = tensor(c.input(dt, {v.b, v.h, v.t, v.d}, v.form));
+    k = tensor(c.input(dt, {v.b, v.h_kv, v.t, v.d}, v.form));
+    val = tensor(c.input(dt, {v.b, v.h_kv, v.t, v.d}, v.form));
+  }
+  const Tensor cos = tensor(c.input(dt, {v.t, v.d / 2})), sin = tensor(c.input(dt, {v.t, v.d / 2}));
+  nn::KvCache cache(v.b, v.h_kv, v.capacity, v.d, dt, dev);
+  cache.append(tensor(c.input(dt, {v.b, v.h_kv, v.capacity, v.d})),
+               tensor(c.input(dt, {v.b, v.h_kv, v.capacity, v.d})));
+  const Tensor at = Tensor::from_vector(v.at, {v.t}, dev);
+  const nn::KvCache::Rotated r = cache.rope_write_at(q, k, val, cos, sin, interleaved, at, v.capacity);
+  auto flat = [](const Tensor& x) { return x.contiguous().reshape({x.numel()}); };
+  return result(cat({flat(r.q), flat(r.keys), flat(r.values)}, 0));
+}
+
+void add_rope_write(std::vector<Case>& cases, DType dt) {
+  for (const RopeWriteVariant& v : rope_write_variants())
+    for (bool interleaved : {false, true}) {
+      std::string extra = "kv " + std::to_string(v.h_kv) + ", capacity " + std::to_string(v.capacity);
+      cases.push_back({OpKey(NnOp::RopeWriteAt).name(),
+                       label(dt),
+                       shape_label({v.b, v.h, v.t, v.d}, extra),
+                       v.name + (interleaved ? ".interleaved" : ""),
+                       NnOp::RopeWriteAt,
+                       {dt},
+                       Compare::Float,
+                       v.name == "past_capacity",
+                       [=](Ctx& c) { return run_rope_write(c, dt, interleaved, v); }});
+    }
+}
+
 // ---- attention ----------------------------------------------------------------------------------
 
 enum class Mask {
@@ -383,6 +449,7 @@ void add_fused_cases(std::vector<Case>& cases) {
     add_add_rms_norm(cases, dt);
     add_norm(cases, dt, NnOp::LayerNorm);
     for (NnOp op : {NnOp::Rope, NnOp::RopeI, NnOp::RopeThd}) add_rope(cases, dt, op);
+    add_rope_write(cases, dt);
     add_attention(cases, dt);
     add_silu_mul(cases, dt);
   }

@@ -10,8 +10,9 @@ class CpuNnKernels final : public NnKernels {
  public:
   explicit CpuNnKernels(Backend& backend) : backend_(backend) {}
 
-  // Every nn op, for every dtype it is defined for.
-  bool supports(NnOp op, DType dtype) const override { return op_defined(op, {&dtype, 1}); }
+  // Every nn op, for every dtype it is defined for, but rope_write_at: on a CPU its composition
+  // (rope, then the scatter of rows) costs what one pass would, with no launch to save.
+  bool supports(NnOp op, DType dtype) const override { return op != NnOp::RopeWriteAt && op_defined(op, {&dtype, 1}); }
   WICK_NN_KERNEL_OVERRIDES
 
  private:

@@ -15,6 +15,9 @@ class GpuNnKernels final : public NnKernels {
   // Every nn op, for every dtype it is defined for.
   bool supports(NnOp op, DType dtype) const override { return op_defined(op, {&dtype, 1}); }
   WICK_NN_KERNEL_OVERRIDES
+  StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
+                           RopePairs pairs, const View& at, const MutView& k_cache,
+                           const MutView& v_cache) const override;
 
  private:
   GpuBackend& backend_;

@@ -4,6 +4,8 @@
 // (the packs at j and j + d/2 of a row) or V interleaved features, with their packs of cos and
 // sin, so that x is read once and the output written once, as a copy does (the tables, of t rows
 // only, stay in cache). Anything else: a thread per pair. No kernel depends on the warp size.
+// rope_write_at, a decoding step's rope of q and k and its KV-cache write, is one kernel of the
+// same kind over the rows of q, k and v.
 #include <limits>
 
 #include "core/dispatch.h"
@@ -170,6 +172,104 @@ bool fits_int32(const View& x, const View& cos, const View& sin) {
          sin.layout.extent() <= kMax;
 }
 
+
+// ---- rope_write_at --------------------------------------------------------------------------------
+
+// A decoding step's rows: q's and k's turned, v's copied; q's to the output (b, heads, t, d), k's
+// and v's to the caches (b, kv_heads, capacity, d) at the positions `at` names.
+template <typename T>
+struct RopeWriteArgs {
+  const T *q, *k, *v;
+  int64_t q_strides[4], k_strides[4], v_strides[4];  // in elements
+  int64_t batch, heads, kv_heads, t, d, capacity;
+  RopeTable<T, int64_t> c, s;
+  const int64_t* at;
+  int64_t at_stride;
+  T *out, *k_cache, *v_cache;
+  KernelError* err;
+};
+
+// V features of a row: one 16-byte load when Packed, else V loads `stride` apart.
+template <typename T, int V, bool Packed>
+__device__ inline Pack<T, V> load_run(const T* p, int64_t stride) {
+  if constexpr (Packed) {
+    return *reinterpret_cast<const Pack<T, V>*>(p);
+  } else {
+    Pack<T, V> r;
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = p[e * stride];
+    return r;
+  }
+}
+template <typename T, int V, bool Packed>
+__device__ inline void store_run(T* p, const Pack<T, V>& x) {
+  if constexpr (Packed) {
+    *reinterpret_cast<Pack<T, V>*>(p) = x;
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) p[e] = x.v[e];
+  }
+}
+
+// A thread per item: V features of a row of v, copied; of q or k, V features turned with the V
+// features d/2 further (halves) or V / 2 interleaved pairs. Every block reads every position
+// before it writes: one out of range writes nothing (block 0 reports it).
+template <typename T, int V, bool Interleaved, bool Packed>
+__global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) {
+  using M = kernels::opmath_t<T>;
+  constexpr int W = Interleaved ? V / 2 : V;  // pairs an item turns
+  __shared__ int bad;
+  if (threadIdx.x == 0) bad = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < a.t; i += blockDim.x) {
+    const int64_t p = a.at[i * a.at_stride];
+    if (p < 0 || p >= a.capacity) {
+      if (blockIdx.x == 0) report_index_error(a.err, OpCode::ScatterSet, 2, p, a.capacity, DType::I64);
+      bad = 1;
+    }
+  }
+  __syncthreads();
+  if (bad) return;
+  const int64_t turn = (Interleaved ? a.d : a.d / 2) / V, copy = a.d / V;  // items per row
+  const int64_t q_items = a.batch * a.heads * a.t * turn, k_items = a.batch * a.kv_heads * a.t * turn;
+  const int64_t n = q_items + k_items + a.batch * a.kv_heads * a.t * copy;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < n;
+       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int part = w < q_items ? 0 : w < q_items + k_items ? 1 : 2;  // q, k, v
+    const int64_t local = part == 0 ? w : part == 1 ? w - q_items : w - q_items - k_items;
+    const int64_t per_row = part == 2 ? copy : turn, heads = part == 0 ? a.heads : a.kv_heads;
+    const int64_t row = local / per_row, item = local - row * per_row;
+    const int64_t pos = row % a.t, head = row / a.t % heads, b = row / a.t / heads;
+    const int64_t* st = part == 0 ? a.q_strides : part == 1 ? a.k_strides : a.v_strides;
+    const T* in = (part == 0 ? a.q : part == 1 ? a.k : a.v) + b * st[0] + head * st[1] + pos * st[2];
+    T* o = part == 0 ? a.out + row * a.d
+                     : (part == 1 ? a.k_cache : a.v_cache) +
+                           ((b * a.kv_heads + head) * a.capacity + a.at[pos * a.at_stride]) * a.d;
+    if (part == 2) {
+      store_run<T, V, Packed>(o + item * V, load_run<T, V, Packed>(in + item * V * st[3], st[3]));
+      continue;
+    }
+    const Pack<T, W> cp = load_run<T, W, Packed>(a.c.data + pos * a.c.stride_t + item * W * a.c.stride_i, a.c.stride_i);
+    const Pack<T, W> sp = load_run<T, W, Packed>(a.s.data + pos * a.s.stride_t + item * W * a.s.stride_i, a.s.stride_i);
+    const int64_t first = item * V, second = Interleaved ? first : a.d / 2 + first;
+    const Pack<T, V> x = load_run<T, V, Packed>(in + first * st[3], st[3]);
+    Pack<T, V> y = Interleaved ? x : load_run<T, V, Packed>(in + second * st[3], st[3]);
+    Pack<T, V> ox, oy;
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      // Pair j: (x[2j], x[2j + 1]) interleaved, else (x[j], y[j]).
+      const int ia = Interleaved ? 2 * j : j, ib = Interleaved ? 2 * j + 1 : j;
+      const kernels::RopePair<M> r = kernels::rope_pair(
+          kernels::to_opmath(x.v[ia]), kernels::to_opmath(Interleaved ? x.v[ib] : y.v[ib]),
+          kernels::to_opmath(cp.v[j]), kernels::to_opmath(sp.v[j]));
+      ox.v[ia] = kernels::from_opmath<T>(r.a);
+      (Interleaved ? ox : oy).v[ib] = kernels::from_opmath<T>(r.b);
+    }
+    store_run<T, V, Packed>(o + first, ox);
+    if constexpr (!Interleaved) store_run<T, V, Packed>(o + second, oy);
+  }
+}
+
 }  // namespace
 
 StoragePtr GpuNnKernels::rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const {
@@ -203,6 +303,63 @@ StoragePtr GpuNnKernels::rope(const View& x, const View& cos, const View& sin, R
       WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, thd ? NnOp::RopeThd : interleaved ? NnOp::RopeI : NnOp::Rope, x.dtype);
+    }
+  });
+  return out;
+}
+
+StoragePtr GpuNnKernels::rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
+                                       RopePairs pairs, const View& at, const MutView& k_cache,
+                                       const MutView& v_cache) const {
+  GpuBackend& b = backend_;
+  b.activate();
+  StoragePtr out = b.alloc(q.dtype, q.layout.numel());
+  const bool interleaved = pairs == RopePairs::Interleaved;
+  dispatch(q.dtype, [&]<typename T>() {
+    if constexpr (kernels::is_float_v<T> && sizeof(T) > 1) {
+      constexpr int V = 16 / sizeof(T);
+      RopeWriteArgs<T> a{};
+      a.q = static_cast<const T*>(q.storage.data()) + q.layout.offset();
+      a.k = static_cast<const T*>(k.storage.data()) + k.layout.offset();
+      a.v = static_cast<const T*>(v.storage.data()) + v.layout.offset();
+      for (int i = 0; i < 4; ++i) {
+        a.q_strides[i] = q.layout.stride(i);
+        a.k_strides[i] = k.layout.stride(i);
+        a.v_strides[i] = v.layout.stride(i);
+      }
+      a.batch = q.layout.dim(0);
+      a.heads = q.layout.dim(1);
+      a.kv_heads = k.layout.dim(1);
+      a.t = q.layout.dim(2);
+      a.d = q.layout.dim(3);
+      a.capacity = k_cache.layout.dim(2);
+      a.c = rope_table<T, int64_t>(cos);
+      a.s = rope_table<T, int64_t>(sin);
+      a.at = static_cast<const int64_t*>(at.storage.data()) + at.layout.offset();
+      a.at_stride = at.layout.numel() > 1 ? at.layout.stride(0) : 0;
+      a.out = out->as<T>();
+      a.k_cache = static_cast<T*>(k_cache.storage.data()) + k_cache.layout.offset();
+      a.v_cache = static_cast<T*>(v_cache.storage.data()) + v_cache.layout.offset();
+      a.err = b.device_error();
+      const int w = interleaved ? V / 2 : V;
+      const bool packs = packs_fit(q, cos, sin, a.out, V, w, interleaved) &&
+                         packs_fit(k, cos, sin, a.k_cache, V, w, interleaved) &&
+                         packs_fit(v, cos, sin, a.v_cache, V, w, interleaved);
+      const int per = packs ? V : interleaved ? 2 : 1;  // features an item reads of each run
+      const int64_t rows_q = a.batch * a.heads * a.t, rows_kv = a.batch * a.kv_heads * a.t;
+      const int64_t turn = (interleaved ? a.d : a.d / 2) / per;
+      const unsigned grid = grid_for((rows_q + rows_kv) * turn + rows_kv * (a.d / per));
+      if (packs && interleaved)
+        rope_write_kernel<T, V, true, true><<<grid, kBlock, 0, b.stream()>>>(a);
+      else if (packs)
+        rope_write_kernel<T, V, false, true><<<grid, kBlock, 0, b.stream()>>>(a);
+      else if (interleaved)
+        rope_write_kernel<T, 2, true, false><<<grid, kBlock, 0, b.stream()>>>(a);
+      else
+        rope_write_kernel<T, 1, false, false><<<grid, kBlock, 0, b.stream()>>>(a);
+      WICK_GPU_CHECK_LAUNCH();
+    } else {
+      throw_not_supported(b, NnOp::RopeWriteAt, q.dtype);
     }
   });
   return out;
