@@ -695,12 +695,18 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
     if (lo < 0 || hi >= c.vocab)
       throw IndexError(detail::str_cat("llama: forward: token ", lo < 0 ? lo : hi, " outside the vocabulary of ", c.vocab));
   }
+  for (const nn::KvCache& layer : cache)
+    if (layer.size() != from) throw ShapeError("llama: forward: the caches do not hold one number of positions");
+  if (t > cache[0].capacity() - from)
+    throw ShapeError(detail::str_cat("llama: forward: cannot add ", t, " positions to caches holding ", from,
+                                     " of their capacity ", cache[0].capacity()));
   const Tensor ids = tokens.to_device(device_);
   Tensor x = embed(ids).reshape({b, t, c.dim});
   // Named tensors, not a structured binding, which lambdas capture only from clang 16 on.
   const std::pair<Tensor, Tensor> tables = rope_tables(from, t);
   const Tensor& cos = tables.first;
   const Tensor& sin = tables.second;
+  const Tensor at = Tensor::arange(from, from + t, 1, DType::I64, device_);
   nn::AttentionOptions attention;
   attention.causal = true;
   attention.window = c.window;
@@ -710,21 +716,21 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
       throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
     attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
   }
-  return run(x, cos, sin, [&](size_t i, const Tensor& k, const Tensor& v) { return cache[i].append(k, v); }, attention,
-             last_only);
+  Tensor logits = run(
+      x,
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        return cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + t);
+      },
+      attention, last_only);
+  for (nn::KvCache& layer : cache) layer.set_size(from + t);
+  return logits;
 }
 
-Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvWrite& kv,
-                       const nn::AttentionOptions& attention, bool last_only) const {
+Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& attention, bool last_only) const {
   const LlamaConfig& c = config_;
   const int64_t b = x.shape()[0], t = x.shape()[1];
-  // (b, t, heads * head_dim) -> (b, heads, t, head_dim), rotated.
-  auto heads = [&](const Tensor& y, int64_t n, bool rotate) {
-    const Tensor h = y.reshape({b, t, n, c.head_dim}).transpose(1, 2);
-    if (!rotate) return h;
-    return c.interleaved_rope ? nn::rope_i(h, cos, sin) : nn::rope(h, cos, sin);
-  };
-  const int64_t qk_width = (heads_ + kv_heads_) * c.head_dim;
+  // (b, t, heads * head_dim) -> (b, heads, t, head_dim).
+  auto heads = [&](const Tensor& y, int64_t n) { return y.reshape({b, t, n, c.head_dim}).transpose(1, 2); };
   // Each residual add is fused with the norm after it: the feed-forward's, the next layer's
   // attention's, and after the last layer the output's.
   Tensor normed = nn::rms_norm(x, layers_.front().attn_norm, c.rms_eps);
@@ -732,21 +738,19 @@ Tensor LlamaModel::run(Tensor x, const Tensor& cos, const Tensor& sin, const KvW
     const Layer& l = layers_[i];
     Tensor q, k, v;
     if (l.qkv.weights.size() == 1) {
-      // One product of stacked q, k and v: q's and k's heads are its first columns, rotated by one
-      // rope (one launch on a GPU, not two), then seen as q and k.
+      // One product of stacked q, k and v, seen as the three.
       const Tensor y = l.qkv.weights.front()(normed);
-      const Tensor qk = heads(y.narrow(-1, 0, qk_width), heads_ + kv_heads_, true);
-      q = qk.narrow(1, 0, heads_);
-      k = qk.narrow(1, heads_, kv_heads_);
-      v = heads(y.narrow(-1, qk_width, kv_heads_ * c.head_dim), kv_heads_, false);
+      q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_);
+      k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
+      v = heads(y.narrow(-1, (heads_ + kv_heads_) * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
     } else {
       const std::vector<Tensor> qkv = l.qkv(normed);
-      q = heads(qkv[0], heads_, true);
-      k = heads(qkv[1], kv_heads_, true);
-      v = heads(qkv[2], kv_heads_, false);
+      q = heads(qkv[0], heads_);
+      k = heads(qkv[1], kv_heads_);
+      v = heads(qkv[2], kv_heads_);
     }
-    const auto [keys, values] = kv(i, k, v);
-    const Tensor a = nn::scaled_dot_product_attention(q, keys, values, attention);
+    const nn::KvCache::Rotated r = kv(i, q, k, v);
+    const Tensor a = nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
     nn::AddRmsNorm added = nn::add_rms_norm(
         x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
     const std::vector<Tensor> gate_up = l.gate_up(added.normed);
@@ -791,9 +795,14 @@ void DecodeGraph::run_step(int64_t length) {
   attention.causal = true;
   attention.mask = mask_.narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
   const Tensor x = m.embed(ids).reshape({batch_, 1, m.config_.dim});
+  const Tensor cos = cos_.index_select(at, 0), sin = sin_.index_select(at, 0);
+  const bool interleaved = m.config_.interleaved_rope;
   logits_.copy_from(m.run(
-      x, cos_.index_select(at, 0), sin_.index_select(at, 0),
-      [&](size_t i, const Tensor& k, const Tensor& v) { return cache_[i].write_at(k, v, at, length); }, attention, true));
+      x,
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        return cache_[i].rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+      },
+      attention, true));
 }
 
 Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {

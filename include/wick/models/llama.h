@@ -186,13 +186,12 @@ class LlamaModel {
   Tensor embed(const Tensor& tokens) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
-  // Stores layer i's new keys and values (b, kv_heads, t, head_dim) and returns the keys and values
-  // its queries attend to.
-  using KvWrite = std::function<std::pair<Tensor, Tensor>(size_t i, const Tensor& k, const Tensor& v)>;
-  // The layers and the head over embedded tokens x (b, t, dim) whose positions have the rope
-  // tables cos and sin (t, head_dim / 2): the logits (b, t or 1, vocab), f32.
-  Tensor run(Tensor x, const Tensor& cos, const Tensor& sin, const KvWrite& kv, const nn::AttentionOptions& attention,
-             bool last_only) const;
+  // Turns layer i's new queries q (b, heads, t, head_dim) and keys k (b, kv_heads, t, head_dim) by
+  // the positions' rope, stores the keys and the values v, and returns the turned queries with the
+  // keys and values they attend to (nn::KvCache::rope_write_at, one pass).
+  using KvWrite = std::function<nn::KvCache::Rotated(size_t i, const Tensor& q, const Tensor& k, const Tensor& v)>;
+  // The layers and the head over embedded tokens x (b, t, dim): the logits (b, t or 1, vocab), f32.
+  Tensor run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& attention, bool last_only) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;
