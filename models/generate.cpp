@@ -187,7 +187,14 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
     r.prompt_tokens += static_cast<int64_t>(p.size());
   }
   const auto t0 = static_cast<int64_t>(longest);
-  const int64_t capacity = t0 + options.max_tokens;
+  // Generation stops where the sequences fill the model's context, as llama.cpp stops at its
+  // context size: the cache never holds more positions than the model was trained for.
+  const int64_t context = model.config().context;
+  if (context > 0 && t0 >= context)
+    throw ShapeError(detail::str_cat("generate: a prompt of ", t0, " tokens leaves no room in the model's context of ",
+                                     context, " positions"));
+  const int64_t max_tokens = context > 0 ? std::min(options.max_tokens, context - t0) : options.max_tokens;
+  const int64_t capacity = t0 + max_tokens;
   const int64_t vocab = model.config().vocab;
   // A model split over ranks: rank 0 picks the tokens and says which sequences end, and the other
   // ranks take its word (their draws and callbacks could differ), so that all run the same steps.
@@ -225,8 +232,8 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   const auto decode_start = Clock::now();
   std::optional<DecodeGraph> graph;
   if (options.graph && model.device().is_gpu() && !split) graph.emplace(model, cache);
-  std::vector<bool> done(static_cast<size_t>(b), options.max_tokens == 0);
-  for (int64_t step = 0; step < options.max_tokens; ++step) {
+  std::vector<bool> done(static_cast<size_t>(b), max_tokens == 0);
+  for (int64_t step = 0; step < max_tokens; ++step) {
     std::vector<int64_t> next(static_cast<size_t>(b), 0);
     bool any = false;
     std::vector<int64_t> word(static_cast<size_t>(2 * b), 0);  // rank 0's: the tokens, then 1 for each sequence ending
@@ -237,7 +244,7 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
         const bool go_on = on_token ? on_token(s, id) : true;
         word[static_cast<size_t>(s)] = id;
         word[static_cast<size_t>(b + s)] =
-            !go_on || stops(id) || static_cast<int64_t>(r.tokens[static_cast<size_t>(s)].size()) + 1 == options.max_tokens;
+            !go_on || stops(id) || static_cast<int64_t>(r.tokens[static_cast<size_t>(s)].size()) + 1 == max_tokens;
       }
     }
     if (split) word = comm.broadcast(Tensor::from_vector(word, {2 * b}, model.device()), 0).to_vector<int64_t>();

@@ -410,6 +410,22 @@ TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
 // DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
 // Qwen2's biases, a sliding window, block-format weights and a padded batch; and refuse what is not
 // theirs to take.
+// New tokens stop where the sequences fill the model's context (the longest prompt sets the
+// positions), however many were asked for; a prompt that fills it is refused.
+TEST_P(LlamaTest, GenerationStopsAtTheContext) {
+  Tiny tiny;
+  tiny.context = 12;
+  const LlamaModel model = load(tiny, device());
+  models::GenerateOptions options;
+  options.max_tokens = std::numeric_limits<int64_t>::max();
+  const std::vector<std::vector<int32_t>> prompts = {{1, 17, 42, 8}, {1, 5}};
+  const models::GenerateResult r = models::generate(model, prompts, options);
+  EXPECT_EQ(r.tokens[0].size(), 8u);
+  EXPECT_EQ(r.tokens[1].size(), 8u);
+  const std::vector<std::vector<int32_t>> full = {std::vector<int32_t>(12, 3)};
+  WICK_EXPECT_ERROR(models::generate(model, full, options), ShapeError, "generate: ", "12 tokens", "context of 12");
+}
+
 TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
   struct Case {
     std::string name;

@@ -41,7 +41,8 @@ class Sampler {
 };
 
 struct GenerateOptions {
-  int64_t max_tokens = 128;         // new tokens per sequence, at most
+  int64_t max_tokens = 128;  // new tokens per sequence, at most (fewer where they would fill
+                             // the model's context, config().context)
   SamplingOptions sampling;
   bool stop_at_end = true;          // stop a sequence at its tokenizer's end tokens (kept in it)
   std::vector<int32_t> stop_tokens; // more tokens that stop a sequence
@@ -60,8 +61,9 @@ struct GenerateResult {
 // its own length: shorter ones padded on the left and the padding masked out, so that each
 // sequence gets the tokens it would get alone). on_token(sequence, token), where given, is called
 // for each new token as it is picked; returning false stops that sequence. A tokenizer, where
-// given, supplies the end tokens for stop_at_end. A model split over ranks (LlamaModel's tensor
-// parallelism) runs generate() on every rank at once: rank 0 samples, and its choices and its
+// given, supplies the end tokens for stop_at_end. Generation stops where the sequences fill the
+// model's context (config().context positions); a prompt that fills it is a ShapeError. A model split over ranks
+// (LlamaModel's tensor parallelism) runs generate() on every rank at once: rank 0 samples, and its choices and its
 // callback's answers reach the others, which get the same tokens (their callbacks are told them).
 GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
                         const std::function<bool(int64_t, int32_t)>& on_token = {}, const Tokenizer* tokenizer = nullptr);
