@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "backend/blas_layout.h"
+#include "core/dispatch.h"
 #include "gpu/blas.h"
 #include "gpu/elementwise.cuh"
 #include "gpu/gpu_backend.h"
@@ -176,12 +178,10 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
     else
       go.template operator()<T, 8>();
   };
-  if (a.dtype == DType::F32)
-    by_rows.template operator()<float>();
-  else if (a.dtype == DType::F16)
-    by_rows.template operator()<f16>();
-  else
-    by_rows.template operator()<bf16>();
+  dispatch(a.dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      by_rows.template operator()<T>();  // the dtypes checked above
+  });
   WICK_GPU_CHECK_LAUNCH();
   return true;
 }

@@ -1,4 +1,7 @@
 // GpuQuantKernels: dequantize and qmatmul on the GPU through the kernels of qmatmul.cuh.
+#include <type_traits>
+
+#include "core/dispatch.h"
 #include "gpu/quant/qmatmul.cuh"
 #include "gpu/quant/quant_kernels.h"
 
@@ -14,12 +17,12 @@ namespace {
 // other is the backend's not-supported error.
 template <typename F>
 void dispatch_float(const GpuBackend& b, QuantOp op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<f16>();
-    case DType::BF16: return f.template operator()<bf16>();
-    default: throw_not_supported(b, op, dtype);
-  }
+  dispatch(dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      f.template operator()<T>();
+    else
+      throw_not_supported(b, op, dtype);
+  });
 }
 
 }  // namespace
