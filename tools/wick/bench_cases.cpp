@@ -463,6 +463,41 @@ void add_rope(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
+// rope_write_at: q (b, h, t, d), k and v (b, h / 4, t, d) turned and written into caches of t
+// positions (rope's sizes), and one decoding step of each decode shape (b, h, h_kv, capacity, d);
+// the bytes are q, k and v read and written once (the tables and positions are small beside them).
+void add_rope_write(std::vector<Case>& cases, const Sizes& s) {
+  std::vector<std::array<int64_t, 6>> shapes;  // b, h, h_kv, t, capacity, d
+  if (s.rope[1] % 4 == 0) shapes.push_back({s.rope[0], s.rope[1], s.rope[1] / 4, s.rope[2], s.rope[2], s.rope[3]});
+  for (const Shape& d : s.decode) shapes.push_back({d[0], d[1], d[2], 1, d[3], d[4]});
+  for (const auto& [b, h, h_kv, t, capacity, d] : shapes)
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const double n = static_cast<double>((h + 2 * h_kv) * b * t * d);
+      cases.push_back(
+          {.op = OpKey(NnOp::RopeWriteAt).name(),
+           .dtype = label(dt),
+           .shape = dims_label({b, h, t, d}) + " kv " + std::to_string(h_kv) + "x" + std::to_string(capacity),
+           .layout = "contiguous",
+           .main_dtype = dt,
+           .key = NnOp::RopeWriteAt,
+           .dtypes = {dt},
+           .bytes = 2 * n * size_of(dt),
+           .prepare = prepare([=](Inputs& in, Backend& be) {
+             const Arg q = in.floats(dt, {b, h, t, d}, Form::Contiguous, -4, 4);
+             const Arg k = in.floats(dt, {b, h_kv, t, d}, Form::Contiguous, -4, 4);
+             const Arg v = in.floats(dt, {b, h_kv, t, d}, Form::Contiguous, -4, 4);
+             const Arg c = in.floats(dt, {t, d / 2}, Form::Contiguous, -1, 1);
+             const Arg sn = in.floats(dt, {t, d / 2}, Form::Contiguous, -1, 1);
+             const Arg at = in.indices(DType::I64, {t}, capacity);
+             const Arg kc = in.floats(dt, {b, h_kv, capacity, d}), vc = in.floats(dt, {b, h_kv, capacity, d});
+             return [&be, q, k, v, c, sn, at, kc, vc] {
+               return be.nn()->rope_write_at(q.view(), k.view(), v.view(), c.view(), sn.view(), RopePairs::Halves,
+                                             at.view(), kc.mut(), vc.mut());
+             };
+           })});
+    }
+}
+
 // nn.attention: causal prefill (t_q = t_kv) in FLOP/s of 4 b h t^2 d / 2, and decode (one query,
 // grouped heads) in GB/s of the keys and values read; with `composed`, the same through the
 // composition of wick ops (matmul, reductions, elementwise), which runs wherever matmul does.
@@ -544,6 +579,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_copies_and_index(cases, s);
   add_fused(cases, s);
   add_rope(cases, s);
+  add_rope_write(cases, s);
   add_attention(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
   cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false));
