@@ -337,45 +337,58 @@ TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
 // rope_write_at gives the bits of rope, then write_at, for every dtype and both pairings: q, k and
 // v as views of one stacked product (the model's), head dims the GPU moves in 16-byte packs (16,
 // 128) and one it does not (6), and rows strided along d; into caches that already hold values.
+// Steps of one position (a GPU's kernel), of two (composed), and of a skipped one.
 TEST_P(AttentionTest, KvCacheRopeWriteAtIsRopeThenWriteAt) {
-  const int64_t b = 2, h = 4, h_kv = 2, t = 2, capacity = 7;
-  const Tensor at = Tensor::from_vector(std::vector<int64_t>{5, 1}, {t}, dev());
+  const int64_t b = 2, h = 4, h_kv = 2, capacity = 7;
+  const std::vector<std::vector<int64_t>> steps = {{5}, {5, 1}, {std::numeric_limits<int64_t>::max()}};
   for (DType dt : kFloat)
     for (int64_t d : {6, 16, 128})
       for (bool strided : {false, true})
-        for (bool interleaved : {false, true}) {
-          SCOPED_TRACE(detail::str_cat(dt, " d ", d, strided ? " strided" : " stacked",
-                                       interleaved ? " interleaved" : " halves"));
-          Tensor q, k, v;
-          if (strided) {  // every other feature
-            q = randn({b, h, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
-            k = randn({b, h_kv, t, 2 * d}, dt).slice(3, 1, 2 * d, 2);
-            v = randn({b, h_kv, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
-          } else {
-            const Tensor y = randn({b, t, (h + 2 * h_kv) * d}, dt);
-            auto heads = [&](int64_t from, int64_t n) {
-              return y.narrow(2, from * d, n * d).reshape({b, t, n, d}).transpose(1, 2);
-            };
-            q = heads(0, h);
-            k = heads(h, h_kv);
-            v = heads(h + h_kv, h_kv);
+        for (bool interleaved : {false, true})
+          for (const std::vector<int64_t>& positions : steps) {
+            const auto t = static_cast<int64_t>(positions.size());
+            SCOPED_TRACE(detail::str_cat(dt, " d ", d, strided ? " strided" : " stacked",
+                                         interleaved ? " interleaved" : " halves", ", first position ", positions[0],
+                                         " of ", t));
+            Tensor q, k, v;
+            if (strided) {  // every other feature
+              q = randn({b, h, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
+              k = randn({b, h_kv, t, 2 * d}, dt).slice(3, 1, 2 * d, 2);
+              v = randn({b, h_kv, t, 2 * d}, dt).slice(3, 0, 2 * d, 2);
+            } else {
+              const Tensor y = randn({b, t, (h + 2 * h_kv) * d}, dt);
+              auto heads = [&](int64_t from, int64_t n) {
+                return y.narrow(2, from * d, n * d).reshape({b, t, n, d}).transpose(1, 2);
+              };
+              q = heads(0, h);
+              k = heads(h, h_kv);
+              v = heads(h + h_kv, h_kv);
+            }
+            const Tensor cos = randn({t, d / 2}, dt), sin = randn({t, d / 2}, dt);
+            const Tensor old_k = randn({b, h_kv, capacity, d}, dt), old_v = randn({b, h_kv, capacity, d}, dt);
+            nn::KvCache fused(b, h_kv, capacity, d, dt, dev()), composed(b, h_kv, capacity, d, dt, dev());
+            fused.append(old_k, old_v);
+            composed.append(old_k, old_v);
+            auto turn = [&](const Tensor& x) { return interleaved ? nn::rope_i(x, cos, sin) : nn::rope(x, cos, sin); };
+            const Tensor at = Tensor::from_vector(positions, {t}, dev());
+            const nn::KvCache::Rotated r = fused.rope_write_at(q, k, v, cos, sin, interleaved, at, 6);
+            const auto [keys, vals] = composed.write_at(turn(k), v, at, 6);
+            EXPECT_EQ(r.q.shape(), q.shape());
+            EXPECT_EQ(values(r.q), values(turn(q)));
+            EXPECT_EQ(r.keys.shape(), Shape({b, h_kv, 6, d}));
+            EXPECT_EQ(values(r.keys), values(keys));
+            EXPECT_EQ(values(r.values), values(vals));
+            EXPECT_EQ(values(fused.keys()), values(composed.keys()));  // past `length` too
+            EXPECT_EQ(fused.size(), capacity);
           }
-          const Tensor cos = randn({t, d / 2}, dt), sin = randn({t, d / 2}, dt);
-          const Tensor old_k = randn({b, h_kv, capacity, d}, dt), old_v = randn({b, h_kv, capacity, d}, dt);
-          nn::KvCache fused(b, h_kv, capacity, d, dt, dev()), composed(b, h_kv, capacity, d, dt, dev());
-          fused.append(old_k, old_v);
-          composed.append(old_k, old_v);
-          auto turn = [&](const Tensor& x) { return interleaved ? nn::rope_i(x, cos, sin) : nn::rope(x, cos, sin); };
-          const nn::KvCache::Rotated r = fused.rope_write_at(q, k, v, cos, sin, interleaved, at, 6);
-          const auto [keys, vals] = composed.write_at(turn(k), v, at, 6);
-          EXPECT_EQ(r.q.shape(), q.shape());
-          EXPECT_EQ(values(r.q), values(turn(q)));
-          EXPECT_EQ(r.keys.shape(), Shape({b, h_kv, 6, d}));
-          EXPECT_EQ(values(r.keys), values(keys));
-          EXPECT_EQ(values(r.values), values(vals));
-          EXPECT_EQ(values(fused.keys()), values(composed.keys()));  // past `length` too
-          EXPECT_EQ(fused.size(), capacity);
-        }
+  // The skipped position wrote nothing.
+  nn::KvCache untouched(1, 1, 2, 4, DType::F32, dev());
+  const Tensor x = randn({1, 1, 1, 4}), c = randn({1, 2});
+  untouched.rope_write_at(x, x, x, c, c, false,
+                          Tensor::from_vector(std::vector<int64_t>{std::numeric_limits<int64_t>::max()}, {1}, dev()),
+                          2);
+  untouched.set_size(2);
+  EXPECT_EQ(values(untouched.keys()), std::vector<double>(8, 0.0));
 }
 
 TEST_P(AttentionTest, KvCacheRopeWriteAtChecksAndAliases) {
@@ -410,10 +423,8 @@ TEST_P(AttentionTest, KvCacheRopeWriteAtChecksAndAliases) {
   nn::KvCache self(1, 2, 4, 8, DType::F32, dev()), copy(1, 2, 4, 8, DType::F32, dev());
   self.append(old, old.mul(2));
   copy.append(old, old.mul(2));
-  const Tensor two = Tensor::from_vector(std::vector<int64_t>{1, 0}, {2}, dev()), c2 = randn({2, 4});
-  self.rope_write_at(randn({1, 2, 2, 8}), self.keys().narrow(2, 0, 2), self.values().narrow(2, 2, 2), c2, c2, false,
-                     two, 4);
-  copy.write_at(nn::rope(old.narrow(2, 0, 2), c2, c2), old.mul(2).narrow(2, 2, 2), two, 4);
+  self.rope_write_at(q, self.keys().narrow(2, 0, 1), self.values().narrow(2, 3, 1), cs, cs, false, at, 4);
+  copy.write_at(nn::rope(old.narrow(2, 0, 1), cs, cs), old.mul(2).narrow(2, 3, 1), at, 4);
   EXPECT_EQ(values(self.keys()), values(copy.keys()));
   EXPECT_EQ(values(self.values()), values(copy.values()));
 }

@@ -132,11 +132,12 @@ class KvCache {
   // device is next waited for) and returns views of the first `length` positions (length at most
   // the capacity). size() does not change: set_size() says how many positions hold values.
   std::pair<Tensor, Tensor> write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length);
-  // write_at with the step's rotary embedding in the same pass (one launch on a GPU, where rope and
-  // write_at take three): q (b, h, t_new, d) and k are turned as rope (rope_i when `interleaved`)
-  // turns them by cos and sin (t_new, d/2), then the turned k and v are written as write_at writes
-  // them. Returns the turned q (contiguous) and write_at's views: the same bits as rope(q), then
-  // write_at(rope(k), v, at, length), with those calls' errors; q has k's batch, positions and d.
+  // write_at with the step's rotary embedding: q (b, h, t_new, d) and k are turned as rope
+  // (rope_i when `interleaved`) turns them by cos and sin (t_new, d/2), then the turned k and v are
+  // written as write_at writes them. Returns the turned q (contiguous) and write_at's views: the
+  // same bits as rope(q), then write_at(rope(k), v, at, length), with those calls' errors and
+  // write_at's skip of i64's maximum as a position; q has k's batch, positions and d. A decoding
+  // step's one position runs in one pass on a GPU, where rope and write_at take three launches.
   struct Rotated {
     Tensor q;
     Tensor keys;

@@ -51,9 +51,10 @@ class NnKernels {
   // A decoding step's rope and KV-cache write in one pass: q (b, h, t, d) and k (b, h_kv, t, d)
   // turned as rope() turns them (not thd), then k's turned rows and v's rows (b, h_kv, t, d)
   // written into k_cache and v_cache (b, h_kv, capacity, d, contiguous, aliasing none of the
-  // inputs) at the positions `at` (t i64 values) along dim 2. A position outside [0, capacity)
-  // is scatter_set's IndexError (raised when the device is next waited for where the backend
-  // queues work) and nothing is written. Returns q turned, (b, h, t, d) contiguous.
+  // inputs) at the positions `at` (t distinct i64 values) along dim 2. As scatter_set: a position
+  // equal to i64's maximum is skipped, and one outside [0, capacity) is an IndexError (raised when
+  // the device is next waited for where the backend queues work) with nothing written. Returns q
+  // turned, (b, h, t, d) contiguous.
   virtual StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
                                    RopePairs pairs, const View& at, const MutView& k_cache,
                                    const MutView& v_cache) const;

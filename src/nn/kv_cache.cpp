@@ -90,8 +90,10 @@ KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const 
   WICK_CHECK(q.rank() == 4 && q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2) && q.dim(3) == k.dim(3), ShapeError, op,
              "q ", ops::describe(q), " must have shape (b, h, t_new, d) with k's b, t_new and d, k ", ops::describe(k));
   detail::check_rope(op, NnOp::RopeWriteAt, q, cos, sin, false, "q");
+  // The kernel takes one position a step (a decoding step's): positions that may repeat are the
+  // scatter's, whose last one wins.
   const NnKernels* kernels = detail::fused(NnOp::RopeWriteAt, k);
-  if (kernels == nullptr || q.numel() == 0 || k.numel() == 0) {
+  if (kernels == nullptr || k.dim(2) != 1 || q.numel() == 0 || k.numel() == 0) {
     const Tensor turned_k = interleaved ? rope_i(k, cos, sin) : rope(k, cos, sin);
     Tensor turned_q = interleaved ? rope_i(q, cos, sin) : rope(q, cos, sin);
     auto [keys, values] = write_at(turned_k, v, at, length);

@@ -231,24 +231,28 @@ void add_rope(std::vector<Case>& cases, DType dt, NnOp op) {
 // rope_write_at: a step's q, k and v as the model gives them (views of one stacked product) or as
 // strided tensors of their own, written into a cache that already holds values, so that the
 // positions left alone are seen too. The result is the turned q, then every key and value of the
-// cache. Heads of 128 and 16 features take the GPU's 16-byte packs; 6 and strided rows do not.
+// cache. A GPU's kernel takes steps of one position, in 16-byte packs for heads of 128, 64 and 16
+// features, one feature at a time for 6 and for strided rows; steps of several positions (where
+// one may repeat: the last wins) are composed everywhere.
 struct RopeWriteVariant {
   std::string name;
   int64_t b, h, h_kv, t, d, capacity;
-  std::vector<int64_t> at;  // distinct positions; one past the capacity: an IndexError
+  std::vector<int64_t> at;  // one past the capacity: an IndexError; i64's maximum: skipped
   bool stacked = true;      // views of (b, t, (h + 2 h_kv) d), else (b, heads, t, d) of `form`
   Form form = Form::Contiguous;
 };
 
 std::vector<RopeWriteVariant> rope_write_variants() {
+  constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
   return {
       {"decode", 1, 32, 8, 1, 128, 40, {17}},
       {"batch", 3, 4, 2, 1, 64, 9, {5}},
+      {"stride2", 2, 4, 2, 1, 16, 6, {4}, false, Form::Stride2},
+      {"pairs_of_6", 1, 2, 1, 1, 6, 4, {2}},
+      {"skip", 1, 4, 2, 1, 16, 6, {kSkip}},
+      {"past_capacity", 1, 4, 2, 1, 16, 6, {6}},
       {"positions", 2, 4, 2, 3, 16, 9, {7, 0, 3}, false},
-      {"stride2", 2, 4, 2, 2, 16, 6, {1, 4}, false, Form::Stride2},
-      {"transposed", 1, 2, 1, 3, 16, 5, {4, 2, 0}, false, Form::Transposed},
-      {"pairs_of_6", 1, 2, 1, 2, 6, 4, {2, 0}},
-      {"past_capacity", 1, 4, 2, 2, 16, 6, {3, 6}},
+      {"repeated_positions", 1, 4, 2, 3, 16, 9, {2, 5, 2}, false, Form::Transposed},
   };
 }
 

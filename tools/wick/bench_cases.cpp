@@ -463,9 +463,10 @@ void add_rope(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
-// rope_write_at: q (b, h, t, d), k and v (b, h / 4, t, d) turned and written into caches of t
-// positions (rope's sizes), and one decoding step of each decode shape (b, h, h_kv, capacity, d);
-// the bytes are q, k and v read and written once (the tables and positions are small beside them).
+// rope_write_at's kernel: q (b, h, t, d), k and v (b, h / 4, t, d) turned and written into caches
+// of t positions (rope's sizes; the front end composes steps of several positions, the kernel
+// takes them), and one decoding step of each decode shape (b, h, h_kv, capacity, d); the bytes are
+// q, k and v read and written once (the tables and positions are small beside them).
 void add_rope_write(std::vector<Case>& cases, const Sizes& s) {
   std::vector<std::array<int64_t, 6>> shapes;  // b, h, h_kv, t, capacity, d
   if (s.rope[1] % 4 == 0) shapes.push_back({s.rope[0], s.rope[1], s.rope[1] / 4, s.rope[2], s.rope[2], s.rope[3]});
@@ -488,7 +489,8 @@ void add_rope_write(std::vector<Case>& cases, const Sizes& s) {
              const Arg v = in.floats(dt, {b, h_kv, t, d}, Form::Contiguous, -4, 4);
              const Arg c = in.floats(dt, {t, d / 2}, Form::Contiguous, -1, 1);
              const Arg sn = in.floats(dt, {t, d / 2}, Form::Contiguous, -1, 1);
-             const Arg at = in.indices(DType::I64, {t}, capacity);
+             const Tensor positions = Tensor::arange(t, DType::I64, be.device());  // distinct
+             const Arg at{positions.storage(), positions.layout(), positions.dtype()};
              const Arg kc = in.floats(dt, {b, h_kv, capacity, d}), vc = in.floats(dt, {b, h_kv, capacity, d});
              return [&be, q, k, v, c, sn, at, kc, vc] {
                return be.nn()->rope_write_at(q.view(), k.view(), v.view(), c.view(), sn.view(), RopePairs::Halves,

@@ -213,17 +213,19 @@ __device__ inline void store_run(T* p, const Pack<T, V>& x) {
 
 // A thread per item: V features of a row of v, copied; of q or k, V features turned with the V
 // features d/2 further (halves) or V / 2 interleaved pairs. Every block reads every position
-// before it writes: one out of range writes nothing (block 0 reports it).
+// before it writes: one out of range writes nothing (block 0 reports it). A position equal to
+// i64's maximum is scatter_set's skip: its keys and values are not written.
 template <typename T, int V, bool Interleaved, bool Packed>
 __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) {
   using M = kernels::opmath_t<T>;
+  constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
   constexpr int W = Interleaved ? V / 2 : V;  // pairs an item turns
   __shared__ int bad;
   if (threadIdx.x == 0) bad = 0;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < a.t; i += blockDim.x) {
     const int64_t p = a.at[i * a.at_stride];
-    if (p < 0 || p >= a.capacity) {
+    if (p != kSkip && (p < 0 || p >= a.capacity)) {
       if (blockIdx.x == 0) report_index_error(a.err, OpCode::ScatterSet, 2, p, a.capacity, DType::I64);
       bad = 1;
     }
@@ -242,9 +244,9 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
     const int64_t pos = row % a.t, head = row / a.t % heads, b = row / a.t / heads;
     const int64_t* st = part == 0 ? a.q_strides : part == 1 ? a.k_strides : a.v_strides;
     const T* in = (part == 0 ? a.q : part == 1 ? a.k : a.v) + b * st[0] + head * st[1] + pos * st[2];
-    T* o = part == 0 ? a.out + row * a.d
-                     : (part == 1 ? a.k_cache : a.v_cache) +
-                           ((b * a.kv_heads + head) * a.capacity + a.at[pos * a.at_stride]) * a.d;
+    const int64_t at = part == 0 ? 0 : a.at[pos * a.at_stride];
+    if (at == kSkip) continue;
+    T* o = part == 0 ? a.out + row * a.d : (part == 1 ? a.k_cache : a.v_cache) + ((b * a.kv_heads + head) * a.capacity + at) * a.d;
     if (part == 2) {
       store_run<T, V, Packed>(o + item * V, load_run<T, V, Packed>(in + item * V * st[3], st[3]));
       continue;
