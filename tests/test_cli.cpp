@@ -385,6 +385,17 @@ TEST(Cli, GenerateRunsTheTinyModelByDefault) {
   }
 }
 
+// More tokens than the model's context holds (the tiny model's 2048 positions): generation stops
+// there and says so.
+TEST(Cli, GenerateStopsAtTheContext) {
+  const WickRun r = run_wick("generate --prompt 'GNU General Public' --max-tokens 3000 --temp 0 --device cpu");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("generation: 2044 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation stopped at the model's context of 2048 positions"), std::string::npos) << r.err;
+  const WickRun short_run = run_wick("generate --prompt 'GNU General Public' --max-tokens 8 --temp 0 --device cpu");
+  EXPECT_EQ(short_run.err.find("stopped at the model's context"), std::string::npos) << short_run.err;
+}
+
 // Bad sampling options and token counts are named before the model is opened (the file here does
 // not exist) and before anything is printed.
 TEST(Cli, GenerateRefusesBadOptionsBeforeLoading) {

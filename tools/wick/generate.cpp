@@ -118,6 +118,10 @@ int cmd_generate(int argc, char** argv) {
                static_cast<long long>(r.generated_tokens()), r.generate_seconds,
                rate(static_cast<double>(r.generated_tokens()), r.generate_seconds), where.c_str(),
                std::string(dtype_name(dtype)).c_str());
+  const int64_t context = parts[0].config().context;
+  if (r.generated_tokens() < opts.max_tokens && r.prompt_tokens + r.generated_tokens() >= context)
+    std::fprintf(stderr, "generation stopped at the model's context of %lld positions\n",
+                 static_cast<long long>(context));
   return 0;
 }
 
