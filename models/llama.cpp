@@ -706,7 +706,6 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   const std::pair<Tensor, Tensor> tables = rope_tables(from, t);
   const Tensor& cos = tables.first;
   const Tensor& sin = tables.second;
-  const Tensor at = Tensor::arange(from, from + t, 1, DType::I64, device_);
   nn::AttentionOptions attention;
   attention.causal = true;
   attention.window = c.window;
@@ -716,13 +715,20 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
       throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
     attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
   }
+  // A step of one position (a split model's decoding) goes through rope_write_at's one kernel;
+  // longer ones turn q and k, then append: a strided copy into the cache.
+  const Tensor at = t == 1 ? Tensor::from_vector(std::vector<int64_t>{from}, {1}, device_) : Tensor();
+  auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   Tensor logits = run(
       x,
-      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
-        return cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + t);
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) -> nn::KvCache::Rotated {
+        if (at.defined()) return cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
+        auto [keys, values] = cache[i].append(turn(k), v);
+        return {turn(q), std::move(keys), std::move(values)};
       },
       attention, last_only);
-  for (nn::KvCache& layer : cache) layer.set_size(from + t);
+  if (at.defined())
+    for (nn::KvCache& layer : cache) layer.set_size(from + 1);
   return logits;
 }
 

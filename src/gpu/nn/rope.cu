@@ -172,7 +172,6 @@ bool fits_int32(const View& x, const View& cos, const View& sin) {
          sin.layout.extent() <= kMax;
 }
 
-
 // ---- rope_write_at --------------------------------------------------------------------------------
 
 // A decoding step's rows: q's and k's turned, v's copied; q's to the output (b, heads, t, d), k's
@@ -246,7 +245,8 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
     const T* in = (part == 0 ? a.q : part == 1 ? a.k : a.v) + b * st[0] + head * st[1] + pos * st[2];
     const int64_t at = part == 0 ? 0 : a.at[pos * a.at_stride];
     if (at == kSkip) continue;
-    T* o = part == 0 ? a.out + row * a.d : (part == 1 ? a.k_cache : a.v_cache) + ((b * a.kv_heads + head) * a.capacity + at) * a.d;
+    T* o = part == 0 ? a.out + row * a.d
+                     : (part == 1 ? a.k_cache : a.v_cache) + ((b * a.kv_heads + head) * a.capacity + at) * a.d;
     if (part == 2) {
       store_run<T, V, Packed>(o + item * V, load_run<T, V, Packed>(in + item * V * st[3], st[3]));
       continue;
@@ -261,9 +261,9 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
     for (int j = 0; j < W; ++j) {
       // Pair j: (x[2j], x[2j + 1]) interleaved, else (x[j], y[j]).
       const int ia = Interleaved ? 2 * j : j, ib = Interleaved ? 2 * j + 1 : j;
-      const kernels::RopePair<M> r = kernels::rope_pair(
-          kernels::to_opmath(x.v[ia]), kernels::to_opmath(Interleaved ? x.v[ib] : y.v[ib]),
-          kernels::to_opmath(cp.v[j]), kernels::to_opmath(sp.v[j]));
+      const kernels::RopePair<M> r =
+          kernels::rope_pair(kernels::to_opmath(x.v[ia]), kernels::to_opmath(Interleaved ? x.v[ib] : y.v[ib]),
+                             kernels::to_opmath(cp.v[j]), kernels::to_opmath(sp.v[j]));
       ox.v[ia] = kernels::from_opmath<T>(r.a);
       (Interleaved ? ox : oy).v[ib] = kernels::from_opmath<T>(r.b);
     }
