@@ -1,4 +1,4 @@
-// Times the ops of a Llama decode step other than the products, as a recorded step runs them: each
+// Times the ops of a Llama decode step, as a recorded step runs them: each
 // op 32 times in one wick::Graph (one call per layer, each layer with its own tensors), the graph
 // replayed, microseconds per call. The shape is Llama 3 8B's at batch 1 by default (32 query
 // heads, 8 key heads, head dim 128, width 4096, feed-forward 14336), bf16, with the cache's first
@@ -6,7 +6,14 @@
 // (the positions past the context hidden by the mask). The first row times a fill of one row of
 // the width: the cost of any node of the graph.
 //
-//   bench_decode_ops [--context N] [--batch B] [--reps R]
+// With --qtype, each of a layer's four products (q, k and v stacked; o; gate and up stacked; down)
+// is timed the same way, with that block format's weights (bf16: dense weights), 32 layers of its
+// own so that the weights come from memory, and the weight bytes read per microsecond (GB/s)
+// printed beside a copy of 256 MiB timed alike.
+//
+//   bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]
+//
+// --product times only the products whose name holds NAME ("gate_up"), and no other op.
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
 #include <algorithm>
@@ -16,6 +23,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,11 +54,63 @@ double us_per_call(Device dev, int reps, const std::function<void(int)>& op) {
   return us[us.size() / 2];
 }
 
+// A layer's products for each format in `formats`, as the runner makes them: x (batch, 1, in) times
+// a weight (out, in) transposed, dense bf16 or blocks (256 random rows quantized, repeated).
+void time_products(Device dev, int reps, int64_t batch, const std::vector<std::string>& formats,
+                   const std::string& only) {
+  const Tensor from = Tensor::rand_uniform({int64_t{128} << 20}, -1, 1, DType::BF16, dev);
+  Tensor to = Tensor::zeros({from.numel()}, DType::BF16, dev);
+  const double copy_us = us_per_call(dev, reps, [&](int) { to.copy_from(from); });
+  const double copy_gbs = 2.0 * static_cast<double>(from.numel()) * 2.0 / (copy_us * 1e3);
+  std::printf("products, us per call in a graph (GB/s of weight bytes; copy of 256 MiB: %.2f us, %.0f GB/s):\n",
+              copy_us, copy_gbs);
+  struct Shape {
+    const char* name;
+    int64_t out, in;
+  };
+  const Shape shapes[] = {{"qkv 6144x4096", 6144, 4096},
+                          {"o 4096x4096", 4096, 4096},
+                          {"gate_up 28672x4096", 28672, 4096},
+                          {"down 4096x14336", 4096, 14336}};
+  for (const std::string& format : formats) {
+    const std::optional<quant::QType> q = quant::parse_qtype(format);
+    for (const Shape& s : shapes) {
+      if (std::string(s.name).find(only) == std::string::npos) continue;
+      std::vector<Tensor> dense;
+      std::vector<quant::QTensor> blocks;
+      std::vector<Tensor> xs;
+      int64_t bytes = 0;
+      for (int i = 0; i < kLayers; ++i) {
+        xs.push_back(Tensor::rand_uniform({batch, 1, s.in}, -1, 1, DType::BF16, dev));
+        if (q) {
+          const int64_t rows = 256;
+          const quant::QTensor block = quant::quantize(Tensor::rand_normal({rows, s.in}, 0.0, 0.02), *q).to_device(dev);
+          std::vector<int64_t> rows_of(static_cast<size_t>(s.out));
+          for (int64_t r = 0; r < s.out; ++r) rows_of[static_cast<size_t>(r)] = (r * 7 + i) % rows;
+          const Tensor which = Tensor::from_vector(rows_of, {s.out}, dev);
+          blocks.emplace_back(*q, s.out, s.in, block.bytes().index_select(which, 0));
+          bytes = blocks.back().nbytes();
+        } else {
+          dense.push_back(Tensor::rand_normal({s.out, s.in}, 0.0, 0.02, DType::BF16, dev));
+          bytes = s.out * s.in * 2;
+        }
+      }
+      const double us = us_per_call(dev, reps, [&](int i) {
+        (void)(q ? quant::qmatmul(xs[i], blocks[i]) : xs[i].matmul(dense[i].transpose(0, 1)));
+      });
+      const double gbs = static_cast<double>(bytes) / (us * 1e3);
+      std::printf("  %-5s %-20s %8.2f  (%5.0f GB/s, %.2f of copy)\n", format.c_str(), s.name, us, gbs, gbs / copy_gbs);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t context = 128, batch = 1;
   int reps = 9;
+  std::vector<std::string> products;
+  std::string only;  // --product: only the products whose name holds this, and none of the other ops
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--context" && i + 1 < argc) {
@@ -59,8 +119,18 @@ int main(int argc, char** argv) {
       batch = std::atoll(argv[++i]);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
+    } else if (a == "--product" && i + 1 < argc) {
+      only = argv[++i];
+    } else if (a == "--qtype" && i + 1 < argc) {
+      products.emplace_back(argv[++i]);
+      if (products.back() != "bf16" && !quant::parse_qtype(products.back())) {
+        std::fprintf(stderr, "bench_decode_ops: unknown block format '%s'\n", products.back().c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_decode_ops [--context N] [--batch B] [--reps R]\n");
+      std::fprintf(
+          stderr,
+          "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]\n");
       return 2;
     }
   }
@@ -136,6 +206,8 @@ int main(int argc, char** argv) {
       {"silu_mul",
        [&](int i) { (void)nn::silu_mul(gate_up[i].narrow(-1, 0, hidden), gate_up[i].narrow(-1, hidden, hidden)); }},
   };
-  for (const Row& r : rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
+  if (only.empty())
+    for (const Row& r : rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
+  if (!products.empty()) time_products(dev, reps, batch, products, only);
   return 0;
 }
