@@ -177,6 +177,55 @@ TEST_P(QuantTest, QmatmulMatchesTheDequantizedProduct) {
   }
 }
 
+// Q4_K's rows at every length the GPU's one-row kernel steps through (8 blocks a step: one block,
+// a step and a part, past 4096 values, where x is rounded once for all blocks), with a few or many
+// rows per group of lanes and every instantiated count of x's rows. Over so few values the error of
+// x's rounding does not average out as in the test above (up to 6e-4 here on the CPU), and a bf16
+// result holds each value only to 2^-9 of itself; a wrong group or scale errs by far more.
+TEST_P(QuantTest, Q4KProductsOfEveryRowLength) {
+  const Device dev = GetParam();
+  for (int64_t k : {256, 2816, 4352}) {
+    for (int64_t n : {1, 33, 517}) {
+      const Tensor w = Tensor::from_vector(random_values(n * k, 11 + n + k), {n, k}, dev);
+      const QTensor qw = quant::quantize(w, QType::Q4_K);
+      const Tensor wf = quant::dequantize(qw);
+      for (int64_t m : {1, 2, 3, 16}) {
+        for (DType dt : {DType::F32, DType::BF16}) {
+          const Tensor x = Tensor::from_vector(random_values(m * k, 200 + m), {m, k}, dev).to_dtype(dt);
+          const Tensor got = quant::qmatmul(x, qw);
+          const Tensor want = x.to_dtype(DType::F32).matmul(wf.t());
+          const double err =
+              relative_error(got.to_dtype(DType::F32).to_device(Device::cpu()).reshape({m * n}).to_vector<float>(),
+                             want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
+          EXPECT_LT(err, dt == DType::BF16 ? 4e-3 : 2e-3) << "k " << k << " n " << n << " m " << m << " " << dt;
+        }
+      }
+    }
+  }
+}
+
+// k4_pair_scale_min gives k4_scale_min's integers for both groups of every pair, on random bytes.
+TEST(QuantFormats, PairScalesAreK4Scales) {
+  namespace kq = kernels::quant;
+  for (uint64_t seed = 0; seed < 256; ++seed) {
+    const std::vector<float> r = random_values(12, seed + 3);
+    uint8_t s[12];
+    for (int i = 0; i < 12; ++i) s[i] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
+    uint32_t words[3];
+    std::memcpy(words, s, sizeof words);
+    for (int p = 0; p < 4; ++p) {
+      int sc[2], m[2];
+      kq::k4_pair_scale_min(words[0], words[1], words[2], p, sc, m);
+      for (int i = 0; i < 2; ++i) {
+        int want_sc, want_m;
+        kq::k4_scale_min(s, 2 * p + i, want_sc, want_m);
+        EXPECT_EQ(sc[i], want_sc) << "group " << 2 * p + i << " seed " << seed;
+        EXPECT_EQ(m[i], want_m) << "group " << 2 * p + i << " seed " << seed;
+      }
+    }
+  }
+}
+
 // block_scales gives group_scale's values bit for bit, on random bytes as blocks of every format.
 TEST(QuantFormats, BlockScalesAreGroupScales) {
   namespace kq = kernels::quant;

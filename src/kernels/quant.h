@@ -174,6 +174,21 @@ WICK_HD inline void k4_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   }
 }
 
+// k4_scale_min of groups 2p and 2p+1 (p = 0..3) at once, without branches, from the 12 scale bytes
+// as three little-endian words (bytes 0-3, 4-7, 8-11): the same integers. All eight scales and
+// minimums are formed bytewise, four to a word, then the pair's two bytes picked out.
+WICK_HD inline void k4_pair_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int p, int sc[2], int m[2]) {
+  // Groups 0-3: the low 6 bits of bytes 0-3 (scales) and 4-7 (minimums). Groups 4-7: the nibbles of
+  // bytes 8-11, under the top 2 bits of bytes 0-3 (scales) and 4-7 (minimums).
+  const uint32_t scales = p < 2 ? s0 & 0x3f3f3f3fu : (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
+  const uint32_t mins = p < 2 ? s1 & 0x3f3f3f3fu : ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+  const int shift = 16 * (p % 2);
+  sc[0] = static_cast<int>((scales >> shift) & 0xffu);
+  sc[1] = static_cast<int>((scales >> (shift + 8)) & 0xffu);
+  m[0] = static_cast<int>((mins >> shift) & 0xffu);
+  m[1] = static_cast<int>((mins >> (shift + 8)) & 0xffu);
+}
+
 // The 6-bit scale of group j (0..15) of Q3_K, biased by 32.
 WICK_HD inline int q3k_scale(const uint8_t* s, int j) {
   const int low = j < 8 ? s[j] & 0xf : s[j - 8] >> 4;
@@ -188,8 +203,14 @@ struct GroupScale {
   float m;
 };
 
-template <QType Q>
-WICK_HD GroupScale group_scale(const typename Format<Q>::Block& b, int g) {
+// f16 bits as f32 exactly, a NaN's payload too (ggml's conversion): the default of group_scale and
+// load_unit, which a product's kernel may replace by the hardware's conversion.
+struct ExactHalf {
+  WICK_HD float operator()(uint16_t bits) const { return detail::f16_bits_to_f32(bits); }
+};
+
+template <QType Q, typename Half = ExactHalf>
+WICK_HD GroupScale group_scale(const typename Format<Q>::Block& b, int g, Half half = {}) {
   if constexpr (Q == QType::Q4_0 || Q == QType::Q5_0 || Q == QType::Q8_0 || Q == QType::Q8_1) {
     return {half(b.d), 0.f};
   } else if constexpr (Q == QType::Q4_1 || Q == QType::Q5_1) {
@@ -362,18 +383,18 @@ struct Unit {
   GroupScale s[2];  // s[1]: the second group of a 16-value format
 };
 
-template <QType Q>
-WICK_HD Unit load_unit(const typename Format<Q>::Block& b, int j) {
+template <QType Q, typename Half = ExactHalf>
+WICK_HD Unit load_unit(const typename Format<Q>::Block& b, int j, Half half = {}) {
   using F = Format<Q>;
   Unit u;
   if constexpr (F::kGroup == 32) {
-    u.s[0] = group_scale<Q>(b, j);
+    u.s[0] = group_scale<Q>(b, j, half);
     u.s[1] = {0.f, 0.f};
     WICK_QUANT_UNROLL
     for (int w = 0; w < 8; ++w) u.w[w] = group_word<Q>(b, j, w);
   } else {
-    u.s[0] = group_scale<Q>(b, 2 * j);
-    u.s[1] = group_scale<Q>(b, 2 * j + 1);
+    u.s[0] = group_scale<Q>(b, 2 * j, half);
+    u.s[1] = group_scale<Q>(b, 2 * j + 1, half);
     WICK_QUANT_UNROLL
     for (int w = 0; w < 4; ++w) {
       u.w[w] = group_word<Q>(b, 2 * j, w);

@@ -5,7 +5,8 @@
 //     shared memory, where it fits), then each group of 32 lanes takes 1 to 4 weight rows at a time,
 //     chunk by chunk through shared memory; each lane unpacks a unit of 32 weights once, takes its
 //     4-byte integer dot products (dp4a / sdot4) with every row of x, and the lanes sum. Each weight
-//     byte is read from memory once.
+//     byte is read from memory once. Q4_K, whose blocks are whole 16-byte words, has a kernel of
+//     its own that loads each lane's part of a block straight into registers.
 //   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM.
 // No kernel depends on the warp or wave size: a group of 32 lanes is a warp on NVIDIA and half a
 // wave on AMD's wave-64 parts.
@@ -109,20 +110,20 @@ struct RoundedX {
 constexpr int kRoundLanes = 8;
 constexpr int kRoundBatch = 4;
 
-template <typename T>
-__device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int64_t count) {
-  const int64_t parts = rows * r.units * kRoundLanes;
-  for (int64_t base = 0; base < parts; base += kRoundBatch * count) {
+template <typename I, typename T>
+__device__ void round_x_indexed(const T* x, I rows, RoundedX r, I first, I count) {
+  const I units = static_cast<I>(r.units), parts = rows * units * kRoundLanes;
+  for (I base = 0; base < parts; base += kRoundBatch * count) {
     float v[kRoundBatch][4];
 #pragma unroll
     for (int j = 0; j < kRoundBatch; ++j) {
-      const int64_t i = base + j * count + first;
+      const I i = base + j * count + first;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[j][e] = i < parts ? kernels::to_opmath(x[4 * i + e]) : 0.f;
+      for (int e = 0; e < 4; ++e) v[j][e] = i < parts ? kernels::to_opmath(x[4 * static_cast<int64_t>(i) + e]) : 0.f;
     }
 #pragma unroll
     for (int j = 0; j < kRoundBatch; ++j) {
-      const int64_t i = base + j * count + first;
+      const I i = base + j * count + first;
       const int part = static_cast<int>(i % kRoundLanes);
       float amax = fmaxf(fmaxf(fabsf(v[j][0]), fabsf(v[j][1])), fmaxf(fabsf(v[j][2]), fabsf(v[j][3])));
 #pragma unroll
@@ -141,8 +142,8 @@ __device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int
       sum += shfl_xor(sum, 1, kRoundLanes);
       sum += shfl_xor(sum, 2, kRoundLanes);
       if (i < parts) {
-        const int64_t unit = i / kRoundLanes, t = unit / r.units, u = unit % r.units;
-        reinterpret_cast<uint32_t*>(r.words + (2 * t + part / 4) * r.units + u)[part % 4] = word;
+        const I unit = i / kRoundLanes, t = unit / units, u = unit - t * units;
+        reinterpret_cast<uint32_t*>(r.words + (2 * static_cast<int64_t>(t) + part / 4) * r.units + u)[part % 4] = word;
         if (part == 0) {
           r.scale[unit].d = d;
           r.scale[unit].s0 = d * static_cast<float>(sum);
@@ -152,6 +153,17 @@ __device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int
       }
     }
   }
+}
+
+// round_x_indexed with 32-bit indices where they fit: a 64-bit division is a long call on the GPU,
+// and each part takes two.
+template <typename T>
+__device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int64_t count) {
+  if (rows * r.units * kRoundLanes + (kRoundBatch + 1) * count <= INT32_MAX)
+    round_x_indexed<uint32_t>(x, static_cast<uint32_t>(rows), r, static_cast<uint32_t>(first),
+                              static_cast<uint32_t>(count));
+  else
+    round_x_indexed<int64_t>(x, rows, r, first, count);
 }
 
 // x rounded into global memory: for the products whose rounded x does not fit in a block's shared
@@ -165,6 +177,25 @@ __global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t r
 inline size_t rounded_x_bytes(int64_t m, int64_t k) {
   return static_cast<size_t>(m * k) + static_cast<size_t>(m * k / kq::kUnit) * sizeof(kq::ActScale);
 }
+
+// f16 bits as f32 through the hardware's conversion, for the products' scales (dequantize keeps
+// kq::half, which is also exact for a NaN's payload; a product with a NaN scale is NaN either way).
+__device__ inline float scale_f16(uint32_t bits) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(bits)));
+  return f;
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(bits)));
+#else
+  return kq::half(static_cast<uint16_t>(bits));
+#endif
+}
+
+// scale_f16 as load_unit's conversion.
+struct FastHalf {
+  __device__ float operator()(uint16_t bits) const { return scale_f16(bits); }
+};
 
 // ---- few rows: integer dot products -----------------------------------------------------------
 
@@ -300,7 +331,7 @@ __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __res
             for (int r = 0; r < R; ++r) {
               const auto* bytes = reinterpret_cast<const uint8_t*>(stage + r * S::kWords) + offset[r];
               const Block& b = reinterpret_cast<const Block*>(bytes)[local / S::kUnitsPerBlock];
-              const kq::Unit unit = kq::load_unit<Q>(b, local % S::kUnitsPerBlock);
+              const kq::Unit unit = kq::load_unit<Q>(b, local % S::kUnitsPerBlock, FastHalf{});
               acc[r][t] += kq::unit_dot<Q>(unit, aw, a, Dot4{});
             }
           }
@@ -324,64 +355,224 @@ __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __res
   }
 }
 
+// ---- few rows times Q4_K, straight from memory ------------------------------------------------
+
+// Q4_K blocks are 9 aligned 16-byte words: d, dmin and the 12 scale bytes, then 128 bytes of quants,
+// bytes 32p..32p+31 holding groups 2p (low nibbles) and 2p+1 (high nibbles). Each group of 32 lanes
+// takes one weight row at a time, kK4Blocks blocks per step: lane l takes block l / 4 of the step
+// and its groups 2c, 2c+1 (c = l % 4), loading the block's first word and its 32 bytes of quants as
+// three 16-byte words straight into registers, one step ahead of the math. Nothing is staged and
+// no scale is unpacked twice: on an H100 (Nsight Compute, 1 x 4096 times 28672x4096) the staged
+// kernel above issued 20.2 million instructions, 176 per 32 weights, and read at 0.64 of copy; this
+// one 13.6 million (before the rounding of x lost its 64-bit divisions) and 0.83.
+constexpr int kK4LanesPerBlock = 4;
+constexpr int kK4Blocks = kLanes / kK4LanesPerBlock;  // blocks per group and step
+// Steps loaded ahead of the one computed. Two (80 registers, 3 blocks per multiprocessor) ran no
+// faster on an H100 than one (64 registers, 4 blocks): 4096x4096 7.86 against 8.27 us, 28672x4096
+// 27.03 against 26.57, 4096x14336 17.49 against 16.54; the Llama 3 8B Q4_K decode 354.5 against
+// 353.5 tokens/s.
+constexpr int kK4Ahead = 1;
+constexpr int kK4MinBlocks = kK4Ahead == 1 ? 4 : 3;  // per multiprocessor: at most 64 or 80 registers
+// HIP reads __launch_bounds__'s second argument as waves per execution unit, another budget: the
+// kernel takes its block size alone there.
+#if defined(WICK_BACKEND_HIP)
+#define WICK_K4_LAUNCH_BOUNDS __launch_bounds__(kThreads)
+#else
+#define WICK_K4_LAUNCH_BOUNDS __launch_bounds__(kThreads, kK4MinBlocks)
+#endif
+static_assert(sizeof(kq::BlockQ4_K) == 9 * 16);
+
+struct K4Piece {
+  uint4 head;   // d, dmin, scales
+  uint4 qs[2];  // the lane's 32 bytes of quants
+};
+
+template <int M, typename T>
+__global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                      const T* __restrict__ x, bool round_here, RoundedX rx, int m,
+                                                      T* __restrict__ out) {
+  extern __shared__ uint4 quant_smem[];
+  const int lane = static_cast<int>(threadIdx.x % kLanes), c = lane % kK4LanesPerBlock;
+  const int64_t row_blocks = k / kq::Format<QType::Q4_K>::kValues;
+  const int64_t steps = (row_blocks + kK4Blocks - 1) / kK4Blocks;
+  const int64_t groups = int64_t{gridDim.x} * kGroups;
+  // The group's rows: first, first + groups, ..., each in `steps` steps (counted, not divided: a
+  // 64-bit division is a long call on the GPU).
+  const int64_t first = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes);
+  const uint4* words = reinterpret_cast<const uint4*>(w);
+  auto fetch = [&](int64_t row, int64_t step, K4Piece& p) {
+    const int64_t block = step * kK4Blocks + lane / kK4LanesPerBlock;
+    if (block < row_blocks) {
+      const uint4* b = words + (row * row_blocks + block) * 9;
+      p.head = b[0];
+      p.qs[0] = b[1 + 2 * c];
+      p.qs[1] = b[2 + 2 * c];
+    }
+  };
+  // kK4Ahead steps in flight: their pieces are loaded while one is computed.
+  int64_t ahead_row = first, ahead_step = 0;  // the next step to load
+  auto advance = [&](int64_t& row, int64_t& step) {
+    if (++step == steps) row += groups, step = 0;
+  };
+  K4Piece slot[kK4Ahead] = {};
+#pragma unroll
+  for (int i = 0; i < kK4Ahead; ++i)
+    if (ahead_row < n) fetch(ahead_row, ahead_step, slot[i]), advance(ahead_row, ahead_step);
+  if (round_here) {  // under the first loads
+    rx.words = quant_smem;
+    rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
+    round_x(x, m, rx, threadIdx.x, blockDim.x);
+  }
+  __syncthreads();  // x is rounded
+
+  float acc[M];
+#pragma unroll
+  for (int t = 0; t < M; ++t) acc[t] = 0.f;
+  int64_t row = first, step = 0;
+  // Step (row, step) from `piece`, which then takes the next step to load.
+  auto compute = [&](K4Piece& piece) {
+    const K4Piece p = piece;
+    if (ahead_row < n) fetch(ahead_row, ahead_step, piece), advance(ahead_row, ahead_step);
+    const int64_t block = step * kK4Blocks + lane / kK4LanesPerBlock;
+    if (block < row_blocks) {
+      int sc[2], mn[2];
+      kq::k4_pair_scale_min(p.head.y, p.head.z, p.head.w, c, sc, mn);
+      const float d = scale_f16(p.head.x & 0xffffu), dmin = scale_f16(p.head.x >> 16);
+      const float dw0 = d * static_cast<float>(sc[0]), dw1 = d * static_cast<float>(sc[1]);
+      const float mw0 = dmin * static_cast<float>(mn[0]), mw1 = dmin * static_cast<float>(mn[1]);
+      const uint32_t q[8] = {p.qs[0].x, p.qs[0].y, p.qs[0].z, p.qs[0].w, p.qs[1].x, p.qs[1].y, p.qs[1].z, p.qs[1].w};
+      const int64_t u = block * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;  // x's unit of group 2c
+#pragma unroll
+      for (int t = 0; t < M; ++t) {
+        if (t < m) {
+          const uint4 x0 = rx.lo(t, u), x1 = rx.hi(t, u), x2 = rx.lo(t, u + 1), x3 = rx.hi(t, u + 1);
+          const uint32_t a0[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+          const uint32_t a1[8] = {x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
+          int s0 = 0, s1 = 0;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            s0 = Dot4{}(q[i] & 0x0f0f0f0fu, a0[i], s0);
+            s1 = Dot4{}((q[i] >> 4) & 0x0f0f0f0fu, a1[i], s1);
+          }
+          const kq::ActScale e0 = rx.scale[t * rx.units + u], e1 = rx.scale[t * rx.units + u + 1];
+          acc[t] += dw0 * e0.d * static_cast<float>(s0) - mw0 * (e0.s0 + e0.s1) + dw1 * e1.d * static_cast<float>(s1) -
+                    mw1 * (e1.s0 + e1.s1);
+        }
+      }
+    }
+    if (step == steps - 1) {  // the row is done: the lanes sum
+#pragma unroll
+      for (int t = 0; t < M; ++t) {
+        const float sum = nn::group_all<kLanes>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
+        if (t < m && lane == 0) out[t * n + row] = kernels::from_opmath<T>(sum);
+        acc[t] = 0.f;
+      }
+    }
+    advance(row, step);
+  };
+  while (row < n) {  // the slots in turn, unrolled, so that they stay in registers
+#pragma unroll
+    for (int i = 0; i < kK4Ahead; ++i) {
+      compute(slot[i]);
+      if (row >= n) break;
+    }
+  }
+}
+#undef WICK_K4_LAUNCH_BOUNDS
+
 constexpr size_t kSharedBudget = 48 * 1024;  // the default limit of a block's shared memory
+
+// Calls f.template operator()<M>() with M the smallest instantiated count of x's rows >= m (<= 16).
+template <typename F>
+void dispatch_x_rows(int m, F&& f) {
+  if (m == 1)
+    f.template operator()<1>();
+  else if (m == 2)
+    f.template operator()<2>();
+  else if (m <= 4)
+    f.template operator()<4>();
+  else if (m <= 8)
+    f.template operator()<8>();
+  else
+    f.template operator()<16>();
+}
+
+// Where x is rounded for a dot kernel whose blocks hold `stage` bytes of shared memory of their own:
+// in every block where that takes each thread one batch of loads and x fits beside the stages (the
+// block's shared memory is then `shared` bytes); else once, here, into global memory by a kernel of
+// its own. Every block rounding a long x costs more than the extra launch (on an H100, 1 x 14336
+// q4_0: 0.43 of copy rounding in each block, 0.59 rounding once), and a short x the other way round
+// (1 x 4096: 0.32 against 0.20).
+struct XRounding {
+  RoundedX rx;
+  bool here = false;
+  size_t shared = 0;
+  StoragePtr storage;  // x rounded once
+};
+
+template <typename T>
+XRounding round_x_for(GpuBackend& b, const T* x, int m, int64_t k, size_t stage) {
+  XRounding r;
+  r.rx = RoundedX{nullptr, nullptr, k / kq::kUnit};
+  r.here = int64_t{m} * r.rx.units * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
+           stage + rounded_x_bytes(m, k) <= kSharedBudget;
+  r.shared = stage + (r.here ? rounded_x_bytes(m, k) : 0);
+  if (!r.here) {
+    r.storage = b.alloc(rounded_x_bytes(m, k));
+    r.rx.words = static_cast<uint4*>(r.storage->data());
+    r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
+    round_x_kernel<T><<<grid_for(m * r.rx.units * kRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
+    WICK_GPU_CHECK_LAUNCH();
+  }
+  return r;
+}
+
+// As many blocks of `kernel` as the device holds at once, or fewer where `units` (rows or row groups,
+// kGroups per block at a time) leave some without work, each taking an equal share (one more for
+// some), so that the rounding of x is shared by many rows.
+inline unsigned resident_grid(const GpuBackend& b, const void* kernel, size_t shared, int64_t units, int per_sm = 0) {
+  if (per_sm == 0) per_sm = b.blocks_per_sm(kernel, kThreads, shared);
+  const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * b.props().multiprocessors);
+  const int64_t per_block = (units + resident - 1) / resident;
+  return static_cast<unsigned>((units + per_block - 1) / per_block);
+}
 
 template <typename T>
 void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
-  const int64_t row_bytes = quant::row_bytes(qtype, k);
   const Stream stream = b.stream();
-  RoundedX rx{nullptr, nullptr, k / kq::kUnit};
-  StoragePtr rounded;
-  bool round_here = true;
+  if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+    dispatch_x_rows(m, [&]<int M>() {
+      const XRounding r = round_x_for(b, x, m, k, 0);
+      const auto kernel = q4k_rows_kernel<M, T>;
+      const unsigned grid =
+          resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + kGroups - 1) / kGroups);
+      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, m, out);
+    });
+    WICK_GPU_CHECK_LAUNCH();
+    return;
+  }
+  const int64_t row_bytes = quant::row_bytes(qtype, k);
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
-    // One group's rows at a time, R of them.
-    auto launch = [&]<int M, int R>(size_t smem, int64_t row_groups, int per_sm) {
-      const auto kernel = dot_rows_kernel<Q, M, R, T>;
-      if (per_sm == 0) per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(kernel), kThreads, smem);
-      // As many blocks as the device holds at once, each taking an equal share of the row groups
-      // (one more for some), so that the rounding of x is shared by many rows.
-      const int64_t resident = std::max<int64_t>(1, int64_t{per_sm} * b.props().multiprocessors);
-      const int64_t per_block = (row_groups + resident - 1) / resident;
-      const auto grid = static_cast<unsigned>((row_groups + per_block - 1) / per_block);
-      kernel<<<grid, kThreads, smem, stream>>>(w, n, k, row_bytes, x, round_here, rx, m, out);
-    };
-    auto go = [&]<int M>() {
+    dispatch_x_rows(m, [&]<int M>() {
       constexpr int kRows = kMaxRows<Q, M>;
       const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
-      // x is rounded in every block where that takes each thread one batch of loads and x fits
-      // beside the stages; else once, into global memory, by a kernel of its own. Every block
-      // rounding a long x costs more than the extra launch (on an H100, 1 x 14336 q4_0: 0.43 of
-      // copy rounding in each block, 0.59 rounding once), and a short x the other way round (1 x
-      // 4096: 0.32 against 0.20).
-      round_here = int64_t{m} * rx.units * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
-                   stage + rounded_x_bytes(m, k) <= kSharedBudget;
-      if (!round_here) {
-        rounded = b.alloc(rounded_x_bytes(m, k));
-        rx.words = static_cast<uint4*>(rounded->data());
-        rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
-        round_x_kernel<T><<<grid_for(m * rx.units * kRoundLanes, kThreads), kThreads, 0, stream>>>(x, m, rx);
-        WICK_GPU_CHECK_LAUNCH();
-      }
-      const size_t smem = stage + (round_here ? rounded_x_bytes(m, k) : 0);
+      const XRounding r = round_x_for(b, x, m, k, stage);
       // kRows rows per group where that still gives every slot of the device a block; else one.
-      const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(dot_rows_kernel<Q, M, kRows, T>), kThreads, smem);
+      const auto wide = dot_rows_kernel<Q, M, kRows, T>;
+      const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(wide), kThreads, r.shared);
       const int64_t groups = (n + kGroups * kRows - 1) / (kGroups * kRows);
       if constexpr (kRows > 1) {
-        if (groups < int64_t{per_sm} * b.props().multiprocessors)
-          return launch.template operator()<M, 1>(smem, (n + kGroups - 1) / kGroups, 0);
+        if (groups < int64_t{per_sm} * b.props().multiprocessors) {
+          const auto one = dot_rows_kernel<Q, M, 1, T>;
+          const unsigned grid =
+              resident_grid(b, reinterpret_cast<const void*>(one), r.shared, (n + kGroups - 1) / kGroups);
+          one<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
+          return;
+        }
       }
-      launch.template operator()<M, kRows>(smem, groups, per_sm);
-    };
-    if (m == 1)
-      go.template operator()<1>();
-    else if (m == 2)
-      go.template operator()<2>();
-    else if (m <= 4)
-      go.template operator()<4>();
-    else if (m <= 8)
-      go.template operator()<8>();
-    else
-      go.template operator()<16>();
+      const unsigned grid = resident_grid(b, reinterpret_cast<const void*>(wide), r.shared, groups, per_sm);
+      wide<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
+    });
   });
   WICK_GPU_CHECK_LAUNCH();
 }
