@@ -215,7 +215,7 @@ TEST(QuantFormats, PairScalesAreK4Scales) {
     std::memcpy(words, s, sizeof words);
     for (int p = 0; p < 4; ++p) {
       int sc[2], m[2];
-      kq::k4_pair_scale_min(words[0], words[1], words[2], p, sc, m);
+      kq::k4_pair_scale_min(words, p, sc, m);
       for (int i = 0; i < 2; ++i) {
         int want_sc, want_m;
         kq::k4_scale_min(s, 2 * p + i, want_sc, want_m);

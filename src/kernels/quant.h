@@ -174,14 +174,20 @@ WICK_HD inline void k4_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   }
 }
 
-// k4_scale_min of groups 2p and 2p+1 (p = 0..3) at once, without branches, from the 12 scale bytes
-// as three little-endian words (bytes 0-3, 4-7, 8-11): the same integers. All eight scales and
-// minimums are formed bytewise, four to a word, then the pair's two bytes picked out.
-WICK_HD inline void k4_pair_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int p, int sc[2], int m[2]) {
-  // Groups 0-3: the low 6 bits of bytes 0-3 (scales) and 4-7 (minimums). Groups 4-7: the nibbles of
-  // bytes 8-11, under the top 2 bits of bytes 0-3 (scales) and 4-7 (minimums).
-  const uint32_t scales = p < 2 ? s0 & 0x3f3f3f3fu : (s2 & 0x0f0f0f0fu) | ((s0 >> 2) & 0x30303030u);
-  const uint32_t mins = p < 2 ? s1 & 0x3f3f3f3fu : ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 2) & 0x30303030u);
+// k4_scale_min's integers four at a time, one per byte of a little-endian word: the scales
+// (mins = false) or minimums (true) of groups 4h..4h+3, from the 12 scale bytes as three
+// little-endian words s (bytes 0-3, 4-7, 8-11). Groups 0-3 are the low 6 bits of bytes 0-3 (scales)
+// and 4-7 (minimums); groups 4-7 are the low (scales) or high (minimums) nibbles of bytes 8-11 under
+// the top 2 bits of bytes 0-3 or 4-7.
+WICK_HD inline uint32_t k4_scale_word(const uint32_t* s, bool mins, int h) {
+  const uint32_t own = mins ? s[1] : s[0];
+  if (h == 0) return own & 0x3f3f3f3fu;
+  return ((mins ? s[2] >> 4 : s[2]) & 0x0f0f0f0fu) | ((own >> 2) & 0x30303030u);
+}
+
+// k4_scale_min of groups 2p and 2p+1 (p = 0..3), from the scale words as k4_scale_word takes them.
+WICK_HD inline void k4_pair_scale_min(const uint32_t* s, int p, int sc[2], int m[2]) {
+  const uint32_t scales = k4_scale_word(s, false, p / 2), mins = k4_scale_word(s, true, p / 2);
   const int shift = 16 * (p % 2);
   sc[0] = static_cast<int>((scales >> shift) & 0xffu);
   sc[1] = static_cast<int>((scales >> (shift + 8)) & 0xffu);

@@ -442,10 +442,8 @@ WICK_AVX512 void rows_k4_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_
       prefetch_ahead<sizeof(Block)>(&b);
       uint32_t s[3];
       __builtin_memcpy(s, b.scales, sizeof s);
-      const uint64_t scale_bytes = (s[0] & 0x3f3f3f3fu) | uint64_t{(s[2] & 0x0f0f0f0fu) | ((s[0] >> 2) & 0x30303030u)}
-                                                              << 32;
-      const uint64_t min_bytes =
-          (s[1] & 0x3f3f3f3fu) | uint64_t{((s[2] >> 4) & 0x0f0f0f0fu) | ((s[1] >> 2) & 0x30303030u)} << 32;
+      const uint64_t scale_bytes = kq::k4_scale_word(s, false, 0) | uint64_t{kq::k4_scale_word(s, false, 1)} << 32;
+      const uint64_t min_bytes = kq::k4_scale_word(s, true, 0) | uint64_t{kq::k4_scale_word(s, true, 1)} << 32;
       const __m256 scale =
           _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(scale_bytes)))),
                         _mm256_set1_ps(kq::half(b.d)));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "gpu/gpu_backend.h"
+#include "gpu/mma.cuh"
 #include "gpu/nn/slices.cuh"
 #include "kernels/numeric.h"
 #include "kernels/quant.h"
@@ -178,23 +179,10 @@ inline size_t rounded_x_bytes(int64_t m, int64_t k) {
   return static_cast<size_t>(m * k) + static_cast<size_t>(m * k / kq::kUnit) * sizeof(kq::ActScale);
 }
 
-// f16 bits as f32 through the hardware's conversion, for the products' scales (dequantize keeps
-// kq::half, which is also exact for a NaN's payload; a product with a NaN scale is NaN either way).
-__device__ inline float scale_f16(uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(static_cast<unsigned short>(bits)));
-  return f;
-#elif defined(__HIP_DEVICE_COMPILE__)
-  return static_cast<float>(__builtin_bit_cast(_Float16, static_cast<unsigned short>(bits)));
-#else
-  return kq::half(static_cast<uint16_t>(bits));
-#endif
-}
-
-// scale_f16 as load_unit's conversion.
+// The hardware's f16 conversion as load_unit's (dequantize keeps kq::half's, which also keeps a
+// NaN's payload; a product with a NaN scale is NaN either way).
 struct FastHalf {
-  __device__ float operator()(uint16_t bits) const { return scale_f16(bits); }
+  __device__ float operator()(uint16_t bits) const { return mma::f16_to_float(bits); }
 };
 
 // ---- few rows: integer dot products -----------------------------------------------------------
@@ -436,8 +424,10 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict_
     const int64_t block = step * kK4Blocks + lane / kK4LanesPerBlock;
     if (block < row_blocks) {
       int sc[2], mn[2];
-      kq::k4_pair_scale_min(p.head.y, p.head.z, p.head.w, c, sc, mn);
-      const float d = scale_f16(p.head.x & 0xffffu), dmin = scale_f16(p.head.x >> 16);
+      const uint32_t scale_words[3] = {p.head.y, p.head.z, p.head.w};
+      kq::k4_pair_scale_min(scale_words, c, sc, mn);
+      const FastHalf half;
+      const float d = half(static_cast<uint16_t>(p.head.x)), dmin = half(static_cast<uint16_t>(p.head.x >> 16));
       const float dw0 = d * static_cast<float>(sc[0]), dw1 = d * static_cast<float>(sc[1]);
       const float mw0 = dmin * static_cast<float>(mn[0]), mw1 = dmin * static_cast<float>(mn[1]);
       const uint32_t q[8] = {p.qs[0].x, p.qs[0].y, p.qs[0].z, p.qs[0].w, p.qs[1].x, p.qs[1].y, p.qs[1].z, p.qs[1].w};
