@@ -433,22 +433,45 @@ Json read_json(const std::string& path) {
   }
 }
 
+[[noreturn]] void json_fail(std::string_view file, std::string_view key, std::string_view what) {
+  throw io::FormatError(detail::str_cat("tokenizer: ", file, ": ", key, ": ", what));
+}
+
+// A member of a tokenizer.json object read as the type the reader wants: `fallback` where it is
+// absent or null, an error naming the file and the key where it has another type or `in` is not an
+// object (nlohmann's own accessors would throw its type_error, which no caller expects).
+const Json* member(std::string_view file, const Json& in, const char* key) {
+  if (!in.is_object()) json_fail(file, key, detail::str_cat("in ", in.dump(), ", which is not an object"));
+  const auto it = in.find(key);
+  return it == in.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string member_text(std::string_view file, const Json& in, const char* key, std::string_view fallback) {
+  const Json* v = member(file, in, key);
+  if (v == nullptr) return std::string(fallback);
+  if (!v->is_string()) json_fail(file, key, detail::str_cat(v->dump(), " is not a string"));
+  return v->get<std::string>();
+}
+
+bool member_flag(std::string_view file, const Json& in, const char* key, bool fallback) {
+  const Json* v = member(file, in, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) json_fail(file, key, detail::str_cat(v->dump(), " is not true or false"));
+  return v->get<bool>();
+}
+
 // The steps of a tokenizer.json pipeline stage ("Sequence" of steps, one step, or null).
-std::vector<const Json*> steps(const Json& j, const char* stage) {
+std::vector<const Json*> steps(std::string_view file, const Json& j, const char* stage) {
   std::vector<const Json*> out;
   const auto it = j.find(stage);
   if (it == j.end() || !it->is_object()) return out;
   const auto seq = it->find(it->find("pretokenizers") != it->end() ? "pretokenizers" : "normalizers");
-  if (it->value("type", "") == "Sequence" && seq != it->end() && seq->is_array()) {
+  if (member_text(file, *it, "type", "") == "Sequence" && seq != it->end() && seq->is_array()) {
     for (const Json& step : *seq) out.push_back(&step);
   } else {
     out.push_back(&*it);
   }
   return out;
-}
-
-[[noreturn]] void json_fail(std::string_view file, std::string_view key, std::string_view what) {
-  throw io::FormatError(detail::str_cat("tokenizer: ", file, ": ", key, ": ", what));
 }
 
 // A token's text in tokenizer_config.json: "<s>", or {"content": "<s>", ...}.
@@ -469,9 +492,12 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   auto fail = [&](std::string_view key, std::string_view what) { json_fail(name, key, what); };
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) fail("model", "missing");
   const Json& model = j["model"];
-  if (model.value("type", "BPE") != "BPE")
-    throw NotSupportedError(detail::str_cat("tokenizer: ", name, ": model type \"", model.value("type", ""),
-                                            "\" (wick reads \"BPE\")"));
+  auto text_at = [&](const Json& in, const char* key, std::string_view fallback) {
+    return member_text(name, in, key, fallback);
+  };
+  auto flag_at = [&](const Json& in, const char* key, bool fallback) { return member_flag(name, in, key, fallback); };
+  if (const std::string type = text_at(model, "type", "BPE"); type != "BPE")
+    throw NotSupportedError(detail::str_cat("tokenizer: ", name, ": model type \"", type, "\" (wick reads \"BPE\")"));
   if (!model.contains("vocab") || !model["vocab"].is_object()) fail("model.vocab", "missing");
 
   auto v = std::make_shared<Vocab>();
@@ -479,35 +505,37 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   // (byte_fallback, U+2581 for spaces) does not.
   bool byte_level = false;
   const Json* split = nullptr;
-  for (const Json* step : steps(j, "pre_tokenizer")) {
-    const std::string type = step->value("type", "");
+  for (const Json* step : steps(name, j, "pre_tokenizer")) {
+    const std::string type = text_at(*step, "type", "");
     if (type == "ByteLevel") {
       byte_level = true;
-      if (step->value("add_prefix_space", false)) fail("pre_tokenizer", "ByteLevel add_prefix_space (not supported)");
-      if (split == nullptr && step->value("use_regex", true)) split = step;
+      if (flag_at(*step, "add_prefix_space", false))
+        fail("pre_tokenizer", "ByteLevel add_prefix_space (not supported)");
+      if (split == nullptr && flag_at(*step, "use_regex", true)) split = step;
     } else if (type == "Split") {
       split = step;
     } else if (type == "Metaspace") {
-      v->add_space_prefix = step->value("prepend_scheme", "always") != "never" && step->value("add_prefix_space", true);
+      v->add_space_prefix =
+          text_at(*step, "prepend_scheme", "always") != "never" && flag_at(*step, "add_prefix_space", true);
     } else {
       throw NotSupportedError(detail::str_cat("tokenizer: ", name, ": pre_tokenizer step \"", type, "\""));
     }
   }
   v->kind = byte_level ? Kind::Bpe : Kind::Spm;
   if (!byte_level) {
-    for (const Json* step : steps(j, "normalizer"))
-      if (step->value("type", "") == "Prepend") v->add_space_prefix = true;
+    for (const Json* step : steps(name, j, "normalizer"))
+      if (text_at(*step, "type", "") == "Prepend") v->add_space_prefix = true;
   } else {
     v->add_space_prefix = false;
     std::string pattern(kGpt2Pattern);
-    if (split != nullptr && split->value("type", "") == "Split") {
+    if (split != nullptr && text_at(*split, "type", "") == "Split") {
       const auto p = split->find("pattern");
       if (p == split->end() || !p->is_object() || !p->contains("Regex") || !(*p)["Regex"].is_string())
         fail("pre_tokenizer", "a Split step without a Regex pattern");
       pattern = (*p)["Regex"].get<std::string>();
     }
     v->regex = std::make_unique<Regex>(pattern);
-    v->ignore_merges = model.value("ignore_merges", false);
+    v->ignore_merges = flag_at(model, "ignore_merges", false);
   }
 
   int64_t n = 0;
@@ -544,7 +572,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   for (const Json& t : added) {
     const auto i = static_cast<size_t>(t["id"].get<int64_t>());
     v->tokens[i] = t["content"].get<std::string>();
-    v->types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+    v->types[i] = flag_at(t, "special", false) ? TokenType::Control : TokenType::UserDefined;
   }
   for (int32_t i = 0; i < static_cast<int32_t>(n); ++i) v->ids[v->tokens[static_cast<size_t>(i)]] = i;
   if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
@@ -591,7 +619,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
                                                   (*post)["single"].is_array() && !(*post)["single"].empty()) {
     const Json& single = (*post)["single"];
     auto special = [&](const Json& item) -> int32_t {
-      return item.contains("SpecialToken") ? v->find(item["SpecialToken"].value("id", "")) : -1;
+      return item.contains("SpecialToken") ? v->find(text_at(item["SpecialToken"], "id", "")) : -1;
     };
     const int32_t first = special(single.front()), last = special(single.back());
     if (v->bos < 0) v->bos = first;

@@ -273,6 +273,23 @@ TEST(Tokenizer, FromTokenizerJson) {
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("badmerge.json")), io::FormatError, "model.merges", "7");
   dir.write("step.json", R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "model": {"type": "BPE", "vocab": {"a": 0}}})");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("step.json")), NotSupportedError, "BertPreTokenizer");
+  // Members of another type than the reader's are named, whichever member it is.
+  dir.write("modeltype.json", R"({"model": {"type": [["a", "b"]], "vocab": {"a": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("modeltype.json")), io::FormatError, "modeltype.json", "type",
+                    "not a string");
+  dir.write(
+      "stepflag.json",
+      R"({"pre_tokenizer": {"type": "ByteLevel", "use_regex": "no"}, "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("stepflag.json")), io::FormatError, "use_regex", "\"no\"",
+                    "not true or false");
+  dir.write(
+      "stepitem.json",
+      R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [3]}, "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("stepitem.json")), io::FormatError, "type", "in 3", "not an object");
+  dir.write(
+      "special.json",
+      R"({"added_tokens": [{"id": 1, "content": "<s>", "special": 1}], "model": {"type": "BPE", "vocab": {"a": 0}}})");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("special.json")), io::FormatError, "special", "not true or false");
   dir.write("broken.json", "{");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("broken.json")), io::FormatError, "broken.json", "not JSON");
 }
