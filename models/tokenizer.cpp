@@ -5,17 +5,16 @@
 #include "wick/models/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <pcre2.h>
 #include <queue>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 namespace wick::models {
 
@@ -48,6 +47,21 @@ void check_utf8(std::string_view s) {
     if (n == 0) throw Error(detail::str_cat("tokenizer: encode: the text is not valid UTF-8 at byte ", i));
     i += n;
   }
+}
+
+// The byte a SentencePiece byte token stands for: "<0x0A>" is 0x0a. Other text (a token that a
+// file calls a byte token but spells otherwise) is none.
+std::optional<char> byte_token(std::string_view text) {
+  if (text.size() != 6 || !text.starts_with("<0x") || text.back() != '>') return std::nullopt;
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
+  const int hi = digit(text[3]), lo = digit(text[4]);
+  if (hi < 0 || lo < 0) return std::nullopt;
+  return static_cast<char>(hi << 4 | lo);
 }
 
 std::string utf8(uint32_t cp) {
@@ -566,7 +580,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   for (const auto& [text, id] : model["vocab"].items()) {
     const auto i = static_cast<size_t>(id.get<int64_t>());
     v->tokens[i] = text;
-    const bool byte = !byte_level && text.size() == 6 && text.starts_with("<0x") && text.back() == '>';
+    const bool byte = !byte_level && byte_token(text).has_value();
     v->types[i] = byte ? TokenType::Byte : TokenType::Normal;
   }
   for (const Json& t : added) {
@@ -701,8 +715,7 @@ std::string Tokenizer::piece(int32_t id, bool special, bool first) const {
     case TokenType::UserDefined: return text;
     case TokenType::Unknown: return v_->kind == Kind::Spm ? std::string("\xe2\x96\x85") : text;
     case TokenType::Byte:
-      if (v_->kind == Kind::Spm && text.size() == 6 && text.starts_with("<0x") && text.back() == '>')
-        return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+      if (const std::optional<char> b = byte_token(text); v_->kind == Kind::Spm && b) return std::string(1, *b);
       break;
     default: break;
   }

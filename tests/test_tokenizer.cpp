@@ -98,6 +98,27 @@ TEST(Tokenizer, SentencePieceMergesByScore) {
   EXPECT_EQ(t.decode(t.encode("h\xc3\xa9 world")), "h\xc3\xa9 world");
 }
 
+// A token a file types as a byte but spells otherwise ("<0xZZ>") decodes as its text; a
+// tokenizer.json token so spelled is an ordinary token.
+TEST(Tokenizer, ByteTokensSpelledOtherwiseAreText) {
+  std::vector<Token> tokens = spm_tokens();
+  tokens.push_back({"<0xZZ>", -1, TokenType::Byte});
+  tokens.push_back({"<0x4a>", -1, TokenType::Byte});
+  const Tokenizer t = load(vocab_writer("llama", tokens));
+  const auto n = static_cast<int32_t>(tokens.size());
+  EXPECT_EQ(t.piece(n - 2), "<0xZZ>");
+  EXPECT_EQ(t.piece(n - 1), "J");
+  EXPECT_EQ(t.piece(3 + 0x41), "A");
+
+  TempDir dir;
+  dir.write("tokenizer.json",
+            R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {"<0xZZ>": 0, "<0x41>": 1}}})");
+  const Tokenizer j = Tokenizer::open(dir.file("tokenizer.json"));
+  EXPECT_EQ(j.type(0), TokenType::Normal);
+  EXPECT_EQ(j.type(1), TokenType::Byte);
+  EXPECT_EQ(j.decode(std::vector<int32_t>{0, 1}), "<0xZZ>A");
+}
+
 TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
   const Tokenizer t = spm();
   const int32_t hello = id_of(t, kSp + "hello"), tool = id_of(t, "<tool>");

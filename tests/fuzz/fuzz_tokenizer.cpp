@@ -64,10 +64,16 @@ std::string token_text(Bytes& in) {
                                        "\n"};
   const uint8_t sel = in.byte();
   if (sel < 64) return kKnown[sel % std::size(kKnown)];
-  if (sel < 112) {
+  if (sel < 104) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "<0x%02X>", in.byte());
     return hex;
+  }
+  if (sel < 112) {  // a byte token's spelling around any two bytes ("<0xZZ>")
+    std::string text = "<0x";
+    text += static_cast<char>(in.byte());
+    text += static_cast<char>(in.byte());
+    return text + ">";
   }
   return short_text(in);
 }
