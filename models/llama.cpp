@@ -562,7 +562,8 @@ LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dty
 
 LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype, const dist::Communicator& comm,
                             WeightMemory memory) {
-  if (std::filesystem::is_directory(path)) return from_checkpoint(path, device, dtype, comm, memory);
+  std::error_code ec;  // a path that cannot be looked at is no directory: GgufFile::open names it
+  if (std::filesystem::is_directory(path, ec)) return from_checkpoint(path, device, dtype, comm, memory);
   return from_gguf(io::GgufFile::open(path), device, dtype, comm, memory);
 }
 

@@ -499,7 +499,8 @@ std::string token_text(const Json& j) {
 
 Tokenizer Tokenizer::from_json(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path file = fs::is_directory(path) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  std::error_code ec;  // paths that cannot be looked at are no directories and no files
+  const fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
   const fs::path dir = file.parent_path();
   const std::string name = file.string();
   const Json j = read_json(name);
@@ -621,7 +622,9 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
 
   // BOS and EOS as tokenizer_config.json names them, else as the post-processor's template adds
   // them; generation also ends at generation_config.json's eos_token_id.
-  const Json config = fs::exists(dir / "tokenizer_config.json") ? read_json((dir / "tokenizer_config.json").string()) : Json::object();
+  const Json config = fs::exists(dir / "tokenizer_config.json", ec)
+                          ? read_json((dir / "tokenizer_config.json").string())
+                          : Json::object();
   std::optional<bool> add_bos, add_eos;
   if (config.is_object()) {
     if (config.contains("bos_token")) v->bos = v->find(token_text(config["bos_token"]));
@@ -643,7 +646,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   v->add_bos = add_bos.value_or(v->bos >= 0) && v->bos >= 0;
   v->add_eos = add_eos.value_or(false) && v->eos >= 0;
   std::vector<int32_t> ends{v->eos};
-  if (fs::exists(dir / "generation_config.json")) {
+  if (fs::exists(dir / "generation_config.json", ec)) {
     const Json gen = read_json((dir / "generation_config.json").string());
     if (gen.is_object() && gen.contains("eos_token_id")) {
       const Json& e = gen["eos_token_id"];
@@ -656,7 +659,8 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
 }
 
 Tokenizer Tokenizer::open(const std::string& path) {
-  if (std::filesystem::is_directory(path) || path.ends_with(".json")) return from_json(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) || path.ends_with(".json")) return from_json(path);
   return from_gguf(io::GgufFile::open(path));
 }
 

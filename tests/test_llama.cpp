@@ -258,6 +258,8 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
   w.set("llama.attention.sliding_window", GgufValue::i64(-4));
   WICK_EXPECT_ERROR(LlamaModel::from_gguf(io::GgufFile::parse(w.bytes(), "tiny.gguf")), io::FormatError,
                     "sliding_window", "-4 is negative");
+  // A path the file system cannot look at (a name past NAME_MAX) is a file that cannot be opened.
+  WICK_EXPECT_ERROR(LlamaModel::open(std::string(5000, 'a'), device()), Error, "cannot open");
   const LlamaModel model = load(Tiny{}, device());
   auto cache = model.make_cache(1, 4);
   WICK_EXPECT_ERROR(model.forward(Tensor::from_vector(kTokens, {1, 9}), cache), ShapeError, "capacity");

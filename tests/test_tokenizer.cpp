@@ -311,6 +311,8 @@ TEST(Tokenizer, FromTokenizerJson) {
       "special.json",
       R"({"added_tokens": [{"id": 1, "content": "<s>", "special": 1}], "model": {"type": "BPE", "vocab": {"a": 0}}})");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("special.json")), io::FormatError, "special", "not true or false");
+  WICK_EXPECT_ERROR(Tokenizer::open(std::string(5000, 'a')), Error, "cannot open");
+  WICK_EXPECT_ERROR(Tokenizer::open(std::string(5000, 'a') + ".json"), io::FormatError, "cannot be read");
   dir.write("broken.json", "{");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("broken.json")), io::FormatError, "broken.json", "not JSON");
 }
