@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
-#include <nlohmann/json.hpp>
-
+#include "json.h"
 #include "wick/ops.h"
 
 namespace wick::models {
@@ -140,14 +138,7 @@ struct JsonConfig {
 }  // namespace
 
 LlamaConfig LlamaConfig::from_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw io::FormatError(detail::str_cat("llama: ", path, ": cannot be read"));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw io::FormatError(detail::str_cat("llama: ", path, ": not JSON (", e.what(), ")"));
-  }
+  const nlohmann::json j = read_json_file(path, "llama");
   if (!j.is_object()) throw io::FormatError(detail::str_cat("llama: ", path, ": not a JSON object"));
   const JsonConfig f{path, j};
   LlamaConfig c;

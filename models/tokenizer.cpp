@@ -9,12 +9,12 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <pcre2.h>
 #include <queue>
 #include <unordered_map>
+
+#include "json.h"
 
 namespace wick::models {
 
@@ -437,15 +437,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw io::FormatError(detail::str_cat("tokenizer: ", path, ": cannot be read"));
-  try {
-    return Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw io::FormatError(detail::str_cat("tokenizer: ", path, ": not JSON (", e.what(), ")"));
-  }
-}
+Json read_json(const std::string& path) { return read_json_file(path, "tokenizer"); }
 
 [[noreturn]] void json_fail(std::string_view file, std::string_view key, std::string_view what) {
   throw io::FormatError(detail::str_cat("tokenizer: ", file, ": ", key, ": ", what));

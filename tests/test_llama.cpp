@@ -371,6 +371,12 @@ TEST(LlamaConfig, FromJson) {
   dir.write("text.json", "not json");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("text.json")), io::FormatError, "text.json", "not JSON");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("absent.json")), io::FormatError, "absent.json");
+  // A value nested 100000 deep (which nlohmann would print, compare and free by recursion): refused
+  // while it is read.
+  dir.write("deep.json",
+            R"({"model_type": "llama", "vocab_size": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("deep.json")), io::FormatError, "deep.json",
+                    "nest deeper than 32");
 }
 
 // Greedy generation through the KV cache picks what the argmax of a whole-sequence forward picks,

@@ -313,6 +313,10 @@ TEST(Tokenizer, FromTokenizerJson) {
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("special.json")), io::FormatError, "special", "not true or false");
   WICK_EXPECT_ERROR(Tokenizer::open(std::string(5000, 'a')), Error, "cannot open");
   WICK_EXPECT_ERROR(Tokenizer::open(std::string(5000, 'a') + ".json"), io::FormatError, "cannot be read");
+  // An id nested 100000 deep, which the error message would print by recursion: refused while read.
+  dir.write("deep.json", R"({"model": {"type": "BPE", "vocab": {"a": )" + std::string(100000, '[') +
+                             std::string(100000, ']') + "}}}");
+  WICK_EXPECT_ERROR(Tokenizer::open(dir.file("deep.json")), io::FormatError, "deep.json", "nest deeper than 32");
   dir.write("broken.json", "{");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("broken.json")), io::FormatError, "broken.json", "not JSON");
 }
