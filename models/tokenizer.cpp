@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <pcre2.h>
 #include <queue>
@@ -142,13 +143,23 @@ struct Regex {
   // The pieces of `s` (valid UTF-8): each match, and any text between matches as a piece too.
   std::vector<std::string_view> split(std::string_view s) const {
     std::vector<std::string_view> out;
-    pcre2_match_data* md = pcre2_match_data_create_from_pattern(code, nullptr);
+    const std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+        pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
     if (md == nullptr) throw OutOfMemoryError("tokenizer: cannot allocate PCRE2 match data");
     size_t at = 0;
     while (at < s.size()) {
-      const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at, PCRE2_NO_UTF_CHECK, md, nullptr);
-      if (rc < 0) break;
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), at, PCRE2_NO_UTF_CHECK,
+                                 md.get(), nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) break;
+      if (rc < 0) {
+        // PCRE2's match limit (a pattern that backtracks without end) or another failure: the text
+        // cannot be split as the file asks.
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(rc, message, sizeof message);
+        throw Error(detail::str_cat("tokenizer: encode: the pre-tokenizer pattern failed at byte ", at, ": ",
+                                    reinterpret_cast<const char*>(message)));
+      }
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
       size_t begin = ov[0], end = ov[1];
       if (begin > at) out.push_back(s.substr(at, begin - at));
       if (end == begin) end = begin + std::max<size_t>(1, utf8_length(s, begin));  // never stall on an empty match
@@ -156,7 +167,6 @@ struct Regex {
       at = end;
     }
     if (at < s.size()) out.push_back(s.substr(at));
-    pcre2_match_data_free(md);
     return out;
   }
 };

@@ -317,6 +317,15 @@ TEST(Tokenizer, FromTokenizerJson) {
   dir.write("deep.json", R"({"model": {"type": "BPE", "vocab": {"a": )" + std::string(100000, '[') +
                              std::string(100000, ']') + "}}}");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("deep.json")), io::FormatError, "deep.json", "nest deeper than 32");
+  // A pattern that backtracks without end stops at PCRE2's match limit, an Error, not silence.
+  dir.write(
+      "backtrack.json",
+      R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(a+)+$"}},)"
+      R"( {"type": "ByteLevel", "use_regex": false}]}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}})");
+  const Tokenizer backtracking = Tokenizer::open(dir.file("backtrack.json"));
+  EXPECT_EQ(backtracking.encode("aab", false), (std::vector<int32_t>{0, 0, 1}));
+  WICK_EXPECT_ERROR(backtracking.encode(std::string(40, 'a') + "b"), Error, "pre-tokenizer pattern failed at byte 0",
+                    "limit");
   dir.write("broken.json", "{");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("broken.json")), io::FormatError, "broken.json", "not JSON");
 }
