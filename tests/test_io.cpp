@@ -163,6 +163,23 @@ TEST(Gguf, AlignmentIsKept) {
   WICK_EXPECT_ERROR(bad.bytes(), FormatError, "general.alignment", "48");
 }
 
+// GgufValue is an aggregate: a value whose C++ type is not its GGUF type's, an array item of
+// another type, or a type past GGUF's are FormatErrors naming the key when the file is written.
+TEST(Gguf, WriterRefusesValuesOfAnotherType) {
+  const auto refused = [](const std::string& key, GgufValue v, auto... words) {
+    GgufWriter w;
+    w.set(key, std::move(v));
+    WICK_EXPECT_ERROR(w.bytes(), FormatError, key, words...);
+  };
+  refused("a.string", GgufValue{GgufType::U32, std::string("x")}, "a u32 value that holds a string");
+  refused("a.float", GgufValue{GgufType::F32, uint64_t{3}}, "a f32 value that holds an unsigned integer");
+  refused("a.bool", GgufValue{GgufType::Bool, 1.5}, "a bool value that holds a float");
+  refused("a.array", GgufValue::array({GgufType::I32, {GgufValue::u32(1)}}), "an array of i32 holds a u32");
+  refused("a.item", GgufValue::array({GgufType::I32, {GgufValue{GgufType::I32, true}}}),
+          "a i32 value that holds a bool");
+  refused("a.type", GgufValue{static_cast<GgufType>(99), uint64_t{1}}, "value type 99");
+}
+
 TEST(Gguf, EveryTruncationIsAFormatError) {
   GgufWriter w = sample_writer();
   w.add("z.last", Tensor::from_vector(ramp(8, 1.f), {8}));  // 32 bytes: the file ends with its data

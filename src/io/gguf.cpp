@@ -356,9 +356,20 @@ void put_string(std::vector<uint8_t>& out, const std::string& s) {
   out.insert(out.end(), s.begin(), s.end());
 }
 
-void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
-  auto u = [&] { return std::get<uint64_t>(v.value); };
-  auto i = [&] { return std::get<int64_t>(v.value); };
+// The C++ value a GgufValue of v.type holds; a FormatError naming `key` where it holds another
+// (GgufValue is an aggregate, so {GgufType::U32, std::string("x")} can be made).
+template <typename T>
+const T& held(const GgufValue& v, std::string_view key) {
+  if (const T* p = std::get_if<T>(&v.value)) return *p;
+  static constexpr std::string_view kinds[] = {
+      "an unsigned integer", "a signed integer", "a float", "a bool", "a string", "an array"};
+  throw FormatError(
+      detail::str_cat("gguf: ", key, ": a ", gguf_type_name(v.type), " value that holds ", kinds[v.value.index()]));
+}
+
+void put_value(std::vector<uint8_t>& out, const GgufValue& v, std::string_view key) {
+  auto u = [&] { return held<uint64_t>(v, key); };
+  auto i = [&] { return held<int64_t>(v, key); };
   switch (v.type) {
     case GgufType::U8: return put<uint8_t>(out, static_cast<uint8_t>(u()));
     case GgufType::I8: return put<int8_t>(out, static_cast<int8_t>(i()));
@@ -366,24 +377,27 @@ void put_value(std::vector<uint8_t>& out, const GgufValue& v) {
     case GgufType::I16: return put<int16_t>(out, static_cast<int16_t>(i()));
     case GgufType::U32: return put<uint32_t>(out, static_cast<uint32_t>(u()));
     case GgufType::I32: return put<int32_t>(out, static_cast<int32_t>(i()));
-    case GgufType::F32: return put<float>(out, static_cast<float>(std::get<double>(v.value)));
+    case GgufType::F32: return put<float>(out, static_cast<float>(held<double>(v, key)));
     case GgufType::U64: return put<uint64_t>(out, u());
     case GgufType::I64: return put<int64_t>(out, i());
-    case GgufType::F64: return put<double>(out, std::get<double>(v.value));
-    case GgufType::Bool: return put<uint8_t>(out, std::get<bool>(v.value) ? 1 : 0);
-    case GgufType::String: return put_string(out, std::get<std::string>(v.value));
+    case GgufType::F64: return put<double>(out, held<double>(v, key));
+    case GgufType::Bool: return put<uint8_t>(out, held<bool>(v, key) ? 1 : 0);
+    case GgufType::String: return put_string(out, held<std::string>(v, key));
     case GgufType::Array: {
-      const GgufArray& a = std::get<GgufArray>(v.value);
+      const GgufArray& a = held<GgufArray>(v, key);
       put<uint32_t>(out, static_cast<uint32_t>(a.type));
       put<uint64_t>(out, a.items.size());
       for (const GgufValue& item : a.items) {
         if (item.type != a.type)
-          throw FormatError(detail::str_cat("gguf: an array of ", gguf_type_name(a.type), " holds a ", gguf_type_name(item.type)));
-        put_value(out, item);
+          throw FormatError(detail::str_cat("gguf: ", key, ": an array of ", gguf_type_name(a.type), " holds a ",
+                                            gguf_type_name(item.type)));
+        put_value(out, item, key);
       }
       return;
     }
   }
+  throw FormatError(
+      detail::str_cat("gguf: ", key, ": value type ", static_cast<uint32_t>(v.type), " is not a GGUF type"));
 }
 
 }  // namespace
@@ -402,7 +416,7 @@ std::vector<uint8_t> GgufWriter::bytes() const {
   for (const auto& [k, v] : metadata_) {
     put_string(out, k);
     put<uint32_t>(out, static_cast<uint32_t>(v.type));
-    put_value(out, v);
+    put_value(out, v, k);
   }
   const std::string file = "<writer>";
   int64_t offset = 0;
