@@ -407,6 +407,22 @@ TEST(Safetensors, DtypesWickLacksAreListedNotRead) {
   WICK_EXPECT_ERROR(f.tensor(*f.find_tensor("q")), DTypeError, "bad.safetensors", "q", "I8");
 }
 
+// The header is JSON, which holds UTF-8 text only: names and metadata of other bytes are refused
+// when they are given, their bytes shown escaped.
+TEST(Safetensors, WriterRefusesTextThatIsNotUtf8) {
+  SafetensorsWriter w;
+  const Tensor t = Tensor::from_vector(ramp(3, 1.f), {3});
+  WICK_EXPECT_ERROR(w.add("w\xff", t), FormatError, "tensor name", "\"w\\xff\"", "not UTF-8");
+  WICK_EXPECT_ERROR(w.set("k\xc3", "v"), FormatError, "metadata key", "k\\xc3");
+  WICK_EXPECT_ERROR(w.set("k", "\xed\xa0\x80"), FormatError, "metadata k's value", "\\xed\\xa0\\x80");
+  w.add("w\xc3\xa9", t);
+  w.set("k\xe2\x96\x81", "\xf0\x9f\x99\x82");
+  const SafetensorsFile f = SafetensorsFile::parse(w.bytes(), "utf8.safetensors");
+  ASSERT_EQ(f.tensors().size(), 1u);
+  EXPECT_EQ(f.tensors()[0].name, "w\xc3\xa9");
+  EXPECT_EQ(f.metadata().at(0).second, "\xf0\x9f\x99\x82");
+}
+
 TEST(Safetensors, EveryTruncationIsAFormatError) {
   const std::vector<uint8_t> whole = every_dtype_writer().bytes();
   for (size_t n = 0; n < whole.size(); ++n) {

@@ -284,7 +284,33 @@ Tensor SafetensorsCheckpoint::tensor(std::string_view name, Device device) const
 
 // ---- writing ------------------------------------------------------------------------------------
 
+namespace {
+
+// JSON holds UTF-8 text only: a tensor name or metadata entry of other bytes is refused when it is
+// given, named with its bytes outside printable ASCII written as \xNN.
+void check_utf8(std::string_view what, const std::string& text) {
+  try {
+    (void)Json(text).dump();
+  } catch (const Json::exception&) {
+    std::string shown;
+    for (const char c : text) {
+      const auto b = static_cast<unsigned char>(c);
+      if (b >= 0x20 && b < 0x7f) {
+        shown += c;
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        shown += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+      }
+    }
+    throw FormatError(detail::str_cat("safetensors: ", what, " \"", shown, "\" is not UTF-8, which JSON needs"));
+  }
+}
+
+}  // namespace
+
 void SafetensorsWriter::set(std::string key, std::string value) {
+  check_utf8("metadata key", key);
+  check_utf8(detail::str_cat("metadata ", key, "'s value"), value);
   for (auto& [k, v] : metadata_)
     if (k == key) {
       v = std::move(value);
@@ -295,6 +321,7 @@ void SafetensorsWriter::set(std::string key, std::string value) {
 
 void SafetensorsWriter::add(std::string name, const Tensor& t) {
   if (name == kMetadataKey) throw ShapeError(detail::str_cat("safetensors: a tensor cannot be named ", kMetadataKey));
+  check_utf8("tensor name", name);
   for (const Entry& e : tensors_)
     if (e.name == name) throw ShapeError(detail::str_cat("safetensors: tensor ", name, " added twice"));
   Entry e{std::move(name), std::string(safetensors_name(t.dtype())), t.shape().to_vector(), {}};
