@@ -5,13 +5,14 @@
 #include "wick/models/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <pcre2.h>
 #include <queue>
 #include <unordered_map>
 
