@@ -103,6 +103,8 @@ class GgufFile {
   const GgufTensor* find_tensor(std::string_view name) const;
 
   // A tensor's bytes as the file holds them (valid while this GgufFile or a copy lives).
+  // data, tensor and qtensor read only this file's own entries: an entry of another file, or a copy
+  // whose fields were changed, is an Error naming both (no call reads outside the file).
   std::span<const uint8_t> data(const GgufTensor& t) const;
   // A tensor of a dtype (F32, F16, BF16, F64, I16, I32, I64) on `device`; DTypeError for a block
   // format (use qtensor). On the CPU the tensor aliases the file's mapping without a copy (writes to
@@ -116,6 +118,8 @@ class GgufFile {
  private:
   GgufFile() = default;
   void parse_all();
+  // This file's entry of t's name, where t is it or an equal copy of it; else an Error.
+  const GgufTensor& own(const GgufTensor& t) const;
 
   std::shared_ptr<const impl::FileBytes> bytes_;
   std::string name_;
@@ -184,6 +188,7 @@ class SafetensorsFile {
   const SafetensorsTensor* find_tensor(std::string_view name) const;
 
   // A tensor's bytes as the file holds them (valid while this SafetensorsFile or a copy lives).
+  // data and tensor read only this file's own entries, as GgufFile's do.
   std::span<const uint8_t> data(const SafetensorsTensor& t) const;
   // The tensor on `device`: on the CPU it aliases the mapping as GgufFile::tensor does (where the
   // bytes are aligned for the dtype; else a copy), on a GPU the bytes are copied. DTypeError for a
@@ -193,6 +198,7 @@ class SafetensorsFile {
  private:
   SafetensorsFile() = default;
   void parse_all();
+  const SafetensorsTensor& own(const SafetensorsTensor& t) const;
 
   std::shared_ptr<const impl::FileBytes> bytes_;
   std::string name_;

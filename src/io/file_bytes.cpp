@@ -21,14 +21,23 @@ FileBytes::~FileBytes() {
 
 std::shared_ptr<const FileBytes> FileBytes::map(const std::string& path, std::string_view format) {
   auto bytes = std::make_shared<FileBytes>();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: a FIFO opens at once (to be refused below) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(detail::str_cat(format, ": cannot open ", path, ": ", std::strerror(errno)));
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    throw Error(detail::str_cat(format, ": ", path, " is not a regular file", e != 0 ? ": " : "",
-                                      e != 0 ? std::strerror(e) : ""));
+    throw Error(detail::str_cat(format, ": cannot look at ", path, ": ", std::strerror(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(st.st_mode)                          ? "a directory"
+                       : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                    : "not a regular file";
+    throw Error(detail::str_cat(format, ": ", path, " is ", kind, ", not a regular file"));
   }
   bytes->size = static_cast<int64_t>(st.st_size);
   if (bytes->size > 0) {

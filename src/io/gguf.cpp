@@ -291,16 +291,32 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::span<const uint8_t> GgufFile::data(const GgufTensor& t) const {
+const GgufTensor& GgufFile::own(const GgufTensor& t) const {
+  const GgufTensor* mine = find_tensor(t.name);
+  if (mine == nullptr)
+    throw Error(detail::str_cat("gguf: ", name_, ": no tensor named ", t.name, " (an entry of another file?)"));
+  if (mine != &t && (mine->shape != t.shape || mine->ggml_type != t.ggml_type || mine->dtype != t.dtype ||
+                     mine->qtype != t.qtype || mine->offset != t.offset || mine->nbytes != t.nbytes))
+    throw Error(detail::str_cat("gguf: ", name_, ": ", t.name, ": the entry (shape ", t.shape, ", offset ", t.offset,
+                                ", ", t.nbytes, " bytes) is not this file's (shape ", mine->shape, ", offset ",
+                                mine->offset, ", ", mine->nbytes,
+                                " bytes): an entry of another file, or one changed since"));
+  return *mine;
+}
+
+std::span<const uint8_t> GgufFile::data(const GgufTensor& entry) const {
+  const GgufTensor& t = own(entry);
   return {bytes_->data + data_start_ + t.offset, static_cast<size_t>(t.nbytes)};
 }
 
-Tensor GgufFile::tensor(const GgufTensor& t, Device device) const {
+Tensor GgufFile::tensor(const GgufTensor& entry, Device device) const {
+  const GgufTensor& t = own(entry);
   if (!t.dtype) throw DTypeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": a ", quant::qtype_name(*t.qtype), " tensor (read it with qtensor)"));
   return impl::tensor_over(bytes_, data(t).data(), *t.dtype, t.shape, device);
 }
 
-quant::QTensor GgufFile::qtensor(const GgufTensor& t, Device device) const {
+quant::QTensor GgufFile::qtensor(const GgufTensor& entry, Device device) const {
+  const GgufTensor& t = own(entry);
   if (!t.qtype) throw DTypeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": a ", *t.dtype, " tensor (read it with tensor)"));
   if (t.shape.rank() > 2) throw ShapeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": shape ", t.shape, " is not 2-D"));
   const int64_t cols = t.shape.back(), rows = t.shape.rank() == 2 ? t.shape[0] : 1;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "core/checked.h"
 #include "core/dispatch.h"
@@ -56,10 +57,19 @@ std::string_view safetensors_name(DType dtype) {
   throw FormatError(detail::str_cat("safetensors: ", file, ": ", field, ": ", what));
 }
 
-// JSON text that the parser takes, bounded in depth: a deeper value is refused as it is met.
+// JSON text that the parser takes, bounded in depth: a deeper value is refused as it is met. A
+// key that appears twice in one object is refused too (nlohmann's parser keeps the last silently):
+// a header naming a tensor twice, or an index mapping one twice.
 Json parse_json(const uint8_t* text, int64_t size, const std::string& file, std::string_view what) {
-  const auto depth_limit = [&](int depth, Json::parse_event_t, Json&) {
+  std::vector<std::unordered_set<std::string>> keys;  // the keys of each object open, innermost last
+  const auto depth_limit = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth > kMaxDepth) fail(file, what, detail::str_cat("objects and arrays nest deeper than ", kMaxDepth));
+    if (event == Json::parse_event_t::object_start) keys.emplace_back();
+    if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == Json::parse_event_t::key && !keys.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!keys.back().insert(key).second) fail(file, key, "the key appears twice");
+    }
     return true;
   };
   try {
@@ -132,6 +142,9 @@ void SafetensorsFile::parse_all() {
     const DtypeName* d = find_dtype(t.dtype_name);
     if (d == nullptr) fail(name_, f, detail::str_cat("unknown dtype \"", t.dtype_name, "\""));
     t.dtype = d->dtype;
+    if (shape->size() > static_cast<size_t>(kMaxRank))
+      fail(name_, f,
+           detail::str_cat("shape of rank ", shape->size(), " (wick's tensors have at most ", kMaxRank, " dims)"));
     std::vector<int64_t> dims;
     for (const Json& dim : *shape) dims.push_back(count_of(dim, name_, f));
     t.shape = Shape(dims);
@@ -177,11 +190,26 @@ const SafetensorsTensor* SafetensorsFile::find_tensor(std::string_view name) con
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::span<const uint8_t> SafetensorsFile::data(const SafetensorsTensor& t) const {
+const SafetensorsTensor& SafetensorsFile::own(const SafetensorsTensor& t) const {
+  const SafetensorsTensor* mine = find_tensor(t.name);
+  if (mine == nullptr)
+    throw Error(detail::str_cat("safetensors: ", name_, ": no tensor named ", t.name, " (an entry of another file?)"));
+  if (mine != &t && (mine->shape != t.shape || mine->dtype_name != t.dtype_name || mine->dtype != t.dtype ||
+                     mine->offset != t.offset || mine->nbytes != t.nbytes))
+    throw Error(detail::str_cat("safetensors: ", name_, ": ", t.name, ": the entry (shape ", t.shape, ", offset ",
+                                t.offset, ", ", t.nbytes, " bytes) is not this file's (shape ", mine->shape,
+                                ", offset ", mine->offset, ", ", mine->nbytes,
+                                " bytes): an entry of another file, or one changed since"));
+  return *mine;
+}
+
+std::span<const uint8_t> SafetensorsFile::data(const SafetensorsTensor& entry) const {
+  const SafetensorsTensor& t = own(entry);
   return {bytes_->data + data_start_ + t.offset, static_cast<size_t>(t.nbytes)};
 }
 
-Tensor SafetensorsFile::tensor(const SafetensorsTensor& t, Device device) const {
+Tensor SafetensorsFile::tensor(const SafetensorsTensor& entry, Device device) const {
+  const SafetensorsTensor& t = own(entry);
   if (!t.dtype) throw DTypeError(detail::str_cat("safetensors: ", name_, ": ", t.name, ": wick has no dtype for ", t.dtype_name));
   return impl::tensor_over(bytes_, data(t).data(), *t.dtype, t.shape, device);
 }

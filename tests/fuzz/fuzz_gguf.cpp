@@ -1,11 +1,14 @@
 // Fuzzes the GGUF reader (include/wick/io.h) with the fuzzer's bytes as a file: parsing either
 // succeeds or raises a wick::Error that names "gguf"; what it accepts must hold together (every
 // tensor's bytes inside the file, none overlapping, its byte count its shape's), and every accepted
-// tensor and metadata value must read back without a sanitizer report.
+// tensor and metadata value must read back without a sanitizer report. Entries of the file read
+// through another file, another file's entries read through it, and its entries changed after they
+// were read (moved, grown, retyped) must be refused or read inside the file.
 #include <algorithm>
 
 #include "fuzz_input.h"
 #include "wick/io.h"
+#include "wick/quant.h"
 
 namespace wick::fuzz {
 namespace {
@@ -21,6 +24,39 @@ size_t walk(const io::GgufValue& v) {
     }
   }
   return n;
+}
+
+uint8_t touch(std::span<const uint8_t> bytes) {
+  uint8_t x = 0;
+  for (uint8_t b : bytes) x ^= b;  // every byte is inside a mapping (ASan checks)
+  return x;
+}
+
+// Reads entry t through f every way there is: an Error, or bytes inside f.
+void read_through(const io::GgufFile& f, const io::GgufTensor& t) {
+  step([&] { (void)touch(f.data(t)); });
+  if (t.shape.numel() > (int64_t{1} << 16)) return;
+  step([&] { (void)f.tensor(t); });
+  step([&] { (void)f.qtensor(t); });
+}
+
+void foreign_entries(const io::GgufFile& f) {
+  static const io::GgufFile other = [] {
+    io::GgufWriter w;
+    w.add("w", Tensor::from_vector(std::vector<float>(64, 0.5f), {2, 32}));
+    w.add("q", quant::quantize(Tensor::from_vector(std::vector<float>(64, 0.25f), {2, 32}), quant::QType::Q8_0));
+    return io::GgufFile::parse(w.bytes(), "other.gguf");
+  }();
+  for (const io::GgufTensor& t : other.tensors()) read_through(f, t);
+  for (const io::GgufTensor& t : f.tensors()) {
+    read_through(other, t);
+    io::GgufTensor moved = t, grown = t, retyped = t;
+    moved.offset = t.offset > (int64_t{1} << 50) ? 0 : t.offset + (int64_t{1} << 40);
+    grown.nbytes = t.nbytes + 4096;
+    grown.shape = Shape({t.shape.numel() + 1024});
+    if (t.dtype) retyped.dtype = *t.dtype == DType::F64 ? DType::F32 : DType::F64;
+    for (const io::GgufTensor* changed : {&moved, &grown, &retyped}) read_through(f, *changed);
+  }
 }
 
 void file(const uint8_t* data, size_t size) {
@@ -50,6 +86,7 @@ void file(const uint8_t* data, size_t size) {
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) require(ranges[i - 1].second <= ranges[i].first, "tensors overlap");
+  foreign_entries(*f);
   (void)touched;
 }
 
