@@ -26,6 +26,9 @@ namespace {
   throw io::FormatError(detail::str_cat("tokenizer: ", f.name(), ": ", key, ": ", what));
 }
 
+// A key as GgufValue's accessors name it in their errors: with the file.
+std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
+
 // The length of the UTF-8 character at s[i] (1 to 4), or 0 where the bytes there are not one.
 size_t utf8_length(std::string_view s, size_t i) {
   const auto b = static_cast<unsigned char>(s[i]);
@@ -311,7 +314,21 @@ struct Tokenizer::Vocab {
     }
   }
 
-  void encode_bpe(std::string_view fragment, std::vector<int32_t>& out) const {
+  // `at`: the fragment's offset in the text, for messages.
+  // A byte-level vocabulary without the byte's symbol nor an unknown token cannot spell the text:
+  // an Error naming the character of `word` (at `at` in the text) whose symbol begins at byte
+  // `symbol` of `mapped` (word's bytes as symbols, one each), never a character dropped.
+  [[noreturn]] static void no_token(std::string_view word, std::string_view mapped, size_t symbol, size_t at) {
+    size_t k = 0;  // the byte of word that the symbol stands for
+    for (size_t i = 0; i < symbol && i < mapped.size(); i += std::max<size_t>(1, utf8_length(mapped, i))) ++k;
+    size_t start = k;  // the character holding that byte
+    while (start > 0 && (static_cast<unsigned char>(word[start]) & 0xC0) == 0x80) --start;
+    const size_t n = std::max<size_t>(1, utf8_length(word, start));
+    throw Error(detail::str_cat("tokenizer: encode: \"", word.substr(start, n), "\" at byte ", at + start,
+                                " has no token (the vocabulary has neither its bytes' tokens nor an unknown token)"));
+  }
+
+  void encode_bpe(std::string_view fragment, size_t at, std::vector<int32_t>& out) const {
     const ByteMap& bytes = byte_map();
     for (std::string_view word : regex->split(fragment)) {
       std::string mapped;
@@ -340,6 +357,9 @@ struct Tokenizer::Vocab {
             out.push_back(id);
           else if (unk >= 0)
             out.push_back(unk);
+          else
+            no_token(word, mapped, static_cast<size_t>(p.data() - mapped.data()) + i,
+                     at + static_cast<size_t>(word.data() - fragment.data()));
           i += n;
         }
       }
@@ -359,7 +379,7 @@ void read_array(const io::GgufFile& f, std::string_view key, int64_t count, bool
     return;
   }
   if (v->type != io::GgufType::Array) fail(f, key, "not an array");
-  const io::GgufArray& a = v->as_array(key);
+  const io::GgufArray& a = v->as_array(in_file(f, key));
   if (count >= 0 && static_cast<int64_t>(a.items.size()) != count)
     fail(f, key, detail::str_cat(a.items.size(), " items for ", count, " tokens"));
   for (size_t i = 0; i < a.items.size(); ++i) item(i, a.items[i]);
@@ -367,14 +387,14 @@ void read_array(const io::GgufFile& f, std::string_view key, int64_t count, bool
 
 bool find_bool(const io::GgufFile& f, std::string_view key, bool fallback) {
   const io::GgufValue* v = f.find(key);
-  return v == nullptr ? fallback : v->as_bool(key);
+  return v == nullptr ? fallback : v->as_bool(in_file(f, key));
 }
 
 // The id under `key`, -1 where the file has none; a FormatError where it is not a token.
 int32_t find_id(const io::GgufFile& f, std::string_view key, int64_t tokens) {
   const io::GgufValue* v = f.find(key);
   if (v == nullptr) return -1;
-  const int64_t id = v->as_int(key);
+  const int64_t id = v->as_int(in_file(f, key));
   if (id < 0 || id >= tokens) fail(f, key, detail::str_cat("token ", id, " is outside the vocabulary of ", tokens));
   return static_cast<int32_t>(id);
 }
@@ -385,7 +405,7 @@ Tokenizer Tokenizer::from_gguf(const io::GgufFile& f) {
   auto v = std::make_shared<Vocab>();
   const io::GgufValue* model = f.find("tokenizer.ggml.model");
   if (model == nullptr) fail(f, "tokenizer.ggml.model", "missing");
-  const std::string& name = model->as_string("tokenizer.ggml.model");
+  const std::string& name = model->as_string(in_file(f, "tokenizer.ggml.model"));
   if (name == "llama") {
     v->kind = Kind::Spm;
   } else if (name == "gpt2") {
@@ -396,29 +416,30 @@ Tokenizer Tokenizer::from_gguf(const io::GgufFile& f) {
                                             "\" (wick reads \"llama\" and \"gpt2\")"));
   }
 
-  read_array(f, "tokenizer.ggml.tokens", -1, true, [&](size_t, const io::GgufValue& t) {
-    v->tokens.push_back(t.as_string("tokenizer.ggml.tokens"));
-  });
+  const std::string tokens_key = in_file(f, "tokenizer.ggml.tokens");
+  read_array(f, "tokenizer.ggml.tokens", -1, true,
+             [&](size_t, const io::GgufValue& t) { v->tokens.push_back(t.as_string(tokens_key)); });
   const auto n = static_cast<int64_t>(v->tokens.size());
   if (n == 0 || n > (int64_t{1} << 31) - 1) fail(f, "tokenizer.ggml.tokens", detail::str_cat(n, " tokens"));
   v->scores.assign(static_cast<size_t>(n), 0.f);
   v->types.assign(static_cast<size_t>(n), TokenType::Normal);
-  read_array(f, "tokenizer.ggml.scores", n, false, [&](size_t i, const io::GgufValue& s) {
-    v->scores[i] = static_cast<float>(s.as_float("tokenizer.ggml.scores"));
-  });
+  const std::string scores_key = in_file(f, "tokenizer.ggml.scores"),
+                    types_key = in_file(f, "tokenizer.ggml.token_type");
+  read_array(f, "tokenizer.ggml.scores", n, false,
+             [&](size_t i, const io::GgufValue& s) { v->scores[i] = static_cast<float>(s.as_float(scores_key)); });
   read_array(f, "tokenizer.ggml.token_type", n, false, [&](size_t i, const io::GgufValue& t) {
-    const int64_t type = t.as_int("tokenizer.ggml.token_type");
+    const int64_t type = t.as_int(types_key);
     if (type < 0 || type > 6) fail(f, "tokenizer.ggml.token_type", detail::str_cat("type ", type, " of token ", i));
     v->types[i] = static_cast<TokenType>(type);
   });
   for (int32_t i = 0; i < n; ++i) v->ids[v->tokens[static_cast<size_t>(i)]] = i;  // a repeated text: the last id
   if (v->kind == Kind::Bpe) {
     int32_t rank = 0;
-    read_array(f, "tokenizer.ggml.merges", -1, true, [&](size_t, const io::GgufValue& m) {
-      v->merge_rank.emplace(m.as_string("tokenizer.ggml.merges"), rank++);
-    });
+    const std::string merges_key = in_file(f, "tokenizer.ggml.merges");
+    read_array(f, "tokenizer.ggml.merges", -1, true,
+               [&](size_t, const io::GgufValue& m) { v->merge_rank.emplace(m.as_string(merges_key), rank++); });
     const io::GgufValue* pre = f.find("tokenizer.ggml.pre");
-    const std::string pre_name = pre == nullptr ? "default" : pre->as_string("tokenizer.ggml.pre");
+    const std::string pre_name = pre == nullptr ? "default" : pre->as_string(in_file(f, "tokenizer.ggml.pre"));
     std::string_view pattern;
     if (pre_name == "llama-bpe" || pre_name == "llama3") {
       pattern = kLlama3Pattern;
@@ -707,7 +728,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
       v_->encode_spm(f.text, after_special, out);
       after_special = false;
     } else {
-      v_->encode_bpe(f.text, out);
+      v_->encode_bpe(f.text, static_cast<size_t>(f.text.data() - text.data()), out);
     }
   }
   if (add_special && v_->add_eos) out.push_back(v_->eos);

@@ -361,5 +361,34 @@ TEST(Tokenizer, BrokenMetadataIsNamed) {
   }
 }
 
+// A byte-level vocabulary without the byte tokens cannot spell every text: without an unknown
+// token that is an Error naming the character and its offset, never a character dropped.
+TEST(Tokenizer, CharactersNoTokenSpellsAreNamed) {
+  GgufWriter w = vocab_writer("gpt2", {{"a"}, {"b"}, {"c"}, {"<unk>", 0, TokenType::Unknown}});
+  w.set("tokenizer.ggml.merges", strings({}));
+  w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+  const Tokenizer plain = load(w);
+  EXPECT_EQ(plain.encode("abc"), (std::vector<int32_t>{0, 1, 2}));
+  WICK_EXPECT_ERROR(plain.encode("ab\xc3\xa9"
+                                 "c"),
+                    Error, "\"\xc3\xa9\" at byte 2", "has no token");
+  WICK_EXPECT_ERROR(plain.encode("cab x"), Error, "\" \" at byte 3");
+  w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(3));
+  const Tokenizer with_unk = load(w);
+  EXPECT_EQ(with_unk.encode("ab\xc3\xa9"
+                            "c"),
+            (std::vector<int32_t>{0, 1, 3, 3, 2}));
+}
+
+// Wrong-typed metadata is named with its file and key.
+TEST(Tokenizer, WrongTypesNameTheFile) {
+  GgufWriter w = vocab_writer("llama", spm_tokens());
+  w.set("tokenizer.ggml.model", GgufValue::u32(1));
+  WICK_EXPECT_ERROR(load(w), io::FormatError, "vocab.gguf", "tokenizer.ggml.model", "string");
+  w = vocab_writer("llama", spm_tokens());
+  w.set("tokenizer.ggml.bos_token_id", GgufValue::string("1"));
+  WICK_EXPECT_ERROR(load(w), io::FormatError, "vocab.gguf", "tokenizer.ggml.bos_token_id", "integer");
+}
+
 }  // namespace
 }  // namespace wick::test

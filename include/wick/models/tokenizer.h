@@ -44,7 +44,9 @@ class Tokenizer {
   // The ids of `text`, which must be valid UTF-8 (an Error naming the byte offset otherwise).
   // add_special: the BOS token first (and EOS last) where the vocabulary asks for them. The text of
   // a user-defined token always becomes that token; the text of a control token (BOS, EOS,
-  // <|eot_id|>, ...) does only with parse_special, and is tokenized as text otherwise.
+  // <|eot_id|>, ...) does only with parse_special, and is tokenized as text otherwise. A character
+  // the vocabulary cannot spell (no token, no byte tokens, no unknown token) is an Error naming it
+  // and its byte offset; no character is ever dropped.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true, bool parse_special = false) const;
   // The UTF-8 text of `ids`: control tokens (BOS, EOS, ...) are left out unless `special`. An id
   // outside the vocabulary is an IndexError.
