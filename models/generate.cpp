@@ -181,10 +181,25 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   size_t longest = 0;
   GenerateResult r;
   r.tokens.resize(static_cast<size_t>(b));
-  for (const auto& p : prompts) {
+  const int64_t vocab = model.config().vocab;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    const auto& p = prompts[s];
     if (p.empty()) throw ShapeError("generate: an empty prompt (start it with BOS)");
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i] < 0 || p[i] >= vocab)
+        throw IndexError(detail::str_cat("generate: token ", p[i], " (prompt ", s, ", position ", i,
+                                         ") is outside the model's vocabulary of ", vocab));
     longest = std::max(longest, p.size());
     r.prompt_tokens += static_cast<int64_t>(p.size());
+  }
+  // The tokens drawn are those the tokenizer can spell: a checkpoint's logits may pass its
+  // tokenizer's size (rows padded to a round number), never fall short of it.
+  int64_t pickable = vocab;
+  if (tokenizer != nullptr) {
+    if (tokenizer->size() > vocab)
+      throw ShapeError(detail::str_cat("generate: a tokenizer of ", tokenizer->size(), " tokens beside a model of ",
+                                       vocab, " logits"));
+    pickable = tokenizer->size();
   }
   const auto t0 = static_cast<int64_t>(longest);
   // Generation stops where the sequences fill the model's context, as llama.cpp stops at its
@@ -195,7 +210,6 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
                                      context, " positions"));
   const int64_t max_tokens = context > 0 ? std::min(options.max_tokens, context - t0) : options.max_tokens;
   const int64_t capacity = t0 + max_tokens;
-  const int64_t vocab = model.config().vocab;
   // A model split over ranks: rank 0 picks the tokens and says which sequences end, and the other
   // ranks take its word (their draws and callbacks could differ), so that all run the same steps.
   const dist::Communicator& comm = model.communicator();
@@ -240,7 +254,8 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
     if (!follower) {
       for (int64_t s = 0; s < b; ++s) {
         if (done[static_cast<size_t>(s)]) continue;
-        const int32_t id = sampler->sample({host.data() + s * vocab, static_cast<size_t>(vocab)}, history[static_cast<size_t>(s)]);
+        const int32_t id =
+            sampler->sample({host.data() + s * vocab, static_cast<size_t>(pickable)}, history[static_cast<size_t>(s)]);
         const bool go_on = on_token ? on_token(s, id) : true;
         word[static_cast<size_t>(s)] = id;
         word[static_cast<size_t>(b + s)] =

@@ -15,7 +15,8 @@ namespace wick::models {
 inline constexpr int kMaxJsonDepth = 32;
 
 // The parsed text of the file at `path`. An io::FormatError "<reader>: <path>: ..." when the file
-// cannot be read, is not JSON, or nests deeper than kMaxJsonDepth.
+// cannot be read, is not a regular file (a FIFO, a device, a directory), is not JSON, or nests
+// deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::string& path, std::string_view reader);
 
 }  // namespace wick::models

@@ -19,21 +19,31 @@ namespace {
   throw io::FormatError(detail::str_cat("llama: ", f.name(), ": ", field, ": ", what));
 }
 
+// A key as GgufValue's accessors name it in their errors: with the file.
+std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
+
+// Sizes read from a file are at most 2^40 each; a model has at most kMaxLayers layers (real ones
+// have a few hundred) and heads of at most kMaxHeadDim (real ones: 64 to 256), so that a hostile
+// count is refused before a loop of that length starts.
+constexpr int64_t kMaxSize = int64_t{1} << 40;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+
 int64_t positive(const io::GgufFile& f, const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
   const io::GgufValue* v = f.find(key);
   if (v == nullptr) {
     if (fallback) return *fallback;
     fail(f, key, "missing");
   }
-  const int64_t n = v->as_int(key);
-  if (n <= 0 || n > (int64_t{1} << 40)) fail(f, key, detail::str_cat(n, " is not a positive size"));
+  const int64_t n = v->as_int(in_file(f, key));
+  if (n <= 0 || n > kMaxSize) fail(f, key, detail::str_cat(n, " is not a positive size"));
   return n;
 }
 
 double number(const io::GgufFile& f, const std::string& key, double fallback) {
   const io::GgufValue* v = f.find(key);
   if (v == nullptr) return fallback;
-  const double x = v->as_float(key);
+  const double x = v->as_float(in_file(f, key));
   if (!std::isfinite(x) || x <= 0) fail(f, key, detail::str_cat(x, " is not finite and positive"));
   return x;
 }
@@ -44,26 +54,13 @@ constexpr int64_t kMaxWeights = int64_t{1} << 62;
 int64_t saturated_mul(int64_t a, int64_t b) { return b != 0 && a > kMaxWeights / b ? kMaxWeights + 1 : a * b; }
 int64_t saturated_add(int64_t a, int64_t b) { return a > kMaxWeights - b ? kMaxWeights + 1 : a + b; }
 
-// Refuses sizes whose weights would number more than kMaxWeights (a FormatError naming the file).
-void check_weight_count(const LlamaConfig& c, const std::string& source) {
-  const int64_t q = saturated_mul(saturated_mul(c.heads, c.head_dim), c.dim);
-  const int64_t kv = saturated_mul(saturated_mul(c.kv_heads, c.head_dim), c.dim);
-  const int64_t layer = saturated_add(saturated_add(saturated_mul(q, 2), saturated_mul(kv, 2)),
-                                      saturated_mul(saturated_mul(c.hidden, c.dim), 3));
-  const int64_t total = saturated_add(saturated_mul(c.layers, layer), saturated_mul(saturated_mul(c.vocab, c.dim), 2));
-  if (total > kMaxWeights)
-    throw io::FormatError(detail::str_cat("llama: ", source, ": the sizes (width ", c.dim, ", MLP ", c.hidden, ", ",
-                                          c.layers, " layers, ", c.heads, " heads and ", c.kv_heads, " KV heads of ",
-                                          c.head_dim, ", vocabulary ", c.vocab, ") describe more than 2^62 weights"));
-}
-
 }  // namespace
 
 LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   LlamaConfig c;
   const io::GgufValue* arch = f.find("general.architecture");
   if (arch == nullptr) fail(f, "general.architecture", "missing");
-  c.architecture = arch->as_string("general.architecture");
+  c.architecture = arch->as_string(in_file(f, "general.architecture"));
   if (c.architecture != "llama" && c.architecture != "qwen2")
     throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture,
                                             "\" (wick runs \"llama\" and \"qwen2\")"));
@@ -74,6 +71,9 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   c.heads = positive(f, a + "attention.head_count");
   c.kv_heads = positive(f, a + "attention.head_count_kv", c.heads);
   c.context = positive(f, a + "context_length");
+  if (c.dim < c.heads && f.find(a + "attention.key_length") == nullptr)
+    fail(f, a + "embedding_length",
+         detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
   c.head_dim = positive(f, a + "attention.key_length", c.dim / c.heads);
   if (c.heads % c.kv_heads != 0)
     fail(f, a + "attention.head_count_kv", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
@@ -84,13 +84,19 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   c.rms_eps = number(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_theta = number(f, a + "rope.freq_base", 10000);
   if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) {
-    c.window = w->as_int(a + "attention.sliding_window");
+    c.window = w->as_int(in_file(f, a + "attention.sliding_window"));
     if (c.window < 0) fail(f, a + "attention.sliding_window", detail::str_cat(c.window, " is negative"));
   }
   c.interleaved_rope = c.architecture == "llama";
-  if (const io::GgufValue* tokens = f.find("tokenizer.ggml.tokens")) c.vocab = static_cast<int64_t>(tokens->as_array().items.size());
-  c.vocab = positive(f, a + "vocab_size", c.vocab > 0 ? std::optional<int64_t>(c.vocab) : std::nullopt);
-  check_weight_count(c, f.name());
+  int64_t tokens = 0;
+  if (const io::GgufValue* t = f.find("tokenizer.ggml.tokens"))
+    tokens = static_cast<int64_t>(t->as_array(in_file(f, "tokenizer.ggml.tokens")).items.size());
+  c.vocab = positive(f, a + "vocab_size", tokens > 0 ? std::optional<int64_t>(tokens) : std::nullopt);
+  // The logits are the tokenizer's tokens: a vocabulary of another size gives ids no token has, or
+  // tokens no logit scores.
+  if (tokens > 0 && tokens != c.vocab)
+    fail(f, a + "vocab_size", detail::str_cat(c.vocab, " logits for the ", tokens, " tokens of tokenizer.ggml.tokens"));
+  c.check(f.name());
   return c;
 }
 
@@ -116,7 +122,7 @@ struct JsonConfig {
     }
     if (!v->is_number_integer()) fail(key, detail::str_cat(v->dump(), " is not an integer"));
     const auto n = v->get<int64_t>();
-    if (n <= 0 || n > (int64_t{1} << 40)) fail(key, detail::str_cat(n, " is not a positive size"));
+    if (n <= 0 || n > kMaxSize) fail(key, detail::str_cat(n, " is not a positive size"));
     return n;
   }
   double number(const nlohmann::json& in, const char* key, double fallback) const {
@@ -155,6 +161,8 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   c.layers = f.positive("num_hidden_layers");
   c.heads = f.positive("num_attention_heads");
   c.kv_heads = f.positive("num_key_value_heads", c.heads);
+  if (c.dim < c.heads && f.find(j, "head_dim") == nullptr)
+    f.fail("hidden_size", detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
   c.head_dim = f.positive("head_dim", c.dim / c.heads);
   c.context = f.positive("max_position_embeddings");
   if (c.heads % c.kv_heads != 0)
@@ -184,7 +192,7 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       r.low_freq_factor = f.number(*rope, "low_freq_factor", 1);
       r.high_freq_factor = f.number(*rope, "high_freq_factor", 4);
       const double original = f.number(*rope, "original_max_position_embeddings", 8192);
-      if (original > static_cast<double>(int64_t{1} << 40))
+      if (original > static_cast<double>(kMaxSize))
         f.fail("original_max_position_embeddings", detail::str_cat(original, " is not a size"));
       r.original_context = static_cast<int64_t>(original);
       if (r.high_freq_factor <= r.low_freq_factor)
@@ -194,7 +202,7 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name, "\" (wick knows \"default\" and \"llama3\")"));
     }
   }
-  check_weight_count(c, path);
+  c.check(path);
   return c;
 }
 
@@ -225,9 +233,56 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
   return c;
 }
 
+void LlamaConfig::check(std::string_view source) const {
+  auto bad = [&](std::string_view field, std::string_view what) {
+    throw io::FormatError(detail::str_cat("llama: ", source, ": ", field, ": ", what));
+  };
+  if (architecture != "llama" && architecture != "qwen2")
+    throw NotSupportedError(detail::str_cat("llama: ", source, ": architecture \"", architecture,
+                                            "\" (wick runs \"llama\" and \"qwen2\")"));
+  const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},       {"dim", dim},        {"hidden", hidden},
+                                                   {"layers", layers},     {"heads", heads},    {"kv_heads", kv_heads},
+                                                   {"head_dim", head_dim}, {"context", context}};
+  for (const auto& [field, n] : sizes)
+    if (n <= 0 || n > kMaxSize) bad(field, detail::str_cat(n, " is not a size from 1 to 2^40"));
+  if (parameters() > kMaxWeights)
+    throw io::FormatError(detail::str_cat("llama: ", source, ": the sizes (width ", dim, ", MLP ", hidden, ", ", layers,
+                                          " layers, ", heads, " heads and ", kv_heads, " KV heads of ", head_dim,
+                                          ", vocabulary ", vocab, ") describe more than 2^62 weights"));
+  if (layers > kMaxLayers) bad("layers", detail::str_cat(layers, " layers (at most ", kMaxLayers, ")"));
+  if (head_dim > kMaxHeadDim) bad("head_dim", detail::str_cat("head size ", head_dim, " (at most ", kMaxHeadDim, ")"));
+  if (head_dim % 2 != 0) bad("head_dim", detail::str_cat("head size ", head_dim, " is odd"));
+  if (heads % kv_heads != 0) bad("kv_heads", detail::str_cat(kv_heads, " does not divide the ", heads, " heads"));
+  if (window < 0) bad("window", detail::str_cat(window, " is negative"));
+  auto positive = [&](const char* field, double x) {
+    if (!std::isfinite(x) || x <= 0) bad(field, detail::str_cat(x, " is not finite and positive"));
+  };
+  positive("rms_eps", rms_eps);
+  positive("rope_theta", rope_theta);
+  const RopeScaling& r = rope_scaling;
+  if (!std::isfinite(r.factor) || r.factor < 0)
+    bad("rope_scaling.factor", detail::str_cat(r.factor, " is not finite and at least 0"));
+  if (r.factor > 0) {
+    positive("rope_scaling.low_freq_factor", r.low_freq_factor);
+    positive("rope_scaling.high_freq_factor", r.high_freq_factor);
+    if (r.high_freq_factor <= r.low_freq_factor)
+      bad("rope_scaling", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
+                                          r.low_freq_factor));
+    if (r.original_context <= 0 || r.original_context > kMaxSize)
+      bad("rope_scaling.original_context", detail::str_cat(r.original_context, " is not a size from 1 to 2^40"));
+  }
+  for (const double f : inv_freq())
+    if (!std::isfinite(f) || f <= 0)
+      bad("rope_theta",
+          detail::str_cat("base ", rope_theta, " gives a rotation rate of ", f, " over heads of ", head_dim));
+}
+
 int64_t LlamaConfig::parameters() const {
-  const int64_t attention = dim * heads * head_dim * 2 + dim * kv_heads * head_dim * 2;
-  return 2 * vocab * dim + layers * (attention + 3 * dim * hidden + 2 * dim) + dim;
+  const int64_t attention = saturated_add(saturated_mul(saturated_mul(dim, heads), saturated_mul(head_dim, 2)),
+                                          saturated_mul(saturated_mul(dim, kv_heads), saturated_mul(head_dim, 2)));
+  const int64_t layer =
+      saturated_add(saturated_add(attention, saturated_mul(saturated_mul(dim, hidden), 3)), saturated_mul(dim, 2));
+  return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
 }
 
 std::vector<double> LlamaConfig::inv_freq() const {
@@ -368,7 +423,15 @@ class LlamaModel::Weights {
   Tensor dense(const std::string& name, const Shape& shape_wanted, Device device, DType dtype) const {
     expect(name, shape_wanted);
     if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
-    return owned(dense(name, device), dtype);
+    return owned(floats(name, dense(name, device)), dtype);
+  }
+  // Weights are numbers with fractions: a tensor of integers (or f8, whose scales a file would
+  // have to give) is no weight of this model.
+  const Tensor& floats(std::string_view name, const Tensor& t) const {
+    const DType d = t.dtype();
+    if (d != DType::F32 && d != DType::F16 && d != DType::BF16 && d != DType::F64)
+      fail(name, detail::str_cat("a tensor of ", d, " (weights are f32, f16, bf16 or f64, or a block format)"));
+    return t;
   }
   bool copy_on_cpu = true;  // WeightMemory::Copy; load() sets it
   // t in `dtype`, copied out of the file's mapping where it still lies there on the CPU and the
@@ -393,7 +456,7 @@ class LlamaModel::Weights {
     if (quantized(name))
       l.quantized = blocks(name, at);
     else
-      l.dense = dense(name, at);
+      l.dense = floats(name, dense(name, at));
     if (bias) l.bias = dense(role + ".bias", Shape({out}), at, dtype);
     if (part.dim >= 0) {
       l = l.slice(part.dim, part.rank, part.size);
@@ -540,7 +603,12 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
   if (w.shape("rope_freqs.weight")) {
     const std::vector<float> factors =
         w.dense("rope_freqs.weight", Shape({c.head_dim / 2}), Device::cpu(), DType::F32).to_vector<float>();
-    for (size_t i = 0; i < factors.size(); ++i) m.inv_freq_[i] /= static_cast<double>(factors[i]);
+    for (size_t i = 0; i < factors.size(); ++i) {
+      if (!std::isfinite(factors[i]) || factors[i] <= 0)
+        w.fail("rope_freqs.weight",
+               detail::str_cat("factor ", factors[i], " of pair ", i, " is not finite and positive"));
+      m.inv_freq_[i] /= static_cast<double>(factors[i]);
+    }
   }
   return m;
 }
@@ -570,7 +638,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
                               const dist::Communicator& comm) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
     throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
-  if (c.layers < 1) throw ShapeError(detail::str_cat("llama: random: ", c.layers, " layers (at least 1)"));
+  c.check("random");
   manual_seed(seed, device);
   manual_seed(seed, Device::cpu());
   LlamaModel m;
@@ -651,8 +719,22 @@ Tensor LlamaModel::reduce(const Tensor& x) const {
   return y;
 }
 
+void LlamaModel::check_tokens(const Tensor& tokens, std::string_view op) const {
+  if (tokens.dtype() != DType::I64 && tokens.dtype() != DType::U32 && tokens.dtype() != DType::I32)
+    throw DTypeError(detail::str_cat("llama: ", op, ": token ids of ", tokens.dtype(), " (i64, u32 or i32)"));
+  if (tokens.numel() == 0) return;
+  const std::vector<int64_t> ids =
+      tokens.to_device(Device::cpu()).to_dtype(DType::I64).reshape({tokens.numel()}).to_vector<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab)
+      throw IndexError(detail::str_cat("llama: ", op, ": token ", ids[i], " (at ", i, " of tokens ", tokens.shape(),
+                                       ") is outside the vocabulary of ", config_.vocab));
+}
+
 Tensor LlamaModel::embed(const Tensor& tokens) const {
-  Tensor ids = tokens.reshape({tokens.numel()});
+  // i64's and u32's maxima are the gathers' skip sentinel, which would give a token of zeros:
+  // every id past the vocabulary becomes `vocab`, which the gather refuses (IndexError).
+  Tensor ids = tokens.reshape({tokens.numel()}).to_dtype(DType::I64).minimum(config_.vocab);
   Tensor mine;  // split: 1 where this rank holds the token's row, else 0
   if (ranks_ > 1) {
     const int64_t rows = embedding_.out_features();
@@ -680,13 +762,10 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
     throw ShapeError(detail::str_cat("llama: forward: ", cache.size(), " caches for ", c.layers, " layers"));
   const int64_t b = tokens.shape()[0], t = tokens.shape()[1];
   const int64_t from = cache[0].size();
-  if (ranks_ > 1 && tokens.device().is_cpu() && tokens.numel() > 0) {
-    // A split embedding would read an unknown token as zeros on every rank: refuse it here.
-    const Tensor ids64 = tokens.to_dtype(DType::I64);
-    const int64_t lo = ids64.min().item<int64_t>(), hi = ids64.max().item<int64_t>();
-    if (lo < 0 || hi >= c.vocab)
-      throw IndexError(detail::str_cat("llama: forward: token ", lo < 0 ? lo : hi, " outside the vocabulary of ", c.vocab));
-  }
+  // Ids on the host are checked here; on a device, embed() turns an unknown one into an IndexError
+  // of the gather at the next sync. A split model checks on the host either way: its ranks' gathers
+  // would each read an unknown token as another rank's.
+  if (tokens.device().is_cpu() || ranks_ > 1) check_tokens(tokens, "forward");
   for (const nn::KvCache& layer : cache)
     if (layer.size() != from) throw ShapeError("llama: forward: the caches do not hold one number of positions");
   if (t > cache[0].capacity() - from)
@@ -813,6 +892,7 @@ Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
       throw ShapeError("llama: DecodeGraph::step: the caches changed shape or no longer hold one number of positions");
   if (tokens.shape() != Shape({batch_, 1}))
     throw ShapeError(detail::str_cat("llama: DecodeGraph::step: tokens of shape ", tokens.shape(), ", not ", Shape({batch_, 1})));
+  if (tokens.device().is_cpu()) m.check_tokens(tokens, "DecodeGraph::step");
   if (pos >= capacity_)
     throw ShapeError(detail::str_cat("llama: DecodeGraph::step: the caches are full (", capacity_, " positions)"));
   if (key_mask.defined() && key_mask.shape() != Shape({batch_, pos + 1}))

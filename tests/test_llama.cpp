@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "models/tiny_model.h"
 #include "test_util.h"
 #include "wick/dist.h"
 #include "wick/io.h"
@@ -26,68 +27,6 @@ using io::GgufWriter;
 using models::LlamaModel;
 using models::Linear;
 using models::LinearGroup;
-
-struct Tiny {
-  std::string arch = "llama";
-  int64_t vocab = 64, dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 128;
-  bool tied = false;
-  std::optional<quant::QType> qtype;  // the linear layers' format; dense f32 otherwise
-  std::string drop;                   // a tensor left out
-};
-
-GgufWriter tiny_model(const Tiny& m) {
-  GgufWriter w;
-  const std::string a = m.arch + ".";
-  w.set("general.architecture", GgufValue::string(m.arch));
-  w.set(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(m.dim)));
-  w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(m.hidden)));
-  w.set(a + "block_count", GgufValue::u32(static_cast<uint32_t>(m.layers)));
-  w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(m.heads)));
-  w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
-  w.set(a + "context_length", GgufValue::u32(static_cast<uint32_t>(m.context)));
-  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
-  w.set(a + "rope.freq_base", GgufValue::f32(10000.f));
-  w.set(a + "vocab_size", GgufValue::u32(static_cast<uint32_t>(m.vocab)));
-  std::mt19937 rng(7);
-  auto add = [&](const std::string& name, Shape shape, float scale, bool linear) {
-    if (name == m.drop) return;
-    std::normal_distribution<float> normal(0.f, scale);
-    std::vector<float> v(static_cast<size_t>(shape.numel()));
-    for (float& x : v) x = normal(rng);
-    const Tensor t = Tensor::from_vector(v, shape);
-    if (linear && m.qtype)
-      w.add(name, quant::quantize(t, *m.qtype));
-    else
-      w.add(name, t);
-  };
-  auto norm = [&](const std::string& name) {
-    std::vector<float> v(static_cast<size_t>(m.dim));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = 1.f + 0.1f * static_cast<float>(i % 5);
-    if (name != m.drop) w.add(name, Tensor::from_vector(v, {m.dim}));
-  };
-  const int64_t hd = m.dim / m.heads;
-  add("token_embd.weight", {m.vocab, m.dim}, 1.f, true);
-  for (int64_t i = 0; i < m.layers; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    norm(p + "attn_norm.weight");
-    add(p + "attn_q.weight", {m.heads * hd, m.dim}, 0.15f, true);
-    add(p + "attn_k.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
-    add(p + "attn_v.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
-    if (m.arch == "qwen2") {
-      add(p + "attn_q.bias", {m.heads * hd}, 0.1f, false);
-      add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
-      add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
-    }
-    add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
-    norm(p + "ffn_norm.weight");
-    add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);
-    add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
-    add(p + "ffn_down.weight", {m.dim, m.hidden}, 0.12f, true);
-  }
-  norm("output_norm.weight");
-  if (!m.tied) add("output.weight", {m.vocab, m.dim}, 0.15f, true);
-  return w;
-}
 
 LlamaModel load(const Tiny& m, Device device, DType dtype = DType::F32) {
   return LlamaModel::from_gguf(io::GgufFile::parse(tiny_model(m).bytes(), "tiny.gguf"), device, dtype);

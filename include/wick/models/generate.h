@@ -61,7 +61,9 @@ struct GenerateResult {
 // its own length: shorter ones padded on the left and the padding masked out, so that each
 // sequence gets the tokens it would get alone). on_token(sequence, token), where given, is called
 // for each new token as it is picked; returning false stops that sequence. A tokenizer, where
-// given, supplies the end tokens for stop_at_end. Generation stops where the sequences fill the
+// given, supplies the end tokens for stop_at_end, and only its tokens are drawn (a checkpoint's
+// logits may number more, padded; a tokenizer larger than the vocabulary is a ShapeError). A
+// prompt token outside the model's vocabulary is an IndexError naming it. Generation stops where the sequences fill the
 // model's context (config().context positions); a prompt that fills it is a ShapeError. A model split over ranks
 // (LlamaModel's tensor parallelism) runs generate() on every rank at once: rank 0 samples, and its choices and its
 // callback's answers reach the others, which get the same tokens (their callbacks are told them).

@@ -56,7 +56,13 @@ struct LlamaConfig {
   // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-70b",
   // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
-  // The weights' element count.
+  // A FormatError "llama: <source>: <field>: ..." unless every size is from 1 to 2^40 (at most
+  // 2^16 layers), the head size is even, the KV heads divide the heads, rms_eps, rope_theta and
+  // the rope scaling are finite and positive (every rotation rate too), and the weights number at
+  // most 2^62; NotSupportedError for another architecture. from_gguf and from_json end with it, and
+  // LlamaModel::random calls it.
+  void check(std::string_view source) const;
+  // The weights' element count (saturated past 2^62, which check() refuses).
   int64_t parameters() const;
   // The rotation rate of each of the head_dim / 2 pairs: rope_theta^(-2i / head_dim), scaled as
   // rope_scaling says.
@@ -184,6 +190,8 @@ class LlamaModel {
   // The whole of a rank's partial sums, or x where the model is not split.
   Tensor reduce(const Tensor& x) const;
   Tensor embed(const Tensor& tokens) const;
+  // An IndexError naming `op` and the token for an id outside the vocabulary (read on the host).
+  void check_tokens(const Tensor& tokens, std::string_view op) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
   // Turns layer i's new queries q (b, heads, t, head_dim) and keys k (b, kv_heads, t, head_dim) by

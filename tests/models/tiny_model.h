@@ -1,0 +1,80 @@
+// Tiny random Llama-family models written as GGUF files by GgufWriter, for the model tests: the
+// shape, the linear layers' format, a tensor left out.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "wick/io.h"
+#include "wick/quant.h"
+
+namespace wick::test {
+
+struct Tiny {
+  std::string arch = "llama";
+  int64_t vocab = 64, dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 128;
+  bool tied = false;
+  std::optional<quant::QType> qtype;  // the linear layers' format; dense f32 otherwise
+  std::string drop;                   // a tensor left out
+  std::string ints;                   // a tensor written as i32
+};
+
+inline io::GgufWriter tiny_model(const Tiny& m) {
+  io::GgufWriter w;
+  const std::string a = m.arch + ".";
+  w.set("general.architecture", io::GgufValue::string(m.arch));
+  w.set(a + "embedding_length", io::GgufValue::u32(static_cast<uint32_t>(m.dim)));
+  w.set(a + "feed_forward_length", io::GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.set(a + "block_count", io::GgufValue::u32(static_cast<uint32_t>(m.layers)));
+  w.set(a + "attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(m.heads)));
+  w.set(a + "attention.head_count_kv", io::GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
+  w.set(a + "context_length", io::GgufValue::u32(static_cast<uint32_t>(m.context)));
+  w.set(a + "attention.layer_norm_rms_epsilon", io::GgufValue::f32(1e-5f));
+  w.set(a + "rope.freq_base", io::GgufValue::f32(10000.f));
+  w.set(a + "vocab_size", io::GgufValue::u32(static_cast<uint32_t>(m.vocab)));
+  std::mt19937 rng(7);
+  auto add = [&](const std::string& name, Shape shape, float scale, bool linear) {
+    if (name == m.drop) return;
+    std::normal_distribution<float> normal(0.f, scale);
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (float& x : v) x = normal(rng);
+    const Tensor t = Tensor::from_vector(v, shape);
+    if (name == m.ints)
+      w.add(name, (t * 100.f).to_dtype(DType::I32));
+    else if (linear && m.qtype)
+      w.add(name, quant::quantize(t, *m.qtype));
+    else
+      w.add(name, t);
+  };
+  auto norm = [&](const std::string& name) {
+    std::vector<float> v(static_cast<size_t>(m.dim));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 1.f + 0.1f * static_cast<float>(i % 5);
+    if (name != m.drop) w.add(name, Tensor::from_vector(v, {m.dim}).to_dtype(name == m.ints ? DType::I32 : DType::F32));
+  };
+  const int64_t hd = m.dim / m.heads;
+  add("token_embd.weight", {m.vocab, m.dim}, 1.f, true);
+  for (int64_t i = 0; i < m.layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    norm(p + "attn_norm.weight");
+    add(p + "attn_q.weight", {m.heads * hd, m.dim}, 0.15f, true);
+    add(p + "attn_k.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    add(p + "attn_v.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    if (m.arch == "qwen2") {
+      add(p + "attn_q.bias", {m.heads * hd}, 0.1f, false);
+      add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
+      add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
+    }
+    add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
+    norm(p + "ffn_norm.weight");
+    add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);
+    add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
+    add(p + "ffn_down.weight", {m.dim, m.hidden}, 0.12f, true);
+  }
+  norm("output_norm.weight");
+  if (!m.tied) add("output.weight", {m.vocab, m.dim}, 0.15f, true);
+  return w;
+}
+
+}  // namespace wick::test
