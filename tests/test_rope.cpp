@@ -263,6 +263,8 @@ TEST_P(RopeTest, BadArguments) {
   WICK_EXPECT_ERROR(tables(8, 4, 1e4, std::numeric_limits<int64_t>::max() - 2), ShapeError,
                     "rope_tables: ", "positions");
   WICK_EXPECT_ERROR(tables(8, std::numeric_limits<int64_t>::max() / 2, 1e4), ShapeError, "rope_tables: ", "bytes");
+  // Terabytes of tables: wick's own OutOfMemoryError before any is asked for, not the allocator's.
+  WICK_EXPECT_ERROR(tables(8, int64_t{1} << 40, 1e4), OutOfMemoryError, "rope_tables: ", "[1099511627776, 4]");
   WICK_EXPECT_ERROR(nn::rope_tables(8, 4, 1e4, 0, DType::I64, dev()), DTypeError, "rope_tables: ", "i64");
   WICK_EXPECT_ERROR(nn::rope_tables(8, 4, 1e4, 0, DType::F8E4M3, dev()), DTypeError, "rope_tables: ", "f8e4m3");
   const auto scaled = [&](nn::RopeScaling s) { return nn::rope_tables(8, 4, 1e4, 0, DType::F32, dev(), s); };

@@ -71,6 +71,9 @@ TEST_P(TensorTest, ArangeAndEye) {
   EXPECT_EQ(Tensor::arange(3, 3, 1, DType::I64, dev()).numel(), 0);
   EXPECT_EQ(Tensor::eye(3, DType::F32, dev()).to_vector<float>(), (std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
   EXPECT_EQ(Tensor::eye(0, DType::F32, dev()).numel(), 0);
+  // 2^40 elements (8 TB): wick's own OutOfMemoryError before the allocator is asked.
+  WICK_EXPECT_ERROR(Tensor::arange(int64_t{1} << 40, DType::I64, dev()), OutOfMemoryError, "arange", "1099511627776");
+  WICK_EXPECT_ERROR(Tensor::zeros({int64_t{1} << 40}, DType::F64, Device::cpu()), OutOfMemoryError, "alloc");
 }
 
 TEST_P(TensorTest, RandomNumbersAreReproducible) {

@@ -7,11 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/host_memory.h"
 #include "backend/registry.h"
 #include "backend/scalar_cast.h"
 #include "core/checked.h"
-#include "core/dispatch.h"
 #include "core/checks.h"
+#include "core/dispatch.h"
 
 namespace wick {
 
@@ -164,7 +165,7 @@ Tensor Tensor::arange(Scalar start, Scalar end, Scalar step, DType dtype, Device
   check_shape("arange", Shape{n}, dtype, device);
   std::vector<unsigned char> host;
   try {
-    if (static_cast<uint64_t>(n) > kMaxAllocBytes / dtype_size(dtype)) throw std::bad_alloc();
+    if (static_cast<uint64_t>(n) > host_memory_bytes() / dtype_size(dtype)) throw std::bad_alloc();
     host.resize(static_cast<size_t>(n * dtype_size(dtype)));
   } catch (const std::exception&) {
     WICK_THROW(OutOfMemoryError, "arange", "cannot stage ", n, " elements of ", dtype, " in host memory (for ", device,

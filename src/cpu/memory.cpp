@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/host_memory.h"
 #include "cpu/cpu_backend.h"
 #include "wick/error.h"
 
@@ -33,6 +34,7 @@ size_t block_size(size_t nbytes, size_t guard) {
 constexpr size_t kHugeBytes = size_t{2} << 20;
 
 unsigned char* fresh_block(size_t total) {
+  if (total > host_memory_bytes()) return nullptr;  // an OutOfMemoryError, never an overcommitted block
   if (total < kHugeBytes) return static_cast<unsigned char*>(std::aligned_alloc(kAlign, total));
   const size_t rounded = (total + kHugeBytes - 1) / kHugeBytes * kHugeBytes;
   void* p = std::aligned_alloc(kHugeBytes, rounded);

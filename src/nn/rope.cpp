@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/host_memory.h"
 #include "backend/registry.h"
 #include "nn/nn_ops.h"
 #include "wick/nn.h"
@@ -121,6 +122,9 @@ RopeTables rope_tables(int64_t head_dim, int64_t t, double theta, int64_t offset
 
   std::vector<double> inv_freq, c, s;
   try {
+    // Two f64 tables on the host, then the result: refused past the machine's memory before any
+    // is asked for.
+    if (static_cast<uint64_t>(bytes) > host_memory_bytes() / 2) throw std::bad_alloc();
     inv_freq.resize(t > 0 ? static_cast<size_t>(half) : 0);
     c.resize(static_cast<size_t>(numel));
     s.resize(c.size());
