@@ -332,6 +332,24 @@ TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
     c.set_size(4);
     EXPECT_EQ(values(c.keys()), std::vector<double>(static_cast<size_t>(2 * 4 * d), 0.0));
   }
+  // The error names the cache's op and the position: positions on the host at once, and on a GPU
+  // the fused decode step's kernel (rope_write_at) when the device is waited for.
+  nn::KvCache named(1, 2, 4, 8, DType::F32, dev());
+  const Tensor k8 = randn({1, 2, 1, 8}), q8 = randn({1, 2, 1, 8});
+  const Tensor cos = Tensor::ones({1, 4}, DType::F32, dev()), sin = Tensor::zeros({1, 4}, DType::F32, dev());
+  const Tensor past = Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev());
+  if (dev().is_cpu()) {
+    WICK_EXPECT_ERROR(named.write_at(k8, k8, past, 2), IndexError, "KvCache::write_at: ", "position 4",
+                      "capacity of 4");
+    WICK_EXPECT_ERROR(named.write_at(k8, k8, Tensor::from_vector(std::vector<int64_t>{-1}, {1}), 2), IndexError,
+                      "KvCache::write_at: ", "position -1");
+  }
+  WICK_EXPECT_ERROR(
+      {
+        named.rope_write_at(q8, k8, k8, cos, sin, false, past, 2);
+        synchronize(dev());
+      },
+      IndexError, "KvCache::rope_write_at: ", "position 4", "capacity of 4");
 }
 
 // rope_write_at gives the bits of rope, then write_at, for every dtype and both pairings: q, k and

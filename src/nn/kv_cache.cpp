@@ -1,4 +1,6 @@
 // KvCache: keys and values of a layer, allocated once; appends write into the cache in place.
+#include <limits>
+
 #include "nn/nn_ops.h"
 #include "wick/nn.h"
 
@@ -65,6 +67,14 @@ void KvCache::check_at(const char* op, const Tensor& k, const Tensor& at, int64_
              " must be ", t_new, " i64 values, one per new position of k ", ops::describe(k));
   WICK_CHECK(length >= 0 && length <= capacity_, ShapeError, op, "length ", length, " is outside [0, ", capacity_,
              "] for the ", describe_cache(k_, size_));
+  // Positions on the host are checked here, so that the error names this op (on a GPU the fused
+  // kernel names it; the composed path's scatter names itself).
+  if (at.device().is_cpu() && t_new > 0) {
+    constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
+    for (const int64_t p : at.reshape({t_new}).to_vector<int64_t>())
+      WICK_CHECK(p == kSkip || (p >= 0 && p < capacity_), IndexError, op, "position ", p,
+                 " is outside the cache's capacity of ", capacity_, " (", describe_cache(k_, size_), ")");
+  }
 }
 
 std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length) {

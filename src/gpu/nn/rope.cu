@@ -225,7 +225,7 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
   for (int64_t i = threadIdx.x; i < a.t; i += blockDim.x) {
     const int64_t p = a.at[i * a.at_stride];
     if (p != kSkip && (p < 0 || p >= a.capacity)) {
-      if (blockIdx.x == 0) report_index_error(a.err, OpCode::ScatterSet, 2, p, a.capacity, DType::I64);
+      if (blockIdx.x == 0) report_position_error(a.err, NnOp::RopeWriteAt, p, a.capacity);
       bad = 1;
     }
   }
