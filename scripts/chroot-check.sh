@@ -32,11 +32,15 @@ chroot_ready() {
 
 build_dir() {
   build=$(realpath -m "${WICK_BUILD_DIR:-build}")
-  # scripts/rocm-env mounts this checkout's parent directory and nothing else.
+  # scripts/rocm-env mounts this checkout's parent directory and nothing else; a checkout directly
+  # under / is mounted alone.
+  local seen
+  seen=$(dirname "$(pwd -P)")
+  [ "$seen" = / ] && seen=$(pwd -P)
   case "$build/" in
-    "$(dirname "$(pwd -P)")"/*) ;;
+    "$seen"/*) ;;
     *)
-      echo "$check: $build is outside $(dirname "$(pwd -P)"), which the chroot does not see" >&2
+      echo "$check: $build is outside $seen, which the chroot does not see" >&2
       exit 1
       ;;
   esac
