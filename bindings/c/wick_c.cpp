@@ -27,17 +27,27 @@ wick_status fail(wick_status status, const char* message) {
   return status;
 }
 
-const Tensor& in(const wick_tensor* t, const char* op, const char* arg) {
-  if (!t) throw ArgumentError(std::string(op) + ": the tensor handle " + arg + " is null");
-  return t->t;
+HandleTable<Tensor>& tensor_handles() {
+  static HandleTable<Tensor>& table = *new HandleTable<Tensor>(1);
+  return table;
 }
 
-Tensor& in_mut(wick_tensor* t, const char* op, const char* arg) {
-  if (!t) throw ArgumentError(std::string(op) + ": the tensor handle " + arg + " is null");
-  return t->t;
+void refuse_handle(const void* h, const char* op, const std::string& arg, const char* type) {
+  if (!h) throw ArgumentError(detail::str_cat(op, ": the ", type, " handle ", arg, " is null"));
+  throw ArgumentError(
+      detail::str_cat(op, ": ", arg, " is not a live wick_", type, " handle (freed already, or never made by wick)"));
 }
 
-void give(wick_tensor** out, Tensor t) { *out = new wick_tensor{std::move(t)}; }
+Tensor in(const wick_tensor* t, const char* op, const char* arg) {
+  std::optional<Tensor> x;
+  if (t) x = tensor_handles().get(handle_word(t));
+  if (!x) refuse_handle(t, op, arg, "tensor");
+  return std::move(*x);
+}
+
+Tensor in_mut(wick_tensor* t, const char* op, const char* arg) { return in(t, op, arg); }
+
+void give(wick_tensor** out, Tensor t) { *out = handle_of<wick_tensor>(tensor_handles().add(std::move(t))); }
 
 DType dtype_in(int32_t dtype, const char* op) {
   const int v = static_cast<int>(dtype);
@@ -80,14 +90,13 @@ wick_device device_out(Device d) { return {static_cast<int32_t>(d.type()), d.ind
 
 // A creation call with a shape, dtype and device.
 template <typename F>
-wick_status make(const char* op, const int64_t* shape, int rank, int32_t dtype, wick_device device,
-                 wick_tensor** out, F&& f) {
+wick_status make(const char* op, const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out,
+                 F&& f) {
   return guard([&] {
     out_ptr(out, op);
     give(out, f(shape_in(shape, rank, op), dtype_in(dtype, op), device_in(device, op)));
   });
 }
-
 
 }  // namespace
 }  // namespace wick::capi
@@ -184,10 +193,13 @@ wick_status wick_native_stream(wick_device device, void** out) {
 
 // ---- tensors: creation -----------------------------------------------------------------------
 
-void wick_tensor_free(wick_tensor* t) { delete t; }
+void wick_tensor_free(wick_tensor* t) {
+  free_handle(tensor_handles(), t,
+              "wick_tensor_free: not a live wick_tensor handle (freed already, or never made by wick)");
+}
 
 wick_status wick_tensor_retain(const wick_tensor* t, wick_tensor** out) {
-  return map("retain", t, out, [](const Tensor& x) { return x; });
+  return map("retain", {t, "t"}, out, [](const Tensor& x) { return x; });
 }
 
 wick_status wick_tensor_from_host(const void* data, size_t nbytes, int32_t dtype, const int64_t* shape, int rank,
@@ -261,50 +273,50 @@ wick_status wick_tensor_rand_normal(const int64_t* shape, int rank, double mean,
 // ---- tensors: inspection and data ------------------------------------------------------------
 
 wick_status wick_tensor_rank(const wick_tensor* t, int* out) {
-  return guard([&] { *out_ptr(out, "rank") = in(t, "rank").rank(); });
+  return guard([&] { *out_ptr(out, "rank") = in(t, "rank", "t").rank(); });
 }
 
 wick_status wick_tensor_shape(const wick_tensor* t, int64_t* out) {
   return guard([&] {
-    const Tensor& x = in(t, "shape");
+    const Tensor& x = in(t, "shape", "t");
     if (x.rank() > 0) std::memcpy(out_ptr(out, "shape"), x.shape().data(), sizeof(int64_t) * x.rank());
   });
 }
 
 wick_status wick_tensor_strides(const wick_tensor* t, int64_t* out) {
   return guard([&] {
-    const Tensor& x = in(t, "strides");
+    const Tensor& x = in(t, "strides", "t");
     if (x.rank() > 0) std::memcpy(out_ptr(out, "strides"), x.strides().data(), sizeof(int64_t) * x.rank());
   });
 }
 
 wick_status wick_tensor_offset(const wick_tensor* t, int64_t* out) {
-  return guard([&] { *out_ptr(out, "offset") = in(t, "offset").offset(); });
+  return guard([&] { *out_ptr(out, "offset") = in(t, "offset", "t").offset(); });
 }
 
 wick_status wick_tensor_numel(const wick_tensor* t, int64_t* out) {
-  return guard([&] { *out_ptr(out, "numel") = in(t, "numel").numel(); });
+  return guard([&] { *out_ptr(out, "numel") = in(t, "numel", "t").numel(); });
 }
 
 wick_status wick_tensor_dtype(const wick_tensor* t, wick_dtype* out) {
-  return guard([&] { *out_ptr(out, "dtype") = static_cast<wick_dtype>(in(t, "dtype").dtype()); });
+  return guard([&] { *out_ptr(out, "dtype") = static_cast<wick_dtype>(in(t, "dtype", "t").dtype()); });
 }
 
 wick_status wick_tensor_device(const wick_tensor* t, wick_device* out) {
-  return guard([&] { *out_ptr(out, "device") = device_out(in(t, "device").device()); });
+  return guard([&] { *out_ptr(out, "device") = device_out(in(t, "device", "t").device()); });
 }
 
 wick_status wick_tensor_is_contiguous(const wick_tensor* t, int* out) {
-  return guard([&] { *out_ptr(out, "is_contiguous") = in(t, "is_contiguous").is_contiguous(); });
+  return guard([&] { *out_ptr(out, "is_contiguous") = in(t, "is_contiguous", "t").is_contiguous(); });
 }
 
 wick_status wick_tensor_data_ptr(const wick_tensor* t, void** out) {
-  return guard([&] { *out_ptr(out, "data_ptr") = in(t, "data_ptr").data_ptr(); });
+  return guard([&] { *out_ptr(out, "data_ptr") = in(t, "data_ptr", "t").data_ptr(); });
 }
 
 wick_status wick_tensor_to_host(const wick_tensor* t, void* dst, size_t nbytes) {
   return guard([&] {
-    const Tensor& x = in(t, "to_host");
+    const Tensor& x = in(t, "to_host", "t");
     const size_t want = static_cast<size_t>(x.numel()) * dtype_size(x.dtype());
     if (nbytes != want)
       throw ArgumentError(detail::str_cat("to_host: a buffer of ", nbytes, " bytes for ", x.numel(), " elements of ",
@@ -319,72 +331,71 @@ wick_status wick_tensor_to_host(const wick_tensor* t, void* dst, size_t nbytes) 
 wick_status wick_tensor_format(const wick_tensor* t, char* buf, size_t cap, size_t* len) {
   return guard([&] {
     std::ostringstream os;
-    os << in(t, "format");
+    os << in(t, "format", "t");
     text_out(os.str(), buf, cap, len);
   });
 }
 
 wick_status wick_tensor_to_dtype(const wick_tensor* t, int32_t dtype, wick_tensor** out) {
-  return map("to_dtype", t, out, [&](const Tensor& x) { return x.to_dtype(dtype_in(dtype, "to_dtype")); });
+  return map("to_dtype", {t, "t"}, out, [&](const Tensor& x) { return x.to_dtype(dtype_in(dtype, "to_dtype")); });
 }
 
 wick_status wick_tensor_to_device(const wick_tensor* t, wick_device device, wick_tensor** out) {
-  return map("to_device", t, out, [&](const Tensor& x) { return x.to_device(device_in(device, "to_device")); });
+  return map("to_device", {t, "t"}, out, [&](const Tensor& x) { return x.to_device(device_in(device, "to_device")); });
 }
 
 wick_status wick_tensor_contiguous(const wick_tensor* t, wick_tensor** out) {
-  return map("contiguous", t, out, [](const Tensor& x) { return x.contiguous(); });
+  return map("contiguous", {t, "t"}, out, [](const Tensor& x) { return x.contiguous(); });
 }
 
 wick_status wick_tensor_copy(const wick_tensor* t, wick_tensor** out) {
-  return map("copy", t, out, [](const Tensor& x) { return x.copy(); });
+  return map("copy", {t, "t"}, out, [](const Tensor& x) { return x.copy(); });
 }
 
 // ---- views -----------------------------------------------------------------------------------
 
 wick_status wick_narrow(const wick_tensor* t, int64_t dim, int64_t start, int64_t len, wick_tensor** out) {
-  return map("narrow", t, out, [&](const Tensor& x) { return x.narrow(dim, start, len); });
+  return map("narrow", {t, "t"}, out, [&](const Tensor& x) { return x.narrow(dim, start, len); });
 }
 
-wick_status wick_slice(const wick_tensor* t, int64_t dim, int64_t start, int64_t end, int64_t step,
-                       wick_tensor** out) {
-  return map("slice", t, out, [&](const Tensor& x) { return x.slice(dim, start, end, step); });
+wick_status wick_slice(const wick_tensor* t, int64_t dim, int64_t start, int64_t end, int64_t step, wick_tensor** out) {
+  return map("slice", {t, "t"}, out, [&](const Tensor& x) { return x.slice(dim, start, end, step); });
 }
 
 wick_status wick_select(const wick_tensor* t, int64_t dim, int64_t index, wick_tensor** out) {
-  return map("select", t, out, [&](const Tensor& x) { return x.select(dim, index); });
+  return map("select", {t, "t"}, out, [&](const Tensor& x) { return x.select(dim, index); });
 }
 
 wick_status wick_transpose(const wick_tensor* t, int64_t dim0, int64_t dim1, wick_tensor** out) {
-  return map("transpose", t, out, [&](const Tensor& x) { return x.transpose(dim0, dim1); });
+  return map("transpose", {t, "t"}, out, [&](const Tensor& x) { return x.transpose(dim0, dim1); });
 }
 
 wick_status wick_permute(const wick_tensor* t, const int64_t* dims, int rank, wick_tensor** out) {
-  return map("permute", t, out, [&](const Tensor& x) {
+  return map("permute", {t, "t"}, out, [&](const Tensor& x) {
     const Shape d = shape_in(dims, rank, "permute", "dims");
     return x.permute(std::span<const int64_t>(d.begin(), d.end()));
   });
 }
 
 wick_status wick_broadcast_as(const wick_tensor* t, const int64_t* shape, int rank, wick_tensor** out) {
-  return map("broadcast_as", t, out,
+  return map("broadcast_as", {t, "t"}, out,
              [&](const Tensor& x) { return x.broadcast_as(shape_in(shape, rank, "broadcast_as")); });
 }
 
 wick_status wick_squeeze(const wick_tensor* t, int64_t dim, wick_tensor** out) {
-  return map("squeeze", t, out, [&](const Tensor& x) { return x.squeeze(dim); });
+  return map("squeeze", {t, "t"}, out, [&](const Tensor& x) { return x.squeeze(dim); });
 }
 
 wick_status wick_unsqueeze(const wick_tensor* t, int64_t dim, wick_tensor** out) {
-  return map("unsqueeze", t, out, [&](const Tensor& x) { return x.unsqueeze(dim); });
+  return map("unsqueeze", {t, "t"}, out, [&](const Tensor& x) { return x.unsqueeze(dim); });
 }
 
 wick_status wick_reshape(const wick_tensor* t, const int64_t* shape, int rank, wick_tensor** out) {
-  return map("reshape", t, out, [&](const Tensor& x) { return x.reshape(shape_in(shape, rank, "reshape")); });
+  return map("reshape", {t, "t"}, out, [&](const Tensor& x) { return x.reshape(shape_in(shape, rank, "reshape")); });
 }
 
 wick_status wick_flatten(const wick_tensor* t, int64_t start_dim, int64_t end_dim, wick_tensor** out) {
-  return map("flatten", t, out, [&](const Tensor& x) { return x.flatten(start_dim, end_dim); });
+  return map("flatten", {t, "t"}, out, [&](const Tensor& x) { return x.flatten(start_dim, end_dim); });
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 // The C API's model runner (include/wick/wick_c.h): a Llama-family model and its tokenizer from a
 // GGUF file or a checkpoint folder, tokenization, and generation with a callback per token.
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "wick/models/generate.h"
@@ -8,19 +9,27 @@
 #include "wick/models/tokenizer.h"
 #include "wick_c_internal.h"
 
-struct wick_model {
-  wick::models::LlamaModel model;
-  wick::models::Tokenizer tokenizer;
-};
-
 using namespace wick;
 using namespace wick::capi;
 
 namespace {
 
-const wick_model& model_in(const wick_model* m, const char* op) {
-  if (!m) throw ArgumentError(detail::str_cat(op, ": the model handle is null"));
-  return *m;
+struct OpenModel {
+  models::LlamaModel model;
+  models::Tokenizer tokenizer;
+};
+
+// Shared, so that a call keeps its model whole while another thread frees the handle.
+HandleTable<std::shared_ptr<const OpenModel>>& model_handles() {
+  static auto& table = *new HandleTable<std::shared_ptr<const OpenModel>>(3);
+  return table;
+}
+
+std::shared_ptr<const OpenModel> model_in(const wick_model* m, const char* op) {
+  std::optional<std::shared_ptr<const OpenModel>> x;
+  if (m) x = model_handles().get(handle_word(m));
+  if (!x) refuse_handle(m, op, "m", "model");
+  return std::move(*x);
 }
 
 const char* text_in(const char* text, const char* op) {
@@ -36,18 +45,23 @@ wick_status wick_model_open(const char* path, wick_device device, int32_t dtype,
   return guard([&] {
     out_ptr(out, "model_open");
     const std::string p = text_in(path, "model_open");
-    models::LlamaModel model = models::LlamaModel::open(p, device_in(device, "model_open"), dtype_in(dtype, "model_open"));
-    *out = new wick_model{std::move(model), models::Tokenizer::open(p)};
+    models::LlamaModel model =
+        models::LlamaModel::open(p, device_in(device, "model_open"), dtype_in(dtype, "model_open"));
+    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), models::Tokenizer::open(p)});
+    *out = handle_of<wick_model>(model_handles().add(std::move(open)));
   });
 }
 
-void wick_model_free(wick_model* m) { delete m; }
+void wick_model_free(wick_model* m) {
+  free_handle(model_handles(), m,
+              "wick_model_free: not a live wick_model handle (freed already, or never made by wick)");
+}
 
 wick_status wick_model_encode(const wick_model* m, const char* text, int32_t* ids, size_t cap, size_t* count) {
   return guard([&] {
-    const std::vector<int32_t> v = model_in(m, "model_encode").tokenizer.encode(text_in(text, "model_encode"));
-    if (count) *count = v.size();
     if (cap > 0 && !ids) throw ArgumentError("model_encode: ids is null with a capacity of " + std::to_string(cap));
+    const std::vector<int32_t> v = model_in(m, "model_encode")->tokenizer.encode(text_in(text, "model_encode"));
+    if (count) *count = v.size();
     if (cap > 0 && !v.empty()) std::memcpy(ids, v.data(), sizeof(int32_t) * std::min(cap, v.size()));
   });
 }
@@ -56,7 +70,7 @@ wick_status wick_model_decode(const wick_model* m, const int32_t* ids, size_t co
                               size_t* len) {
   return guard([&] {
     if (count > 0 && !ids) throw ArgumentError("model_decode: ids is null");
-    text_out(model_in(m, "model_decode").tokenizer.decode(std::span<const int32_t>(ids, count)), buf, cap, len);
+    text_out(model_in(m, "model_decode")->tokenizer.decode(std::span<const int32_t>(ids, count)), buf, cap, len);
   });
 }
 
@@ -68,7 +82,8 @@ wick_generate_options wick_generate_defaults(void) {
 wick_status wick_model_generate(const wick_model* m, const char* prompt, const wick_generate_options* options,
                                 wick_token_callback on_token, void* user, wick_generate_stats* stats) {
   return guard([&] {
-    const wick_model& w = model_in(m, "model_generate");
+    const std::shared_ptr<const OpenModel> held = model_in(m, "model_generate");
+    const OpenModel& w = *held;
     const wick_generate_options o = options ? *options : wick_generate_defaults();
     models::GenerateOptions g;
     g.max_tokens = o.max_tokens;

@@ -8,6 +8,19 @@
  * - Tensors are opaque handles: every wick_tensor* a call hands out is the caller's, to release
  *   with wick_tensor_free. Handles share memory as C++ tensors do (a view shares its source's
  *   storage, which lives while any handle over it lives).
+ * - Handles (wick_tensor*, wick_qtensor*, wick_model*) are checked, not trusted. A handle is a
+ *   token, never an address to dereference: wick keeps a table of the live ones. Freeing a handle
+ *   twice, or one wick never made, does nothing but set wick_last_error() (the free functions
+ *   return void); every other call refuses a handle that is not live with WICK_ERROR_ARGUMENT,
+ *   "not a live wick_tensor handle (freed already, or never made by wick)". This holds in every
+ *   build, release included, and it holds after the memory or table slot of a freed handle serves
+ *   a new one: a handle carries a generation, and a slot is retired rather than repeat one, so a
+ *   freed handle never becomes live again (no "ABA" mix-up with a later tensor, which checking
+ *   addresses could not rule out: malloc hands a freed block straight back). What no check can
+ *   catch: a stray value that happens to equal a live handle of the same kind is taken for it.
+ * - A free that succeeds, or of NULL, leaves wick_last_error() alone, so that cleanup on an error
+ *   path keeps the failure's message. A free in one thread and a call with the same handle in
+ *   another are safe: the call either holds the value for its whole run or refuses the handle.
  * - Shapes are (const int64_t* shape, int rank) pairs; rank 0 is a scalar and shape may be NULL.
  *   Dims may be negative, counting from the end, as in the C++ API.
  * - Names follow the C++ API (docs/api.md lists them side by side). The numbering of every enum is
@@ -30,7 +43,7 @@ extern "C" {
 
 typedef enum wick_status {
   WICK_OK = 0,
-  WICK_ERROR_ARGUMENT = 1,      /* a null handle or pointer, an unknown enum value, a size that disagrees */
+  WICK_ERROR_ARGUMENT = 1,      /* a null or freed handle, a null pointer, an unknown enum, a size that disagrees */
   WICK_ERROR_SHAPE = 2,         /* wick::ShapeError */
   WICK_ERROR_DTYPE = 3,         /* wick::DTypeError */
   WICK_ERROR_DEVICE = 4,        /* wick::DeviceError */
@@ -69,12 +82,12 @@ typedef struct wick_qtensor wick_qtensor;
 typedef struct wick_model wick_model;
 
 /* ---- the library ---------------------------------------------------------------------------- */
-const char* wick_version(void);    /* "0.1.0" */
-int wick_c_abi_version(void);      /* WICK_C_ABI_VERSION of the library loaded */
-const char* wick_last_error(void); /* this thread's last failure; "" after a success */
+const char* wick_version(void);               /* "0.1.0" */
+int wick_c_abi_version(void);                 /* WICK_C_ABI_VERSION of the library loaded */
+const char* wick_last_error(void);            /* this thread's last failure; "" after a success */
 const char* wick_status_name(int32_t status); /* "WICK_ERROR_SHAPE" */
-size_t wick_dtype_size(int32_t dtype);         /* bytes per element; 0 for an unknown dtype */
-const char* wick_dtype_name(int32_t dtype);    /* "f32"; "" for an unknown dtype */
+size_t wick_dtype_size(int32_t dtype);        /* bytes per element; 0 for an unknown dtype */
+const char* wick_dtype_name(int32_t dtype);   /* "f32"; "" for an unknown dtype */
 
 /* ---- devices -------------------------------------------------------------------------------- */
 /* "cpu", "cuda", "cuda:1", "rocm:0". */
@@ -97,18 +110,19 @@ wick_status wick_manual_seed(uint64_t seed, wick_device device);
 wick_status wick_native_stream(wick_device device, void** out);
 
 /* ---- tensors: creation ---------------------------------------------------------------------- */
-void wick_tensor_free(wick_tensor* t); /* NULL is ignored */
+/* NULL is ignored; a handle already freed (or never made by wick) is left alone and sets
+ * wick_last_error(), never a crash. The storage goes when the last handle and view over it go. */
+void wick_tensor_free(wick_tensor* t);
 /* A new handle to the same tensor (no copy). */
 wick_status wick_tensor_retain(const wick_tensor* t, wick_tensor** out);
 /* Copies nbytes (numel x the dtype's size) of row-major host data. */
-wick_status wick_tensor_from_host(const void* data, size_t nbytes, int32_t dtype, const int64_t* shape,
-                                  int rank, wick_device device, wick_tensor** out);
+wick_status wick_tensor_from_host(const void* data, size_t nbytes, int32_t dtype, const int64_t* shape, int rank,
+                                  wick_device device, wick_tensor** out);
 /* A tensor over memory the caller owns (device memory for a GPU), no copy: data is element 0,
  * strides in elements (non-negative; NULL: contiguous). release(ctx) is called once the last
  * handle and view over it are gone (release may be NULL). */
-wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_t* strides, int rank,
-                                  int32_t dtype, wick_device device, void (*release)(void* ctx), void* ctx,
-                                  wick_tensor** out);
+wick_status wick_tensor_from_blob(void* data, const int64_t* shape, const int64_t* strides, int rank, int32_t dtype,
+                                  wick_device device, void (*release)(void* ctx), void* ctx, wick_tensor** out);
 wick_status wick_tensor_zeros(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out);
 wick_status wick_tensor_ones(const int64_t* shape, int rank, int32_t dtype, wick_device device, wick_tensor** out);
 wick_status wick_tensor_full(const int64_t* shape, int rank, double value, int32_t dtype, wick_device device,
@@ -154,6 +168,7 @@ wick_status wick_reshape(const wick_tensor* t, const int64_t* shape, int rank, w
 wick_status wick_flatten(const wick_tensor* t, int64_t start_dim, int64_t end_dim, wick_tensor** out);
 
 /* ---- elementwise ----------------------------------------------------------------------------- */
+/* clang-format off */
 typedef enum wick_unary_op {
   WICK_EXP = 0, WICK_LOG, WICK_SIN, WICK_COS, WICK_TANH, WICK_ABS, WICK_NEG, WICK_RECIP, WICK_SQR, WICK_SQRT,
   WICK_GELU, WICK_GELU_ERF, WICK_ERF, WICK_RELU, WICK_SILU, WICK_SIGMOID, WICK_FLOOR, WICK_CEIL, WICK_ROUND,
@@ -164,6 +179,7 @@ typedef enum wick_binary_op {
   WICK_ADD = 0, WICK_SUB, WICK_MUL, WICK_DIV, WICK_MAXIMUM, WICK_MINIMUM, WICK_EQ, WICK_NE, WICK_LT, WICK_LE,
   WICK_GT, WICK_GE
 } wick_binary_op;
+/* clang-format on */
 wick_status wick_unary(int32_t op, const wick_tensor* x, wick_tensor** out);
 /* Numpy broadcasting; both operands of one dtype. */
 wick_status wick_binary(int32_t op, const wick_tensor* a, const wick_tensor* b, wick_tensor** out);
@@ -192,7 +208,7 @@ wick_status wick_matmul(const wick_tensor* a, const wick_tensor* b, wick_tensor*
 wick_status wick_dot(const wick_tensor* a, const wick_tensor* b, wick_tensor** out);
 wick_status wick_mv(const wick_tensor* m, const wick_tensor* v, wick_tensor** out);
 typedef struct wick_conv_options {
-  int64_t padding[2];        /* conv1d uses index 0; conv2d (h, w) */
+  int64_t padding[2]; /* conv1d uses index 0; conv2d (h, w) */
   int64_t stride[2];
   int64_t dilation[2];
   int64_t output_padding[2]; /* transposed convolutions only */
@@ -261,8 +277,9 @@ wick_status wick_scaled_dot_product_attention(const wick_tensor* q, const wick_t
                                               wick_tensor** out);
 
 /* ---- GGUF block formats (wick/quant.h) ------------------------------------------------------- */
-/* qtype: the ggml type number (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 9 Q8_1, 10 Q2_K ... 15 Q8_K). */
+/* As wick_tensor_free: NULL is ignored, a handle not live sets wick_last_error() and does nothing. */
 void wick_qtensor_free(wick_qtensor* q);
+/* qtype: the ggml type number (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 9 Q8_1, 10 Q2_K ... 15 Q8_K). */
 wick_status wick_qtensor_from_blocks(int32_t qtype, int64_t rows, int64_t cols, const void* data, size_t nbytes,
                                      wick_device device, wick_qtensor** out);
 wick_status wick_quantize(const wick_tensor* w, int32_t qtype, wick_qtensor** out); /* w: f32 (rows, cols), CPU */
@@ -276,6 +293,8 @@ wick_status wick_qtensor_bytes(const wick_qtensor* w, wick_tensor** out);
 /* A Llama-family model and its tokenizer from a GGUF file or a Hugging Face checkpoint folder,
  * its float weights as `dtype` on `device`. */
 wick_status wick_model_open(const char* path, wick_device device, int32_t dtype, wick_model** out);
+/* As wick_tensor_free: NULL is ignored, a handle not live sets wick_last_error() and does nothing.
+ * A call running on the model in another thread keeps it until that call returns. */
 void wick_model_free(wick_model* m);
 /* Token ids of `text` (with BOS where the tokenizer adds it) into ids[0 .. cap); *count gets how
  * many there are (call with cap 0 to ask). */
@@ -284,12 +303,12 @@ wick_status wick_model_encode(const wick_model* m, const char* text, int32_t* id
 wick_status wick_model_decode(const wick_model* m, const int32_t* ids, size_t count, char* buf, size_t cap,
                               size_t* len);
 typedef struct wick_generate_options {
-  int64_t max_tokens;         /* new tokens, at most */
-  double temperature;         /* 0: greedy */
-  int64_t top_k;              /* 0: all */
-  double top_p;               /* 1: all */
-  double min_p;               /* 0: none */
-  double repetition_penalty;  /* 1: none */
+  int64_t max_tokens;        /* new tokens, at most */
+  double temperature;        /* 0: greedy */
+  int64_t top_k;             /* 0: all */
+  double top_p;              /* 1: all */
+  double min_p;              /* 0: none */
+  double repetition_penalty; /* 1: none */
   uint64_t seed;
 } wick_generate_options;
 /* max_tokens 128, greedy, no penalty, seed 0. */

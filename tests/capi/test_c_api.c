@@ -10,20 +10,39 @@
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK(cond, what)                                            \
-  do {                                                               \
-    ++checks;                                                        \
-    if (!(cond)) {                                                   \
-      ++failures;                                                    \
+#define CHECK(cond, what)                                                            \
+  do {                                                                               \
+    ++checks;                                                                        \
+    if (!(cond)) {                                                                   \
+      ++failures;                                                                    \
       printf("FAILED %s:%d %s (%s)\n", __FILE__, __LINE__, what, wick_last_error()); \
-    }                                                                \
+    }                                                                                \
   } while (0)
 
 #define OK(call) CHECK((call) == WICK_OK, #call)
 
+/* Whether the last error contains `what` with arg in place of %s ("the tensor handle %s is null"). */
+static int says(const char* what, const char* arg) {
+  char want[128];
+  snprintf(want, sizeof want, what, arg);
+  return strstr(wick_last_error(), want) != NULL;
+}
+/* A call refused for a null handle, the message naming the argument that was null. */
+#define NULL_ARG(call, arg) CHECK((call) == WICK_ERROR_ARGUMENT && says("handle %s is null", arg), #call " names " arg)
+/* A call refused for a handle freed already, the message naming the argument. */
+#define DEAD_ARG(call, arg, type) \
+  CHECK((call) == WICK_ERROR_ARGUMENT && says("%s is not a live " type " handle", arg), #call " names " arg)
+
 static const wick_device cpu = {WICK_DEVICE_CPU, 0};
 static int released = 0;
 static void release(void* ctx) { released += *(int*)ctx; }
+/* A release callback that calls back into wick: it frees another handle. */
+static wick_tensor* freed_on_release = NULL;
+static void release_and_free(void* ctx) {
+  (void)ctx;
+  wick_tensor_free(freed_on_release);
+  freed_on_release = NULL;
+}
 
 static int pieces = 0;
 static int on_token(const char* text, size_t len, int32_t token, void* user) {
@@ -128,6 +147,82 @@ int main(int argc, char** argv) {
   OK(wick_tensor_numel(a, &shape[0]));
   CHECK(wick_last_error()[0] == '\0', "a success clears the message");
 
+  /* A null handle is named by its own argument's name, whichever argument it is. */
+  NULL_ARG(wick_rope(WICK_ROPE, a, NULL, a, &untouched), "cos");
+  NULL_ARG(wick_rope(WICK_ROPE, a, a, NULL, &untouched), "sin");
+  NULL_ARG(wick_rope(WICK_ROPE, NULL, a, a, &untouched), "x");
+  NULL_ARG(wick_scaled_dot_product_attention(NULL, a, a, 0, 0, NULL, 0, &untouched), "q");
+  NULL_ARG(wick_scaled_dot_product_attention(a, NULL, a, 0, 0, NULL, 0, &untouched), "k");
+  NULL_ARG(wick_scaled_dot_product_attention(a, a, NULL, 0, 0, NULL, 0, &untouched), "v");
+  NULL_ARG(wick_index_select(a, NULL, 0, &untouched), "ids");
+  NULL_ARG(wick_gather(a, NULL, 0, &untouched), "ids");
+  NULL_ARG(wick_embedding(a, NULL, &untouched), "ids");
+  NULL_ARG(wick_embedding(NULL, a, &untouched), "weight");
+  NULL_ARG(wick_scatter(a, a, NULL, 0, &untouched), "src");
+  NULL_ARG(wick_rms_norm(a, NULL, 0, &untouched), "weight");
+  NULL_ARG(wick_silu_mul(a, NULL, &untouched), "up");
+  NULL_ARG(wick_mv(a, NULL, &untouched), "v");
+  NULL_ARG(wick_conv1d(a, NULL, NULL, &untouched), "kernel");
+  NULL_ARG(wick_binary_scalar(WICK_ADD, NULL, 1, &untouched), "a");
+  NULL_ARG(wick_narrow(NULL, 0, 0, 1, &untouched), "t");
+  CHECK(untouched == (wick_tensor*)&failures, "refused calls leave their output alone");
+
+  /* Handles are checked: a second free sets the last error and does nothing else, and a freed
+   * handle is refused by every call, even once a new handle may have taken its memory. */
+  {
+    wick_tensor *gone = NULL, *next = NULL, *row = NULL;
+    wick_qtensor *q = NULL, *qnext = NULL;
+    const int64_t s1x32[2] = {1, 32};
+    int64_t n = 0;
+    OK(wick_tensor_zeros(s3, 1, WICK_F32, cpu, &gone));
+    wick_tensor_free(gone);
+    OK(wick_tensor_numel(a, &n));
+    wick_tensor_free(gone);
+    CHECK(says("%s: not a live wick_tensor handle (freed already", "wick_tensor_free"), "a second tensor free");
+    OK(wick_tensor_zeros(s3, 1, WICK_F32, cpu, &next));
+    CHECK(next != gone, "a new handle is never a freed one's");
+    wick_tensor_free(gone);
+    OK(wick_tensor_numel(next, &n));
+    CHECK(n == 3, "a stale free leaves the handle made after it alone");
+    DEAD_ARG(wick_unary(WICK_EXP, gone, &untouched), "x", "wick_tensor");
+    DEAD_ARG(wick_binary(WICK_ADD, a, gone, &untouched), "b", "wick_tensor");
+    DEAD_ARG(wick_tensor_retain(gone, &untouched), "t", "wick_tensor");
+    DEAD_ARG(wick_tensor_to_host(gone, rv, sizeof rv), "t", "wick_tensor");
+    DEAD_ARG(wick_fill(gone, 1), "t", "wick_tensor");
+    DEAD_ARG(wick_rope(WICK_ROPE, a, a, gone, &untouched), "sin", "wick_tensor");
+    DEAD_ARG(wick_scaled_dot_product_attention(a, a, a, 0, 0, gone, 0, &untouched), "mask", "wick_tensor");
+    DEAD_ARG(wick_layer_norm(a, ones, gone, 1e-5, &untouched), "bias", "wick_tensor");
+    const wick_tensor* pair[2] = {a, gone};
+    DEAD_ARG(wick_cat(pair, 2, 0, &untouched), "tensors[1]", "wick_tensor");
+    CHECK(untouched == (wick_tensor*)&failures, "refused calls leave their output alone");
+
+    /* A free that works leaves a failure's message for the error path that frees after it. */
+    CHECK(wick_unary(99, a, &untouched) == WICK_ERROR_ARGUMENT, "an unknown op");
+    wick_tensor_free(next);
+    wick_tensor_free(NULL);
+    CHECK(says("%s", "unknown wick_unary_op 99"), "a free keeps the last failure's message");
+
+    OK(wick_tensor_zeros(s1x32, 2, WICK_F32, cpu, &row));
+    OK(wick_quantize(row, 8, &q));
+    wick_qtensor_free(q);
+    OK(wick_tensor_numel(a, &n));
+    wick_qtensor_free(q);
+    CHECK(says("%s: not a live wick_qtensor handle", "wick_qtensor_free"), "a second qtensor free");
+    OK(wick_quantize(row, 8, &qnext));
+    DEAD_ARG(wick_dequantize(q, WICK_F32, &untouched), "w", "wick_qtensor");
+    DEAD_ARG(wick_qmatmul(row, q, &untouched), "w", "wick_qtensor");
+    /* A handle of one kind passed as another (a cast in C) is not live either. */
+    DEAD_ARG(wick_dequantize((const wick_qtensor*)row, WICK_F32, &untouched), "w", "wick_qtensor");
+    DEAD_ARG(wick_unary(WICK_EXP, (const wick_tensor*)qnext, &untouched), "x", "wick_tensor");
+    wick_tensor_free((wick_tensor*)qnext);
+    CHECK(says("%s: not a live wick_tensor handle", "wick_tensor_free"), "a qtensor freed as a tensor");
+    OK(wick_dequantize(qnext, WICK_F32, &untouched));
+    wick_tensor_free(untouched);
+    untouched = (wick_tensor*)&failures;
+    wick_qtensor_free(qnext);
+    wick_tensor_free(row);
+  }
+
   /* Memory the caller owns, without a copy: writes land in it; release runs once, at the end. */
   float owned[6] = {1, 1, 1, 1, 1, 1};
   int weight = 1;
@@ -151,6 +246,10 @@ int main(int argc, char** argv) {
   OK(wick_fill(plain, 4));
   wick_tensor_free(plain);
   CHECK(lent[0] == 4 && lent[2] == 4, "memory lent without a release callback");
+  OK(wick_tensor_zeros(s3, 1, WICK_F32, cpu, &freed_on_release));
+  OK(wick_tensor_from_blob(lent, s3, NULL, 1, WICK_F32, cpu, release_and_free, NULL, &plain));
+  wick_tensor_free(plain);
+  CHECK(freed_on_release == NULL, "a release callback may free a handle");
 
   /* Text of the values. */
   char text[256];
@@ -173,7 +272,14 @@ int main(int argc, char** argv) {
     CHECK(st.generated_tokens >= 1 && st.generated_tokens <= 8 && calls >= st.generated_tokens, "generate");
     CHECK(wick_model_open("/nonexistent.gguf", cpu, WICK_F32, &model) != WICK_OK, "a missing file");
     CHECK(strstr(wick_last_error(), "/nonexistent.gguf") != NULL, "the message names the file");
+    CHECK(wick_model_encode(model, "Hello", NULL, 4, &n) == WICK_ERROR_ARGUMENT && says("%s is null", "ids"),
+          "encode names ids");
     wick_model_free(model);
+    OK(wick_tensor_numel(a, &shape[0]));
+    wick_model_free(model);
+    CHECK(says("%s: not a live wick_model handle", "wick_model_free"), "a second model free");
+    DEAD_ARG(wick_model_encode(model, "Hello world", NULL, 0, &n), "m", "wick_model");
+    DEAD_ARG(wick_model_generate(model, "Hello world", &o, on_token, &calls, &st), "m", "wick_model");
   }
 
   wick_tensor* all[] = {a, b, c, r, at, m, e, bad, i32, ones, sum, normed, gated};
