@@ -18,6 +18,8 @@ namespace wick::quant {
 
 // The block formats, in ggml's order of type numbers. Q8_1 and Q8_K are the formats ggml
 // quantizes activations to for its integer dot products; they can be held and dequantized too.
+// Every function below that takes a QType refuses another value (an integer cast to QType) with a
+// DTypeError naming the function and the number.
 #define WICK_FORALL_QTYPES(X) \
   X(Q4_0, "q4_0", 2)          \
   X(Q4_1, "q4_1", 3)          \
@@ -98,7 +100,9 @@ class QTensor {
 // (f16 and bf16 are widened to f32 first, exactly), any layout, finite. Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0, Q8_1 and Q8_K give ggml's bytes bit for bit; the K-quants (Q2_K..Q6_K) follow llama.cpp's
 // reference quantizer (docs/quantization.md states how closely). ShapeError unless w has rank 2
-// and cols is a multiple of the block size; an Error for NaN or infinite values.
+// and cols is a multiple of the block size; an Error naming the element and its block for NaN,
+// infinities and magnitudes that reach the format's limit, past which its scales overflow f16
+// (docs/quantization.md lists the limits: 65520 for Q4_1, 8321040 for Q8_0).
 QTensor quantize(const Tensor& w, QType qtype);
 
 // The values of w as a (rows, cols) tensor of `dtype` (f32, f16 or bf16) on w's device: ggml's

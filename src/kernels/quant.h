@@ -127,7 +127,8 @@ WICK_QFORMAT(Q6_K, BlockQ6_K, 256, 16, 32, None, false)
 WICK_QFORMAT(Q8_K, BlockQ8_K, 256, 32, 0, None, true)
 #undef WICK_QFORMAT
 
-// Calls f.template operator()<Q>() with the format as a template argument.
+// Calls f.template operator()<Q>() with the format as a template argument. q must be one of QType's
+// values (the front end's quant::detail::check_qtype refuses others): another falls to Q4_0.
 template <typename F>
 WICK_HD decltype(auto) dispatch_qtype(QType q, F&& f) {
   switch (q) {

@@ -1,8 +1,12 @@
 // The front end of the quantized-weight ops: the format table, QTensor, and quantize, dequantize
 // and qmatmul with their checks, a backend's kernels where it has them, and the host fallback.
+#include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,14 +23,34 @@ namespace kq = kernels::quant;
 
 // ---- the format table -------------------------------------------------------------------------
 
-std::string_view qtype_name(QType qtype) {
-  switch (qtype) {
-#define WICK_X(e, name, ggml) \
-  case QType::e: return name;
+namespace {
+
+// QType's values are 0 .. count - 1, in kAllQTypes' order.
+constexpr size_t kQTypes = std::size(kAllQTypes);
+static_assert(static_cast<size_t>(kAllQTypes[kQTypes - 1]) == kQTypes - 1);
+
+constexpr std::string_view kNames[] = {
+#define WICK_X(e, name, ggml) name,
     WICK_FORALL_QTYPES(WICK_X)
 #undef WICK_X
-  }
-  return "?";
+};
+constexpr int kGgmlTypes[] = {
+#define WICK_X(e, name, ggml) ggml,
+    WICK_FORALL_QTYPES(WICK_X)
+#undef WICK_X
+};
+
+}  // namespace
+
+QType detail::check_qtype(const char* op, QType qtype) {
+  WICK_CHECK(static_cast<size_t>(qtype) < kQTypes, DTypeError, op, static_cast<unsigned>(qtype),
+             " is not a block format (QType's values are 0 to ", kQTypes - 1, ", ", kNames[0], " to ",
+             kNames[kQTypes - 1], ")");
+  return qtype;
+}
+
+std::string_view qtype_name(QType qtype) {
+  return kNames[static_cast<size_t>(detail::check_qtype("qtype_name", qtype))];
 }
 
 std::optional<QType> parse_qtype(std::string_view name) {
@@ -37,15 +61,7 @@ std::optional<QType> parse_qtype(std::string_view name) {
   return std::nullopt;
 }
 
-int ggml_type(QType qtype) {
-  switch (qtype) {
-#define WICK_X(e, name, ggml) \
-  case QType::e: return ggml;
-    WICK_FORALL_QTYPES(WICK_X)
-#undef WICK_X
-  }
-  return -1;
-}
+int ggml_type(QType qtype) { return kGgmlTypes[static_cast<size_t>(detail::check_qtype("ggml_type", qtype))]; }
 
 std::optional<QType> from_ggml_type(int type) {
   for (QType q : kAllQTypes)
@@ -54,21 +70,26 @@ std::optional<QType> from_ggml_type(int type) {
 }
 
 int64_t block_values(QType qtype) {
-  return kq::dispatch_qtype(qtype, []<QType Q>() -> int64_t { return kq::Format<Q>::kValues; });
+  return kq::dispatch_qtype(detail::check_qtype("block_values", qtype),
+                            []<QType Q>() -> int64_t { return kq::Format<Q>::kValues; });
 }
 
 int64_t block_bytes(QType qtype) {
-  return kq::dispatch_qtype(qtype, []<QType Q>() -> int64_t { return sizeof(typename kq::Format<Q>::Block); });
+  return kq::dispatch_qtype(detail::check_qtype("block_bytes", qtype),
+                            []<QType Q>() -> int64_t { return sizeof(typename kq::Format<Q>::Block); });
 }
 
 int64_t row_bytes(QType qtype, int64_t cols) {
+  detail::check_qtype("row_bytes", qtype);
   const int64_t bv = block_values(qtype);
   WICK_CHECK(cols > 0 && cols % bv == 0, ShapeError, "quant", "a row of ", qtype, " needs a positive multiple of ", bv,
              " values, got ", cols);
   return checked::mul(cols / bv, block_bytes(qtype), "quant", " (a row of ", cols, " values of ", qtype, ")");
 }
 
-std::ostream& operator<<(std::ostream& os, QType qtype) { return os << qtype_name(qtype); }
+std::ostream& operator<<(std::ostream& os, QType qtype) {
+  return os << kNames[static_cast<size_t>(detail::check_qtype("operator<<", qtype))];
+}
 
 // ---- QTensor ----------------------------------------------------------------------------------
 
@@ -76,6 +97,7 @@ namespace {
 
 // rows * row_bytes, checked; the message names the op and the weight's shape.
 int64_t total_bytes(const char* op, QType qtype, int64_t rows, int64_t cols) {
+  detail::check_qtype(op, qtype);
   WICK_CHECK(rows >= 0, ShapeError, op, "a ", qtype, " weight needs rows >= 0, got ", rows);
   const int64_t bv = block_values(qtype);
   WICK_CHECK(cols > 0 && cols % bv == 0, ShapeError, op, "a ", qtype, " weight of ", rows, " x ", cols,
@@ -140,6 +162,27 @@ void dequantize_host(QType qtype, const uint8_t* blocks, int64_t rows, int64_t c
 
 }  // namespace detail
 
+namespace {
+
+// A float as the shortest text that reads back as it: 1e+09, 524160, 3.4028235e+38.
+std::string shortest(float v) {
+  char buf[32];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+// The error for element i of w (rows of `cols` values), which is not finite or not below `limit`.
+[[noreturn]] void refuse_value(const Tensor& w, QType qtype, size_t i, float v, float limit) {
+  const size_t cols = static_cast<size_t>(w.dim(1)), row = i / cols, col = i % cols;
+  WICK_CHECK(std::isfinite(v), Error, "quantize", "needs finite values; element ", row, ", ", col, " of ",
+             ops::describe(w), " is ", v);
+  WICK_THROW(Error, "quantize", qtype, " holds magnitudes below ", shortest(limit), ", past which ",
+             qtype == QType::Q8_K ? "its values overflow f32" : "its f16 scales overflow", "; element ", row, ", ", col,
+             " (row ", row, ", block ", col / static_cast<size_t>(block_values(qtype)), ") of ", ops::describe(w),
+             " is ", shortest(v));
+}
+
+}  // namespace
+
 QTensor quantize(const Tensor& w, QType qtype) {
   const char* op = "quantize";
   ops::check_defined(op, w);
@@ -149,18 +192,35 @@ QTensor quantize(const Tensor& w, QType qtype) {
   const int64_t rows = w.dim(0), cols = w.dim(1);
   const int64_t nbytes = total_bytes(op, qtype, rows, cols);
   const std::vector<float> x = w.to_dtype(DType::F32).to_device(Device::cpu()).contiguous().to_vector<float>();
+  // Refused rather than saturated: a weight file must hold the model's values, and ggml writes such
+  // blocks with an infinite scale (which its loader's ggml_validate_row_data then refuses).
+  const float limit = detail::magnitude_limit(qtype);
   for (size_t i = 0; i < x.size(); ++i)
-    WICK_CHECK(std::isfinite(x[i]), Error, op, "needs finite values; element ", i / static_cast<size_t>(cols), ", ",
-               i % static_cast<size_t>(cols), " of ", ops::describe(w), " is ", x[i]);
+    if (!(std::fabs(x[i]) < limit)) [[unlikely]]
+      refuse_value(w, qtype, i, x[i], limit);
   std::vector<uint8_t> out(static_cast<size_t>(nbytes));
+  const int64_t per_row = cols / block_values(qtype), n = rows * per_row;
+  std::atomic<int64_t> first_bad{n};  // the first block whose scales overflowed all the same
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     using F = kq::Format<Q>;
     auto* b = reinterpret_cast<typename F::Block*>(out.data());
-    const int64_t n = rows * (cols / F::kValues);
     cpu::parallel_for(n, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) detail::quantize_block<Q>(x.data() + i * F::kValues, b[i]);
+      for (int64_t i = begin; i < end; ++i) {
+        if (detail::quantize_block<Q>(x.data() + i * F::kValues, b[i])) continue;
+        int64_t seen = first_bad.load();
+        while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+        }
+      }
     });
   });
+  if (const int64_t i = first_bad.load(); i < n) {
+    const int64_t bv = block_values(qtype);
+    float amax = 0.f;
+    for (int64_t j = 0; j < bv; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(i * bv + j)]));
+    WICK_THROW(Error, op, "row ", i / per_row, ", block ", i % per_row, " of ", ops::describe(w), " (magnitudes up to ",
+               shortest(amax), ") gets a ", qtype,
+               " scale past f16's range: ggml's least-squares fit degenerates on nearly equal values");
+  }
   return QTensor::from_blocks(qtype, rows, cols, out.data(), nbytes, w.device());
 }
 

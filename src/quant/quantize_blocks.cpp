@@ -441,10 +441,12 @@ void quantize_q8_k(const float* x, kq::BlockQ8_K& b) {
   b.d = 1 / iscale;
 }
 
+bool finite_half(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
+
 }  // namespace
 
 template <QType Q>
-void quantize_block(const float* x, typename kq::Format<Q>::Block& b) {
+bool quantize_block(const float* x, typename kq::Format<Q>::Block& b) {
   if constexpr (Q == QType::Q4_0) quantize_symmetric<4>(x, b);
   if constexpr (Q == QType::Q5_0) quantize_symmetric<5>(x, b);
   if constexpr (Q == QType::Q4_1) quantize_affine<4>(x, b);
@@ -473,11 +475,60 @@ void quantize_block(const float* x, typename kq::Format<Q>::Block& b) {
   }
   if constexpr (Q == QType::Q6_K) quantize_q6_k(x, b);
   if constexpr (Q == QType::Q8_K) quantize_q8_k(x, b);
+  // Below magnitude_limit every scale is finite, but where ggml's least-squares fit degenerates.
+  if constexpr (Q == QType::Q8_K) {
+    return std::isfinite(b.d);
+  } else {
+    bool finite = finite_half(b.d);
+    if constexpr (Q == QType::Q4_1 || Q == QType::Q5_1) finite = finite && finite_half(b.m);
+    if constexpr (Q == QType::Q8_1) finite = finite && finite_half(b.s);
+    if constexpr (kq::Format<Q>::kMin == kq::MinForm::Sub) finite = finite && finite_half(b.dmin);
+    return finite;
+  }
 }
 
 #define WICK_X(e, name, ggml) \
-  template void quantize_block<QType::e>(const float*, typename kq::Format<QType::e>::Block&);
+  template bool quantize_block<QType::e>(const float*, typename kq::Format<QType::e>::Block&);
 WICK_FORALL_QTYPES(WICK_X)
 #undef WICK_X
+
+// ---- the magnitude each format holds ------------------------------------------------------------
+// f16 rounds to infinity from 65520 up. Every block of values below a format's limit in magnitude
+// keeps finite scales. The 32-value formats' limits are exact: a block of values at the limit
+// overflows. The K-quants' limits bound ggml's searches (in exact arithmetic), rounded down:
+// - make_qkx2_quants (Q2_K, Q4_K, Q5_K) fits x = scale * l + min by weighted least squares over the
+//   levels l = round(t) of t = iscale * (x - min), min = min(x, 0), R = max - min <= 2 amax and
+//   T = iscale * R. With e = t - l in an interval of width W (1, or 0.5 + T - nmax where the top
+//   level clamps) and b = cov(e, l) / var(l) <= W (l is an integer), the slope is (1 + b) / iscale
+//   and the minimum -min + (b * mean(l) - mean(e)) / iscale <= -min + (W * nmax + 0.5) / iscale,
+//   which binds before the slope does:
+//   Q2_K (T in [2.5, 4]): minimum <= 3.8 amax, dmin = largest minimum / 15: 65520 * 15 / 3.8.
+//   Q4_K (T in [14, 16]): minimum <= 3.875 amax, dmin = largest minimum / 63: 65520 * 63 / 3.875.
+//   Q5_K (T in [30.5, 32]): minimum <= 3.9375 amax: 65520 * 63 / 3.9375. In float the fit can
+//   degenerate on nearly equal values (D rounds to a tiny positive number) and give a scale and
+//   minimum several times the values: quantize_block reports those.
+// - Q3_K and Q6_K: a group's scale is a mean of x / l weighted by x^2 l^2 over the levels |l| >= 1,
+//   at most amax for Q3_K (d = largest scale / 32) and at most 1.5 amax / 31.1 for Q6_K, whose
+//   largest value has |t| >= 31.1 (d = largest scale / 128).
+template <QType Q>
+constexpr float kMagnitudeLimit = [] {
+  constexpr float kHalfOverflow = 65520.f;
+  if constexpr (Q == QType::Q4_0) return 8 * kHalfOverflow;                  // d = max / -8, exactly
+  if constexpr (Q == QType::Q5_0) return 16 * kHalfOverflow;                 // d = max / -16
+  if constexpr (Q == QType::Q4_1 || Q == QType::Q5_1) return kHalfOverflow;  // m: the least value
+  if constexpr (Q == QType::Q8_0) return 127 * kHalfOverflow;                // d = amax / 127
+  if constexpr (Q == QType::Q8_1) return kHalfOverflow / 32;                 // s = d * (sum of levels) <= 32 amax
+  if constexpr (Q == QType::Q2_K) return 2.58e5f;                            // 258631
+  if constexpr (Q == QType::Q3_K) return 2.09e6f;                            // 2096640
+  if constexpr (Q == QType::Q4_K) return 1.06e6f;                            // 1065228
+  if constexpr (Q == QType::Q5_K) return 1.04e6f;                            // 1048320
+  if constexpr (Q == QType::Q6_K) return 1.73e8f;                            // 173881344
+  // Q8_K's d is f32, amax / 127; a level of 127 times it passes FLT_MAX only at FLT_MAX.
+  if constexpr (Q == QType::Q8_K) return FLT_MAX;
+}();
+
+float magnitude_limit(QType qtype) {
+  return kq::dispatch_qtype(qtype, []<QType Q>() { return kMagnitudeLimit<Q>; });
+}
 
 }  // namespace wick::quant::detail
