@@ -51,8 +51,15 @@ double number(const io::GgufFile& f, const std::string& key, double fallback) {
 // Weight counts, saturated past kMaxWeights: no real model comes near it, and sizes read from a file
 // (each up to 2^40) would overflow the products that follow.
 constexpr int64_t kMaxWeights = int64_t{1} << 62;
-int64_t saturated_mul(int64_t a, int64_t b) { return b != 0 && a > kMaxWeights / b ? kMaxWeights + 1 : a * b; }
-int64_t saturated_add(int64_t a, int64_t b) { return a > kMaxWeights - b ? kMaxWeights + 1 : a + b; }
+// A size below 1 counts no weights (check() refuses it).
+int64_t saturated_mul(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return 0;
+  return a > kMaxWeights / b ? kMaxWeights + 1 : a * b;
+}
+int64_t saturated_add(int64_t a, int64_t b) {
+  a = std::max<int64_t>(a, 0), b = std::max<int64_t>(b, 0);
+  return a > kMaxWeights - b ? kMaxWeights + 1 : a + b;
+}
 
 }  // namespace
 

@@ -3,9 +3,10 @@
 // metadata, each value the one a small model of the chosen shape needs, an edge number, another
 // type or none; and the weights of that shape, each of the right shape, one dim off, of another
 // dtype (f16, Q8_0 where the rows are whole blocks) or missing. When the first byte says so they
-// make the text of a config.json instead. Loading either must succeed or raise a wick::Error. A
-// model that loads runs a forward pass over a few tokens (some outside the vocabulary): logits of
-// shape (1, t, vocab), or a wick::Error.
+// make the text of a config.json instead, or the fields of a LlamaConfig given to check() and
+// parameters() (which must not overflow). Loading must succeed or raise a wick::Error. A model that
+// loads runs a forward pass over a few tokens (some outside the vocabulary, the index ops' skip
+// sentinels among them): logits of shape (1, t, vocab), or an IndexError where a token lies outside.
 #include <cmath>
 #include <optional>
 
@@ -75,6 +76,8 @@ void weight(io::GgufWriter& w, Bytes& in, const std::string& name, int64_t rows,
   const uint8_t kind = in.byte();
   if (kind < 24 && cols != 0 && cols % 32 == 0)
     w.add(name, quant::quantize(t, quant::QType::Q8_0));
+  else if (kind >= 250)
+    w.add(name, (t * 8.f).to_dtype(DType::I32));  // no weight of a model: refused
   else if (kind < 48)
     w.add(name, t.to_dtype(DType::F16));
   else
@@ -122,7 +125,16 @@ std::vector<uint8_t> gguf_model(Bytes& in) {
   }
   weight(w, in, "output_norm.weight", d.dim, 0);
   if (in.byte() % 2 == 0) weight(w, in, "output.weight", d.vocab, d.dim);  // else tied
-  if (in.byte() >= 224) weight(w, in, "rope_freqs.weight", d.head_dim / 2, 0);
+  if (const uint8_t r = in.byte(); r >= 224) {
+    if (r < 240) {
+      weight(w, in, "rope_freqs.weight", d.head_dim / 2, 0);
+    } else {  // factors of 0, NaN, inf or negative: refused
+      static constexpr float kOdd[] = {0.f, NAN, INFINITY, -1.f};
+      std::vector<float> f(static_cast<size_t>(d.head_dim / 2), 1.f);
+      f[in.byte() % f.size()] = kOdd[r % std::size(kOdd)];
+      w.add("rope_freqs.weight", Tensor::from_vector(f, {d.head_dim / 2}));
+    }
+  }
   return w.bytes();
 }
 
@@ -137,10 +149,41 @@ void json_config(Bytes& in) {
   });
 }
 
+// A LlamaConfig of any numbers: check() accepts it or raises a wick::Error, and what it accepts
+// has positive sizes and finite rotation rates; parameters() never overflows (UBSan checks).
+void config_fields(Bytes& in) {
+  LlamaConfig c;
+  c.architecture = in.byte() % 8 == 0 ? "gpt2" : "llama";
+  for (int64_t* n : {&c.vocab, &c.dim, &c.hidden, &c.layers, &c.heads, &c.kv_heads, &c.head_dim, &c.context, &c.window})
+    *n = in.byte() < 128 ? 1 + in.byte() % 64 : in.number();
+  auto real = [&](double fallback) {
+    static constexpr double kOdd[] = {0.0, -1.0, NAN, INFINITY, 1e300, 1e-300, 1.0};
+    const uint8_t sel = in.byte();
+    return sel < 160 ? fallback : kOdd[sel % std::size(kOdd)];
+  };
+  c.rms_eps = real(1e-5);
+  c.rope_theta = real(10000);
+  c.rope_scaling.factor = real(0);
+  c.rope_scaling.low_freq_factor = real(1);
+  c.rope_scaling.high_freq_factor = real(4);
+  c.rope_scaling.original_context = in.byte() < 200 ? 8192 : in.number();
+  (void)c.parameters();
+  step([&] {
+    c.check("fuzz");
+    require(c.vocab > 0 && c.dim > 0 && c.layers > 0 && c.head_dim > 0 && c.head_dim % 2 == 0, "a size accepted");
+    for (const double f : c.inv_freq()) require(std::isfinite(f) && f > 0, "a rotation rate accepted");
+  });
+}
+
 void run(const uint8_t* data, size_t size) {
   Bytes in(data, size);
-  if (in.byte() % 4 == 3) {
+  const uint8_t mode = in.byte() % 8;
+  if (mode == 3 || mode == 7) {
     json_config(in);
+    return;
+  }
+  if (mode == 5) {
+    config_fields(in);
     return;
   }
   manual_seed(7);
@@ -151,10 +194,15 @@ void run(const uint8_t* data, size_t size) {
   const LlamaConfig& c = model->config();
   const int64_t t = 1 + in.byte() % 3;
   std::vector<int64_t> ids(static_cast<size_t>(t));
-  for (int64_t& id : ids) id = in.byte() % (c.vocab + 2);  // now and then outside the vocabulary
+  bool outside = false;
+  for (int64_t& id : ids) {
+    id = in.byte() < 240 ? in.byte() % (c.vocab + 2) : in.number();  // now and then outside the vocabulary
+    outside = outside || id < 0 || id >= c.vocab;
+  }
   step([&] {
     std::vector<nn::KvCache> cache = model->make_cache(1, 4);
     const Tensor logits = model->forward(Tensor::from_vector(ids, {1, t}), cache);
+    require(!outside, "logits for a token outside the vocabulary");
     require(logits.shape() == Shape({1, t, c.vocab}) && logits.dtype() == DType::F32, "logits of the wrong shape");
   });
 }
