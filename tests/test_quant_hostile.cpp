@@ -75,6 +75,7 @@ TEST(QuantHostile, QTypesOutsideTheEnumAreRefused) {
 // the message naming the format, the limit, the element's row and block, and the value.
 TEST(QuantHostile, EachFormatHoldsValuesBelowItsLimit) {
   for (const Limit& l : kLimits) {
+    EXPECT_EQ(quant::max_magnitude(l.q), l.limit) << l.q;
     const int64_t bv = quant::block_values(l.q), cols = 2 * bv;
     const float a = std::nextafter(l.limit, 0.f);
     std::vector<float> x = random_values(4 * cols, 3, 1e-3f);

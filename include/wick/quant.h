@@ -104,6 +104,9 @@ class QTensor {
 // infinities and magnitudes that reach the format's limit, past which its scales overflow f16
 // (docs/quantization.md lists the limits: 65520 for Q4_1, 8321040 for Q8_0).
 QTensor quantize(const Tensor& w, QType qtype);
+// The magnitude below which quantize takes values in `qtype`: every block of values below it keeps
+// finite scales (524160 for Q4_0, 65520 for Q4_1, 8321040 for Q8_0, FLT_MAX for Q8_K).
+float max_magnitude(QType qtype);
 
 // The values of w as a (rows, cols) tensor of `dtype` (f32, f16 or bf16) on w's device: ggml's
 // dequantization bit for bit (computed in f32, then rounded to the dtype), on every backend.

@@ -194,7 +194,7 @@ QTensor quantize(const Tensor& w, QType qtype) {
   const std::vector<float> x = w.to_dtype(DType::F32).to_device(Device::cpu()).contiguous().to_vector<float>();
   // Refused rather than saturated: a weight file must hold the model's values, and ggml writes such
   // blocks with an infinite scale (which its loader's ggml_validate_row_data then refuses).
-  const float limit = detail::magnitude_limit(qtype);
+  const float limit = max_magnitude(qtype);
   for (size_t i = 0; i < x.size(); ++i)
     if (!(std::fabs(x[i]) < limit)) [[unlikely]]
       refuse_value(w, qtype, i, x[i], limit);

@@ -16,10 +16,6 @@ QType check_qtype(const char* op, QType qtype);
 template <QType Q>
 bool quantize_block(const float* x, typename kernels::quant::Format<Q>::Block& b);
 
-// The magnitude below which quantize takes values in `qtype`: every block of values below it keeps
-// finite scales (quantize_blocks.cpp derives each).
-float magnitude_limit(QType qtype);
-
 // The values of `rows` rows of blocks in host memory as f32, row-major (rows * cols values): the
 // front end's dequantization where a backend has no kernel, and so the oracle of the kernels.
 void dequantize_host(QType qtype, const uint8_t* blocks, int64_t rows, int64_t cols, float* out);

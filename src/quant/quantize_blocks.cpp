@@ -475,7 +475,7 @@ bool quantize_block(const float* x, typename kq::Format<Q>::Block& b) {
   }
   if constexpr (Q == QType::Q6_K) quantize_q6_k(x, b);
   if constexpr (Q == QType::Q8_K) quantize_q8_k(x, b);
-  // Below magnitude_limit every scale is finite, but where ggml's least-squares fit degenerates.
+  // Below max_magnitude every scale is finite, but where ggml's least-squares fit degenerates.
   if constexpr (Q == QType::Q8_K) {
     return std::isfinite(b.d);
   } else {
@@ -527,8 +527,13 @@ constexpr float kMagnitudeLimit = [] {
   if constexpr (Q == QType::Q8_K) return FLT_MAX;
 }();
 
-float magnitude_limit(QType qtype) {
-  return kq::dispatch_qtype(qtype, []<QType Q>() { return kMagnitudeLimit<Q>; });
+}  // namespace wick::quant::detail
+
+namespace wick::quant {
+
+float max_magnitude(QType qtype) {
+  return kernels::quant::dispatch_qtype(detail::check_qtype("max_magnitude", qtype),
+                                        []<QType Q>() { return detail::kMagnitudeLimit<Q>; });
 }
 
-}  // namespace wick::quant::detail
+}  // namespace wick::quant

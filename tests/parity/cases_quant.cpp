@@ -23,9 +23,15 @@ Output result(const Tensor& t) {
 
 std::string qlabel(QType q, DType dt) { return std::string(quant::qtype_name(q)) + "/" + label(dt); }
 
+// Wide values (up to 1e6) kept below the magnitude q holds, past which quantize refuses them.
+Tensor held(const Tensor& x, QType q) {
+  const double limit = 0.99 * quant::max_magnitude(q);
+  return x.clamp(-limit, limit);
+}
+
 // A weight of rows x cols in q on the case's backend, quantized from generated values.
 QTensor weight(Ctx& c, QType q, int64_t rows, int64_t cols, Values values = Values::Normal) {
-  return quant::quantize(tensor(c.input(DType::F32, {rows, cols}, Form::Contiguous, values)), q);
+  return quant::quantize(held(tensor(c.input(DType::F32, {rows, cols}, Form::Contiguous, values)), q), q);
 }
 
 // The largest normalised error of qmatmul: x rounded to 8 bits per 32 values (about 1.5e-5 for
@@ -49,7 +55,8 @@ void add_quantize(std::vector<Case>& cases, QType q, DType dt) {
     if (v.values == Values::Wide && dt != DType::F32) continue;  // beyond the halves' range: inf, refused
     cases.push_back({OpKey(QuantOp::Quantize).name(), qlabel(q, dt), shape_label(v.shape), v.name, QuantOp::Quantize,
                      {dt}, Compare::Exact, false, [=](Ctx& c) {
-                       const QTensor w = quant::quantize(tensor(c.input(dt, v.shape, v.form, v.values)), q);
+                       const Tensor x = tensor(c.input(dt, v.shape, v.form, v.values));
+                       const QTensor w = quant::quantize(v.values == Values::Wide ? held(x, q) : x, q);
                        return result(w.bytes());
                      }});
   }

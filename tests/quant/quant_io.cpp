@@ -1,6 +1,9 @@
 // A command-line bridge to wick's quantizer, dequantizer and GGUF reader and writer, for the external
 // check against python3-gguf and llama-quantize (tests/quant/check_gguf.py):
-//   quant_io quantize   QTYPE ROWS COLS IN.f32 OUT.blocks
+//   quant_io quantize   QTYPE ROWS COLS IN.f32 OUT.blocks   ggml's reference quantizer as wick has it,
+//                                           block by block, values past the format's limit
+//                                           included (quant::quantize refuses those:
+//                                           test_quant_hostile checks that)
 //   quant_io dequantize QTYPE ROWS COLS IN.blocks OUT.f32 [DEVICE]
 //   quant_io gguf-list  IN.gguf OUT.txt     what wick reads: one line per metadata entry
 //                                           ("kv KEY TYPE COUNT") and per tensor ("tensor NAME
@@ -8,16 +11,33 @@
 //   quant_io gguf-copy  IN.gguf OUT.gguf    read with wick, written back with wick's writer
 // Raw files are little-endian arrays: f32 values row by row, or the blocks as GGUF stores them.
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "quant/quant_ops.h"
 #include "wick/io.h"
 #include "wick/quant.h"
 
 namespace {
+
+namespace kq = wick::kernels::quant;
+
+// The blocks of rows x cols values, each through the block quantizer that quant::quantize runs:
+// the bytes ggml makes, an infinite scale where a value passes the format's limit.
+std::vector<uint8_t> blocks_of(wick::quant::QType q, const float* x, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> out(static_cast<size_t>(rows * wick::quant::row_bytes(q, cols)));
+  kq::dispatch_qtype(q, [&]<wick::quant::QType Q>() {
+    using Block = typename kq::Format<Q>::Block;
+    auto* b = reinterpret_cast<Block*>(out.data());
+    const int64_t n = rows * cols / kq::Format<Q>::kValues;
+    for (int64_t i = 0; i < n; ++i) (void)wick::quant::detail::quantize_block<Q>(x + i * kq::Format<Q>::kValues, b[i]);
+  });
+  return out;
+}
 
 std::vector<char> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -96,9 +116,10 @@ int main(int argc, char** argv) {
     Device device = Device::cpu();
     if (argc > 7 && !Device::parse(argv[7], &device)) throw std::runtime_error(std::string("bad device ") + argv[7]);
     if (cmd == "quantize") {
-      const Tensor w = Tensor::from_data(in.data(), static_cast<int64_t>(in.size() / 4), DType::F32, {rows, cols});
-      const quant::QTensor q = quant::quantize(w, *qtype);
-      const std::vector<uint8_t> bytes = q.bytes().reshape({q.nbytes()}).to_vector<uint8_t>();
+      if (static_cast<int64_t>(in.size()) != rows * cols * 4) throw std::runtime_error("the input is not rows x cols f32");
+      std::vector<float> x(static_cast<size_t>(rows * cols));
+      std::memcpy(x.data(), in.data(), in.size());
+      const std::vector<uint8_t> bytes = blocks_of(*qtype, x.data(), rows, cols);
       write_file(argv[6], bytes.data(), bytes.size());
     } else if (cmd == "dequantize") {
       const quant::QTensor q =
