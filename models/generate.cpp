@@ -172,8 +172,9 @@ int64_t GenerateResult::generated_tokens() const {
   return n;
 }
 
-GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
-                        const std::function<bool(int64_t, int32_t)>& on_token, const Tokenizer* tokenizer) {
+GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
+                        const std::function<bool(int64_t, int32_t)>& on_token, const Tokenizer* given) {
+  const Tokenizer* tokenizer = given != nullptr ? given : model.tokenizer();
   using Clock = std::chrono::steady_clock;
   const auto b = static_cast<int64_t>(prompts.size());
   if (b == 0) throw ShapeError("generate: no prompts");
@@ -181,7 +182,7 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   size_t longest = 0;
   GenerateResult r;
   r.tokens.resize(static_cast<size_t>(b));
-  const int64_t vocab = model.config().vocab;
+  const int64_t vocab = model.vocab();
   for (size_t s = 0; s < prompts.size(); ++s) {
     const auto& p = prompts[s];
     if (p.empty()) throw ShapeError("generate: an empty prompt (start it with BOS)");
@@ -204,7 +205,7 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   const auto t0 = static_cast<int64_t>(longest);
   // Generation stops where the sequences fill the model's context, as llama.cpp stops at its
   // context size: the cache never holds more positions than the model was trained for.
-  const int64_t context = model.config().context;
+  const int64_t context = model.context();
   if (context > 0 && t0 >= context)
     throw ShapeError(detail::str_cat("generate: a prompt of ", t0, " tokens leaves no room in the model's context of ",
                                      context, " positions"));
@@ -244,8 +245,8 @@ GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int
   std::vector<float> host = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0), true).to_vector<float>();
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto decode_start = Clock::now();
-  std::optional<DecodeGraph> graph;
-  if (options.graph && model.device().is_gpu() && !split) graph.emplace(model, cache);
+  // The model's decode steps (a recorded graph on a GPU), or forward() a position at a time.
+  const std::unique_ptr<DecodeSteps> graph = options.graph && !split ? model.decode_steps(cache) : nullptr;
   std::vector<bool> done(static_cast<size_t>(b), max_tokens == 0);
   for (int64_t step = 0; step < max_tokens; ++step) {
     std::vector<int64_t> next(static_cast<size_t>(b), 0);

@@ -257,6 +257,16 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
       const Tensor la = a.forward(Tensor::from_vector(kTokens, {1, t}), ca);
       const Tensor lb = b.forward(Tensor::from_vector(kTokens, {1, t}), cb);
       EXPECT_LT(max_abs_diff(la, lb), 1e-5f * la.abs().max().item<float>()) << arch << (tied ? " tied" : "");
+      // The same directory through ModelFile: the family its model_type names, the same logits.
+      const models::ModelFile file = models::ModelFile::open(dir.path());
+      EXPECT_EQ(file.architecture(), arch);
+      EXPECT_FALSE(file.has_tokenizer());
+      models::LoadOptions o;
+      o.device = device();
+      o.dtype = DType::F32;
+      const std::shared_ptr<const models::Model> c = file.load(o);
+      auto cc = c->make_cache(1, 16);
+      EXPECT_EQ(c->forward(Tensor::from_vector(kTokens, {1, t}), cc).to_vector<float>(), lb.to_vector<float>());
     }
   }
 }

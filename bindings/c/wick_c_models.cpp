@@ -1,12 +1,11 @@
-// The C API's model runner (include/wick/wick_c.h): a Llama-family model and its tokenizer from a
-// GGUF file or a checkpoint folder, tokenization, and generation with a callback per token.
+// The C API's model runner (include/wick/wick_c.h): a model and its tokenizer from a GGUF file or a
+// checkpoint folder (models::ModelFile), tokenization, and generation with a callback per token.
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "wick/models/generate.h"
-#include "wick/models/llama.h"
-#include "wick/models/tokenizer.h"
+#include "wick/models/model.h"
 #include "wick_c_internal.h"
 
 using namespace wick;
@@ -15,7 +14,7 @@ using namespace wick::capi;
 namespace {
 
 struct OpenModel {
-  models::LlamaModel model;
+  std::shared_ptr<const models::Model> model;
   models::Tokenizer tokenizer;
 };
 
@@ -45,9 +44,12 @@ wick_status wick_model_open(const char* path, wick_device device, int32_t dtype,
   return guard([&] {
     out_ptr(out, "model_open");
     const std::string p = text_in(path, "model_open");
-    models::LlamaModel model =
-        models::LlamaModel::open(p, device_in(device, "model_open"), dtype_in(dtype, "model_open"));
-    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), models::Tokenizer::open(p)});
+    const models::ModelFile file = models::ModelFile::open(p);
+    models::LoadOptions o;
+    o.device = device_in(device, "model_open");
+    o.dtype = dtype_in(dtype, "model_open");
+    auto model = file.load(o);
+    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
     *out = handle_of<wick_model>(model_handles().add(std::move(open)));
   });
 }
@@ -99,7 +101,7 @@ wick_status wick_model_generate(const wick_model* m, const char* prompt, const w
       const std::string piece = text.push(token);
       return !on_token || on_token(piece.data(), piece.size(), token, user) == 0;
     };
-    const models::GenerateResult r = models::generate(w.model, prompts, g, each, &w.tokenizer);
+    const models::GenerateResult r = models::generate(*w.model, prompts, g, each, &w.tokenizer);
     if (on_token) {
       const std::string rest = text.finish();
       if (!rest.empty()) on_token(rest.data(), rest.size(), -1, user);

@@ -12,7 +12,7 @@
 
 #include "bindings.h"
 #include "wick/models/generate.h"
-#include "wick/models/llama.h"
+#include "wick/models/model.h"
 #include "wick/models/tokenizer.h"
 #include "wick/wick.h"
 
@@ -141,7 +141,7 @@ void raise(py::exception<T>& type, const char* message) {
 }
 
 struct Model {
-  models::LlamaModel model;
+  std::shared_ptr<const models::Model> model;
   models::Tokenizer tokenizer;
 };
 
@@ -491,11 +491,15 @@ PYBIND11_MODULE(_wick, m) {
   qm.def("qmatmul", &quant::qmatmul);
 
   // ---- the model runner ----
-  py::class_<Model>(m, "Model", "A Llama-family model and its tokenizer, from a GGUF file or a checkpoint folder.")
-      .def(py::init([](const std::string& path, const std::string& device, const std::string& dtype) {
-        models::LlamaModel model = models::LlamaModel::open(path, device_arg(device), dtype_arg(dtype));
-        return Model{std::move(model), models::Tokenizer::open(path)};
-      }), py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = "f32")
+  py::class_<Model>(m, "Model", "A model and its tokenizer, from a GGUF file or a checkpoint folder.")
+      .def(py::init([](const std::string& path, const std::string& device, const std::optional<std::string>& dtype) {
+        const models::ModelFile file = models::ModelFile::open(path);
+        models::LoadOptions o;
+        o.device = device_arg(device);
+        if (dtype) o.dtype = dtype_arg(*dtype);
+        return Model{file.load(o), file.tokenizer()};
+      }), py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = py::none(),
+      "dtype: the activations' (f32, f16, bf16); None: bf16 on a GPU, f32 on the CPU.")
       .def("encode", [](const Model& w, const std::string& text) { return w.tokenizer.encode(text); })
       .def("decode", [](const Model& w, const std::vector<int32_t>& ids) { return w.tokenizer.decode(ids); })
       .def("generate", [](const Model& w, const std::string& prompt, int64_t max_tokens, double temperature,
@@ -517,7 +521,7 @@ PYBIND11_MODULE(_wick, m) {
         };
         {
           py::gil_scoped_release nogil;
-          models::generate(w.model, prompts, g, each, &w.tokenizer);
+          models::generate(*w.model, prompts, g, each, &w.tokenizer);
         }
         return text + stream.finish();
       }, py::arg("prompt"), py::arg("max_tokens") = 128, py::arg("temperature") = 0.0, py::arg("top_k") = 0,

@@ -12,7 +12,7 @@
 
 #include "wick/io.h"
 #include "wick/models/generate.h"
-#include "wick/models/llama.h"
+#include "wick/models/model.h"
 
 int main(int argc, char** argv) {
   using namespace wick;
@@ -25,7 +25,11 @@ int main(int argc, char** argv) {
     if (!Device::parse(argv[4], &device)) throw std::runtime_error(std::string("bad device ") + argv[4]);
     DType dtype;
     if (!parse_dtype(argv[5], &dtype)) throw std::runtime_error(std::string("bad dtype ") + argv[5]);
-    const models::LlamaModel model = models::LlamaModel::open(argv[1], device, dtype);
+    models::LoadOptions load;
+    load.device = device;
+    load.dtype = dtype;
+    const std::shared_ptr<const models::Model> loaded = models::ModelFile::open(argv[1]).load(load);
+    const models::Model& model = *loaded;
     const io::SafetensorsFile in = io::SafetensorsFile::open(argv[2]);
     const Tensor tokens = in.tensor(*in.find_tensor("tokens")).to_dtype(DType::I64);
     const std::string* greedy = in.find("greedy");

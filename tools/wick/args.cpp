@@ -50,7 +50,7 @@ commands:
       --seed N            the draws' seed (default 0)
       --device D          cpu, cuda:0, ... (default: the first GPU present, else cpu)
       --devices D,D,...   the model split over these devices (tensor parallel; cpu may repeat)
-      --dtype T           activations: f32 (default), f16 or bf16
+      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU, f32 on the CPU)
       --mmap              on the CPU, read the weights in place from the file's mapping (no
                           copy: opens at once, shares the page cache; decodes slower)
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench, and
@@ -70,7 +70,7 @@ commands:
       --ctx N             tokens per chunk (default 512); the second half of each is scored
       --chunks N          at most N chunks (default: all the text holds)
       --device D          cpu (default), cuda:0, ...
-      --dtype T           activations: f32 (default), f16 or bf16
+      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU, f32 on the CPU)
       --mmap              as for generate
   bench-dist [options]    all_reduce over ranks of this process, 8 bytes to --max: time, algorithm
                           and bus bandwidth per size, as nccl-tests print them

@@ -42,7 +42,7 @@ int cmd_bench_model(int argc, char** argv) {
   std::optional<quant::QType> qtype;
   Device device = Device::cpu();
   std::vector<Device> devices;  // --devices: the model split over these
-  DType dtype = DType::F32;
+  std::optional<DType> dtype;  // the model's default for the device
   models::WeightMemory memory = models::WeightMemory::Copy;
   int64_t prompt = 512, gen = 128, batch = 1;
   int reps = 3;
@@ -87,20 +87,27 @@ int cmd_bench_model(int argc, char** argv) {
   if (devices.empty()) devices = {device};
   std::vector<dist::Communicator> comms(devices.size());
   if (devices.size() > 1) comms = dist::Communicator::local(devices);
-  std::vector<models::LlamaModel> parts;
-  for (size_t r = 0; r < devices.size(); ++r)
-    parts.push_back(shape.empty() ? models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory)
-                                  : models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dtype,
-                                                               qtype, 0, comms[r]));
-  const models::LlamaModel& model = parts[0];
-  const models::LlamaConfig& c = model.config();
+  std::vector<std::shared_ptr<const models::Model>> parts;
+  std::optional<models::ModelFile> file;
+  if (shape.empty()) file = models::ModelFile::open(model_path);
+  for (size_t r = 0; r < devices.size(); ++r) {
+    if (file) {
+      parts.push_back(file->load({devices[r], dtype, comms[r], memory}));
+    } else {
+      const DType dt = dtype.value_or(models::default_dtype(devices[r]));
+      parts.push_back(std::make_shared<models::LlamaModel>(
+          models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r], dt, qtype, 0, comms[r])));
+    }
+  }
+  const models::Model& model = *parts[0];
+  const std::string dtype_text(dtype_name(model.dtype()));
   std::string name = shape.empty() ? model_path : shape;
   if (!shape.empty() && qtype) name.append(" ").append(quant::qtype_name(*qtype));
   std::string where = devices[0].to_string();
   for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());  // a CSV field
   const double gib = static_cast<double>(model.weight_bytes()) / (1 << 30);
   std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(c.vocab));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(model.vocab()));
 
   // Memory on rank 0's device: what wick holds there once the model is loaded (its weights), what
   // a cache of each test's length adds, and below, the peak during each test.
@@ -121,7 +128,7 @@ int cmd_bench_model(int argc, char** argv) {
   std::vector<double> pps(parts.size()), tgs(parts.size());
   int64_t pp_peak = 0, tg_peak = 0;
   dist::on_threads(static_cast<int>(parts.size()), [&](int rank) {
-    const models::LlamaModel& m = parts[static_cast<size_t>(rank)];
+    const models::Model& m = *parts[static_cast<size_t>(rank)];
     const Device d = devices[static_cast<size_t>(rank)];
     if (rank == 0) reset_peak_memory(d);
     pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
@@ -136,8 +143,7 @@ int cmd_bench_model(int argc, char** argv) {
     }
     tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
       auto cache = m.make_cache(batch, gen);
-      std::optional<models::DecodeGraph> steps;
-      if (use_graph) steps.emplace(m, cache);
+      const std::unique_ptr<models::DecodeSteps> steps = use_graph ? m.decode_steps(cache) : nullptr;
       std::vector<int64_t> next(static_cast<size_t>(batch), 1);
       const auto t = Clock::now();
       for (int64_t s = 0; s < gen; ++s) {
@@ -158,10 +164,10 @@ int cmd_bench_model(int argc, char** argv) {
   std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read | peak memory |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | | %.2f GiB |\n", name.c_str(), gib,
-              static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
+              static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
               static_cast<long long>(batch), static_cast<long long>(prompt), pp_rate, in_gib(pp_peak));
   std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s | %.2f GiB |\n", name.c_str(), gib,
-              static_cast<double>(c.parameters()) / 1e9, where.c_str(), std::string(dtype_name(dtype)).c_str(),
+              static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
               static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second, in_gib(tg_peak));
   std::printf("\nmemory on %s: the model holds %.2f GiB, a cache of %lld tokens %.3f GiB, of %lld tokens %.3f GiB; peak "
               "over pp%lld %.2f GiB (%.2f of model + cache), over tg%lld %.2f GiB (%.2f)\n",
@@ -178,9 +184,9 @@ int cmd_bench_model(int argc, char** argv) {
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
-    f << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",pp" << prompt
+    f << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",pp" << prompt
       << "," << pp_rate << "," << pp_peak << "\n"
-      << name << "," << model.weight_bytes() << "," << where << "," << dtype_name(dtype) << "," << batch << ",tg" << gen
+      << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",tg" << gen
       << "," << tg_rate << "," << tg_peak << "\n";
   }
   return 0;

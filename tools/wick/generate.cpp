@@ -35,7 +35,7 @@ int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;
   Device device = available_devices().back();  // a GPU where one is present
   std::vector<Device> devices;                 // --devices: the model split over these
-  DType dtype = DType::F32;
+  std::optional<DType> dtype;  // the model's default for the device
   models::WeightMemory memory = models::WeightMemory::Copy;
   models::GenerateOptions opts;
   opts.sampling.temperature = 0.8;
@@ -82,14 +82,15 @@ int cmd_generate(int argc, char** argv) {
     model_path = tiny_model_path();
     std::fprintf(stderr, "model: %s (wick's tiny model: bigrams of the GPL-3; --model FILE runs another)\n", model_path.c_str());
   }
-  const models::Tokenizer tok = models::Tokenizer::open(model_path);
-  // One model, or one part of it per device (tensor parallel), each rank on a thread of its own.
+  // The files opened and parsed once; one model, or one part of it per device (tensor parallel),
+  // each rank on a thread of its own.
+  const models::ModelFile file = models::ModelFile::open(model_path);
+  const models::Tokenizer& tok = file.tokenizer();
   if (devices.empty()) devices = {device};
   std::vector<dist::Communicator> comms(devices.size());
   if (devices.size() > 1) comms = dist::Communicator::local(devices);
-  std::vector<models::LlamaModel> parts;
-  for (size_t r = 0; r < devices.size(); ++r)
-    parts.push_back(models::LlamaModel::open(model_path, devices[r], dtype, comms[r], memory));
+  std::vector<std::shared_ptr<const models::Model>> parts;
+  for (size_t r = 0; r < devices.size(); ++r) parts.push_back(file.load({devices[r], dtype, comms[r], memory}));
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
   const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");
@@ -106,7 +107,7 @@ int cmd_generate(int argc, char** argv) {
         std::cout << stream.push(id) << std::flush;
         return true;
       };
-    results[static_cast<size_t>(rank)] = models::generate(parts[static_cast<size_t>(rank)], prompts, opts, print, &tok);
+    results[static_cast<size_t>(rank)] = models::generate(*parts[static_cast<size_t>(rank)], prompts, opts, print, &tok);
   });
   const models::GenerateResult& r = results[0];
   std::string where = devices[0].to_string();
@@ -117,8 +118,8 @@ int cmd_generate(int argc, char** argv) {
                static_cast<long long>(r.prompt_tokens), r.prompt_seconds, rate(static_cast<double>(r.prompt_tokens), r.prompt_seconds),
                static_cast<long long>(r.generated_tokens()), r.generate_seconds,
                rate(static_cast<double>(r.generated_tokens()), r.generate_seconds), where.c_str(),
-               std::string(dtype_name(dtype)).c_str());
-  const int64_t context = parts[0].config().context;
+               std::string(dtype_name(parts[0]->dtype())).c_str());
+  const int64_t context = parts[0]->context();
   if (r.generated_tokens() < opts.max_tokens && r.prompt_tokens + r.generated_tokens() >= context)
     std::fprintf(stderr, "generation stopped at the model's context of %lld positions\n",
                  static_cast<long long>(context));

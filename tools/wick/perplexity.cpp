@@ -14,8 +14,7 @@
 #include "args.h"
 #include "perplexity.h"
 #include "wick/io.h"
-#include "wick/models/llama.h"
-#include "wick/models/tokenizer.h"
+#include "wick/models/model.h"
 
 namespace wick::cli {
 
@@ -23,7 +22,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, file;
   int64_t ctx = 512, chunks = -1;
   Device device = Device::cpu();
-  DType dtype = DType::F32;
+  std::optional<DType> dtype;  // the model's default for the device
   models::WeightMemory memory = models::WeightMemory::Copy;
   for (Options o("perplexity", argc, argv); o.next();) {
     if (o.is("--model"))
@@ -50,13 +49,15 @@ int cmd_perplexity(int argc, char** argv) {
   std::ostringstream text;
   text << in.rdbuf();
 
-  const models::Tokenizer tok = models::Tokenizer::open(model_path);
-  const models::LlamaModel model = models::LlamaModel::open(model_path, device, dtype, {}, memory);
+  const models::ModelFile files = models::ModelFile::open(model_path);
+  const models::Tokenizer& tok = files.tokenizer();
+  const std::shared_ptr<const models::Model> loaded = files.load({device, dtype, {}, memory});
+  const models::Model& model = *loaded;
   std::vector<int32_t> tokens = tok.encode(text.str());
   const auto available = static_cast<int64_t>(tokens.size()) / ctx;
   const int64_t n = chunks < 0 ? available : std::min(chunks, available);
   if (n == 0) throw std::runtime_error("perplexity: the text has " + std::to_string(tokens.size()) + " tokens, fewer than --ctx");
-  const int64_t first = ctx / 2, vocab = model.config().vocab;
+  const int64_t first = ctx / 2, vocab = model.vocab();
   double nll = 0;
   int64_t count = 0;
   for (int64_t c = 0; c < n; ++c) {
@@ -77,7 +78,7 @@ int cmd_perplexity(int argc, char** argv) {
   }
   std::printf("Final estimate: PPL = %.4f (%lld chunks of %lld tokens, %s, %s)\n", std::exp(nll / static_cast<double>(count)),
               static_cast<long long>(n), static_cast<long long>(ctx), device.to_string().c_str(),
-              std::string(dtype_name(dtype)).c_str());
+              std::string(dtype_name(model.dtype())).c_str());
   return 0;
 }
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "wick/models/llama.h"
+#include "wick/models/model.h"
 #include "wick/models/tokenizer.h"
 
 namespace wick::models {
@@ -46,7 +46,7 @@ struct GenerateOptions {
   SamplingOptions sampling;
   bool stop_at_end = true;          // stop a sequence at its tokenizer's end tokens (kept in it)
   std::vector<int32_t> stop_tokens; // more tokens that stop a sequence
-  bool graph = true;                // on a GPU, decode through DecodeGraph (a recorded step)
+  bool graph = true;                // decode through the model's decode_steps() (a recorded step on a GPU)
 };
 
 struct GenerateResult {
@@ -60,14 +60,16 @@ struct GenerateResult {
 // Generates after each prompt (token ids; the prompts decoded together as one batch, each with
 // its own length: shorter ones padded on the left and the padding masked out, so that each
 // sequence gets the tokens it would get alone). on_token(sequence, token), where given, is called
-// for each new token as it is picked; returning false stops that sequence. A tokenizer, where
-// given, supplies the end tokens for stop_at_end, and only its tokens are drawn (a checkpoint's
-// logits may number more, padded; a tokenizer larger than the vocabulary is a ShapeError). A
-// prompt token outside the model's vocabulary is an IndexError naming it. Generation stops where the sequences fill the
-// model's context (config().context positions); a prompt that fills it is a ShapeError. A model split over ranks
+// for each new token as it is picked; returning false stops that sequence. The tokenizer (the one
+// given, else the model's) supplies the end tokens for stop_at_end, and only its tokens are drawn
+// (a checkpoint's logits may number more, padded; a tokenizer larger than the vocabulary is a
+// ShapeError). A prompt token outside the model's vocabulary is an IndexError naming it.
+// Generation stops where the sequences fill the model's context (context() positions); a prompt
+// that fills it is a ShapeError. The decode steps are the model's decode_steps() (with
+// GenerateOptions::graph), else forward() one position at a time. A model split over ranks
 // (LlamaModel's tensor parallelism) runs generate() on every rank at once: rank 0 samples, and its choices and its
 // callback's answers reach the others, which get the same tokens (their callbacks are told them).
-GenerateResult generate(const LlamaModel& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
+GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>> prompts, const GenerateOptions& options,
                         const std::function<bool(int64_t, int32_t)>& on_token = {}, const Tokenizer* tokenizer = nullptr);
 
 }  // namespace wick::models

@@ -13,6 +13,7 @@
 #include "wick/dist.h"
 #include "wick/graph.h"
 #include "wick/io.h"
+#include "wick/models/model.h"
 #include "wick/nn.h"
 #include "wick/quant.h"
 #include "wick/tensor.h"
@@ -45,6 +46,7 @@ struct LlamaConfig {
     int64_t original_context = 8192;
   } rope_scaling;
   bool tied_embeddings = false;  // the head is the embedding (checkpoints say so in config.json)
+  bool qkv_bias = false;         // q, k and v have biases (Qwen2)
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
@@ -99,14 +101,6 @@ struct LinearGroup {
   int64_t bytes() const;
 };
 
-// Where a model on the CPU keeps the weights it reads from a file. Copy (the default): in wick's own
-// memory, on huge pages where the kernel gives them, which the products read faster (on 2 cores of
-// an Intel Xeon a Llama 3.2 1B-shaped Q8_0 file decoded 18.4-19.0 tokens/s against 16.8-17.3 from
-// the mapping); the file's pages stay in the page cache only until the kernel needs them. Map: used
-// in place from the file's mapping, with no copy: the model opens at once and processes share its
-// pages. A model on a GPU copies its weights to the device either way.
-enum class WeightMemory { Copy, Map };
-
 // Tensor parallelism (Megatron's split): with a communicator of n ranks, each rank holds 1/n of
 // the attention heads (q, k and v by rows, o by columns, and its heads' KV cache), 1/n of the MLP's
 // width (gate and up by rows, down by columns) and 1/n of the vocabulary (the embedding's and the
@@ -115,7 +109,7 @@ enum class WeightMemory { Copy, Map };
 // runs forward() with the same tokens, at the same time, and gets the whole logits. The heads, the
 // KV heads, the MLP width and the vocabulary must divide by n (and a block-format down's columns
 // into whole blocks); a NotSupportedError names what does not.
-class LlamaModel {
+class LlamaModel : public Model {
  public:
   // The model of a GGUF file on `device` with activations in `dtype` (f32, f16 or bf16): dense
   // weights (F32, F16, BF16) become `dtype`, block-format weights stay as the file holds them. A
@@ -128,6 +122,10 @@ class LlamaModel {
   // (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., lm_head); weights of any float
   // dtype become `dtype`. Errors as from_gguf's, naming the checkpoint.
   static LlamaModel from_checkpoint(const std::string& dir, Device device = Device::cpu(), DType dtype = DType::F32,
+                                    const dist::Communicator& comm = {}, WeightMemory memory = WeightMemory::Copy);
+  // The same from a checkpoint's configuration and weights, read already.
+  static LlamaModel from_checkpoint(const LlamaConfig& config, const io::SafetensorsCheckpoint& weights,
+                                    Device device = Device::cpu(), DType dtype = DType::F32,
                                     const dist::Communicator& comm = {}, WeightMemory memory = WeightMemory::Copy);
   // from_checkpoint for a directory, from_gguf for a file.
   static LlamaModel open(const std::string& path, Device device = Device::cpu(), DType dtype = DType::F32,
@@ -143,17 +141,21 @@ class LlamaModel {
                            const dist::Communicator& comm = {});
 
   const LlamaConfig& config() const { return config_; }
+  const std::string& architecture() const override { return config_.architecture; }
+  int64_t vocab() const override { return config_.vocab; }
+  int64_t context() const override { return config_.context; }
+  int64_t parameters() const override { return config_.parameters(); }
   // The bytes of the weights a decode step reads (every layer's and the head's; one embedding row
   // is left out): this rank's, where the model is split.
-  int64_t weight_bytes() const;
-  Device device() const { return device_; }
+  int64_t weight_bytes() const override;
+  Device device() const override { return device_; }
   // The ranks the model is split over (undefined: none).
-  const dist::Communicator& communicator() const { return comm_; }
-  DType dtype() const { return dtype_; }
+  const dist::Communicator& communicator() const override { return comm_; }
+  DType dtype() const override { return dtype_; }
 
   // One KV cache per layer for `batch` sequences of up to `capacity` positions each (of this
   // rank's KV heads).
-  std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const;
+  std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const override;
   // The logits (b, t, vocab), f32, of tokens (b, t) (i64 or u32) placed after the positions the
   // caches hold; each cache grows by t. key_mask, where defined, is (b, t_kv) f32 (t_kv: the
   // positions held after this call), added to every score of that sequence's queries: 0 for a key
@@ -162,7 +164,9 @@ class LlamaModel {
   // not (b, t_kv); IndexError for a token outside the vocabulary. last_only: the logits of the last
   // position alone, (b, 1, vocab), which spares the head's product over a prompt.
   Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
-                 bool last_only = false) const;
+                 bool last_only = false) const override;
+  // DecodeGraph on a GPU where the model is not split; forward() one position at a time otherwise.
+  std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
  private:
   friend class DecodeGraph;
@@ -222,7 +226,7 @@ class LlamaModel {
 // first step of a span runs normally, then is recorded). On the CPU the same code runs (a replay
 // runs the step's ops again). A model split over ranks takes forward()'s path: its collectives are
 // not recorded.
-class DecodeGraph {
+class DecodeGraph : public DecodeSteps {
  public:
   static constexpr int64_t kSpan = 256;
 
@@ -236,10 +240,10 @@ class DecodeGraph {
   // tokens (b, 1) (i64 or u32, on any device) at the position after those the caches hold, and every
   // cache grows by one. The logits are a tensor the next step overwrites (clone() to keep them).
   // Errors as forward's; a ShapeError for a cache that is full or not the one given.
-  Tensor step(const Tensor& tokens, const Tensor& key_mask = {});
+  Tensor step(const Tensor& tokens, const Tensor& key_mask = {}) override;
   // Empty while steps are recorded and replayed. Where recording raised an Error (a backend whose
   // graphs cannot hold some op), its message: the steps then run op by op, with the same results.
-  const std::string& recording_error() const { return recording_error_; }
+  const std::string& recording_error() const override { return recording_error_; }
 
  private:
   // The recorded step: attention over positions [0, length).

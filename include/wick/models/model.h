@@ -1,0 +1,115 @@
+// Models behind one interface. A ModelFile is a model's files opened and parsed once: a GGUF file,
+// or a Hugging Face checkpoint's directory (config.json, the tokenizer, the safetensors weights).
+// Its architecture (GGUF's general.architecture, config.json's model_type) picks the family that
+// loads it (models/registry.cpp); generation, the CLI and the bindings see only Model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wick/dist.h"
+#include "wick/models/tokenizer.h"
+#include "wick/nn.h"
+#include "wick/tensor.h"
+
+namespace wick::models {
+
+// Where a model on the CPU keeps the weights it reads from a file. Copy (the default): in wick's own
+// memory, on huge pages where the kernel gives them, which the products read faster (on 2 cores of
+// an Intel Xeon a Llama 3.2 1B-shaped Q8_0 file decoded 18.4-19.0 tokens/s against 16.8-17.3 from
+// the mapping); the file's pages stay in the page cache only until the kernel needs them. Map: used
+// in place from the file's mapping, with no copy: the model opens at once and processes share its
+// pages. A model on a GPU copies its weights to the device either way.
+enum class WeightMemory { Copy, Map };
+
+// The activations' dtype a model runs in on `device` unless told otherwise: bf16 on a GPU (its
+// matrix units' fast type), f32 on the CPU.
+DType default_dtype(Device device);
+
+struct LoadOptions {
+  Device device = Device::cpu();
+  std::optional<DType> dtype;  // the activations' (f32, f16, bf16); default_dtype(device) if none
+  dist::Communicator comm;     // with one: this rank's part of the model (tensor parallel)
+  WeightMemory memory = WeightMemory::Copy;
+};
+
+// Decode steps of one batch, one position at a time, that a model may run faster than forward()
+// (a step recorded once and replayed: Llama's DecodeGraph).
+class DecodeSteps {
+ public:
+  virtual ~DecodeSteps() = default;
+  // forward(tokens, cache, key_mask, true) for one position: logits (b, 1, vocab), f32, which the
+  // next step may overwrite.
+  virtual Tensor step(const Tensor& tokens, const Tensor& key_mask = {}) = 0;
+  // Why steps run op by op where they were to be replayed; empty otherwise.
+  virtual const std::string& recording_error() const = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const std::string& architecture() const = 0;
+  virtual int64_t vocab() const = 0;    // logits per position
+  virtual int64_t context() const = 0;  // the positions it was trained for
+  virtual int64_t parameters() const = 0;
+  // The bytes of the weights a decode step reads (this rank's, where the model is split).
+  virtual int64_t weight_bytes() const = 0;
+  virtual Device device() const = 0;
+  virtual DType dtype() const = 0;
+  // The ranks the model is split over (undefined: none).
+  virtual const dist::Communicator& communicator() const = 0;
+  // The tokenizer of the file the model came from; nullptr for a model made without one.
+  const Tokenizer* tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+
+  // One KV cache per layer for `batch` sequences of up to `capacity` positions each.
+  virtual std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const = 0;
+  // The logits (b, t, vocab), f32, of tokens (b, t) (i64, u32 or i32) placed after the positions
+  // the caches hold; each cache grows by t. key_mask, where defined, is (b, t_kv) f32, added to
+  // every score of that sequence's queries (0: seen, -inf: hidden). last_only: the logits of the
+  // last position alone, (b, 1, vocab). IndexError for a token outside the vocabulary.
+  virtual Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
+                         bool last_only = false) const = 0;
+  // Decode steps writing into `cache` (which must outlive them): the model's fastest way, or
+  // forward() one position at a time.
+  virtual std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const;
+
+  void set_tokenizer(std::optional<Tokenizer> tokenizer) { tokenizer_ = std::move(tokenizer); }
+
+ private:
+  std::optional<Tokenizer> tokenizer_;
+};
+
+// A model's files, opened and parsed once; copies share them.
+class ModelFile {
+ public:
+  // A GGUF file, or a directory holding config.json and a checkpoint's weights. Errors as the
+  // readers' (io.h), naming the path; NotSupportedError for an architecture wick does not run
+  // (the message lists those it does).
+  static ModelFile open(const std::string& path);
+
+  const std::string& path() const;
+  const std::string& architecture() const;
+  // Whether the files hold a tokenizer (GGUF's tokenizer.ggml.*, a checkpoint's tokenizer.json),
+  // and the tokenizer, parsed on first use and kept (a FormatError where there is none).
+  bool has_tokenizer() const;
+  const Tokenizer& tokenizer() const;
+  // The model on options.device (this rank's part with options.comm), with the file's tokenizer
+  // where it has one.
+  std::shared_ptr<const Model> load(const LoadOptions& options = {}) const;
+
+  struct Source;  // the parsed files (models/registry.cpp)
+  const Source& source() const { return *source_; }
+
+ private:
+  std::shared_ptr<Source> source_;
+};
+
+// The architectures ModelFile::open knows, as files name them ("llama", "mistral", "qwen2").
+std::vector<std::string> architectures();
+
+}  // namespace wick::models

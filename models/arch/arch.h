@@ -1,0 +1,20 @@
+// The families of models/arch/, one file each: how a family's files become a Model. registry.cpp
+// maps the architectures that files name to these. Private to models/.
+#pragma once
+
+#include <memory>
+
+#include "wick/models/model.h"
+
+namespace wick::models::arch {
+
+// Llama 2, 3 and 3.1 and Mistral: GGUF's "llama", config.json's "llama" and "mistral".
+std::shared_ptr<Model> load_llama(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Qwen2 and Qwen2.5: "qwen2".
+std::shared_ptr<Model> load_qwen2(const ModelFile& file, const LoadOptions& options, DType dtype);
+
+// The Llama-style decoder (blocks/decoder.cpp) of a GGUF file or a checkpoint, configured by the
+// readers of blocks/hparams.cpp: what Llama, Mistral and Qwen2 share.
+std::shared_ptr<Model> load_decoder(const ModelFile& file, const LoadOptions& options, DType dtype);
+
+}  // namespace wick::models::arch

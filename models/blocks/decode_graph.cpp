@@ -1,0 +1,103 @@
+// Decode steps recorded as a graph (include/wick/models/llama.h's DecodeGraph), the Llama decoder's
+// decode_steps() on a GPU.
+#include <algorithm>
+#include <limits>
+
+#include "wick/models/llama.h"
+#include "wick/ops.h"
+
+namespace wick::models {
+
+std::unique_ptr<DecodeSteps> LlamaModel::decode_steps(std::vector<nn::KvCache>& cache) const {
+  if (device_.is_gpu() && ranks_ == 1) return std::make_unique<DecodeGraph>(*this, cache);
+  return Model::decode_steps(cache);
+}
+
+DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cache) : model_(model), cache_(cache) {
+  const LlamaConfig& c = model.config_;
+  if (static_cast<int64_t>(cache.size()) != c.layers)
+    throw ShapeError(detail::str_cat("llama: DecodeGraph: ", cache.size(), " caches for ", c.layers, " layers"));
+  if (model.ranks_ > 1) return;  // forward()'s path
+  batch_ = cache[0].keys().shape()[0];
+  capacity_ = cache[0].capacity();
+  const Device d = model.device_;
+  inputs_ = Tensor::zeros({batch_ + 1}, DType::I64, d);
+  mask_ = Tensor::zeros({batch_, capacity_}, model.dtype_, d);
+  const std::pair<Tensor, Tensor> tables = model.rope_tables(0, capacity_);
+  cos_ = tables.first;
+  sin_ = tables.second;
+  logits_ = Tensor::zeros({batch_, 1, c.vocab}, DType::F32, d);
+}
+
+void DecodeGraph::run_step(int64_t length) {
+  const LlamaModel& m = model_;
+  const Tensor ids = inputs_.narrow(0, 0, batch_).reshape({batch_, 1});
+  const Tensor at = inputs_.narrow(0, batch_, 1);
+  nn::AttentionOptions attention;  // t_q = 1: the mask alone hides keys, the window's too
+  attention.causal = true;
+  attention.mask = mask_.narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
+  const Tensor x = m.embed(ids).reshape({batch_, 1, m.config_.dim});
+  const Tensor cos = cos_.index_select(at, 0), sin = sin_.index_select(at, 0);
+  const bool interleaved = m.config_.interleaved_rope;
+  logits_.copy_from(m.run(
+      x,
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        return cache_[i].rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+      },
+      attention, true));
+}
+
+Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
+  const LlamaModel& m = model_;
+  if (m.ranks_ > 1) return m.forward(tokens, cache_, key_mask, true);
+  const int64_t pos = cache_[0].size();
+  // (A cache of another batch is refused by write_at, which checks k against it.)
+  for (const nn::KvCache& c : cache_)
+    if (c.size() != pos || c.capacity() != capacity_)
+      throw ShapeError("llama: DecodeGraph::step: the caches changed shape or no longer hold one number of positions");
+  if (tokens.shape() != Shape({batch_, 1}))
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: tokens of shape ", tokens.shape(), ", not ", Shape({batch_, 1})));
+  if (tokens.device().is_cpu()) m.check_tokens(tokens, "DecodeGraph::step");
+  if (pos >= capacity_)
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: the caches are full (", capacity_, " positions)"));
+  if (key_mask.defined() && key_mask.shape() != Shape({batch_, pos + 1}))
+    throw ShapeError(detail::str_cat("llama: DecodeGraph::step: key mask of shape ", key_mask.shape(), ", not ",
+                                     Shape({batch_, pos + 1})));
+  // The inputs: ids and position in one copy from the host where the ids are there.
+  if (tokens.device().is_cpu()) {
+    std::vector<int64_t> in = tokens.to_dtype(DType::I64).reshape({batch_}).to_vector<int64_t>();
+    in.push_back(pos);
+    inputs_.copy_from(Tensor::from_vector(in, {batch_ + 1}, m.device_));
+  } else {
+    inputs_.narrow(0, 0, batch_).copy_from(tokens.to_device(m.device_).to_dtype(DType::I64).reshape({batch_}));
+    inputs_.narrow(0, batch_, 1).copy_from(Tensor::from_vector(std::vector<int64_t>{pos}, {1}, m.device_));
+  }
+  // The span's mask: the key mask (or 0) up to the position, -inf past it, and before the window.
+  const int64_t length = std::min(capacity_, (pos / kSpan + 1) * kSpan);
+  const double hidden = -std::numeric_limits<double>::infinity();
+  if (key_mask.defined())
+    mask_.narrow(1, 0, pos + 1).copy_from(key_mask.to_device(m.device_).to_dtype(m.dtype_));
+  else
+    mask_.narrow(1, 0, pos + 1).zero();
+  if (length > pos + 1) mask_.narrow(1, pos + 1, length - pos - 1).fill(hidden);
+  if (const int64_t w = m.config_.window; w > 0 && pos >= w) mask_.narrow(1, 0, pos - w + 1).fill(hidden);
+
+  if (!graph_.defined() || length != length_) {
+    graph_ = Graph();  // the last span's recording and its memory go first
+    run_step(length);  // this step, run: it also makes what the ops make on first use
+    if (recording_error_.empty()) {
+      try {
+        graph_ = Graph::record(m.device_, [this, length] { run_step(length); });
+        length_ = length;
+      } catch (const Error& e) {
+        recording_error_ = e.what();  // from now on every step runs op by op
+      }
+    }
+  } else {
+    graph_.replay();
+  }
+  for (nn::KvCache& c : cache_) c.set_size(pos + 1);
+  return logits_;
+}
+
+}  // namespace wick::models

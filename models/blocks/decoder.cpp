@@ -1,0 +1,328 @@
+// The Llama-family decoder (include/wick/models/llama.h's LlamaModel): its weights loaded from a
+// file or made at random, split over ranks, and the forward pass: RMS norm, rotary positions,
+// grouped-query attention over a KV cache per layer, a SwiGLU MLP.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "blocks/weights.h"
+#include "wick/models/llama.h"
+#include "wick/ops.h"
+
+namespace wick::models {
+
+void LlamaModel::split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format) {
+  const LlamaConfig& c = config_;
+  heads_ = c.heads;
+  kv_heads_ = c.kv_heads;
+  if (!comm.defined()) return;
+  if (comm.device() != device_)
+    throw DeviceError(detail::str_cat("llama: a model on ", device_, " split over a communicator on ", comm.device()));
+  comm_ = comm;
+  rank_ = comm.rank();
+  ranks_ = comm.size();
+  const std::pair<const char*, int64_t> counts[] = {
+      {"attention heads", c.heads}, {"KV heads", c.kv_heads}, {"MLP width", c.hidden}, {"vocabulary", c.vocab}};
+  for (const auto& [what, n] : counts)
+    if (n % ranks_ != 0)
+      throw NotSupportedError(detail::str_cat("llama: tensor parallel over ", ranks_, " ranks: the ", n, " ", what,
+                                              " do not divide in ", ranks_, " equal parts"));
+  if (down_format && (c.hidden / ranks_) % quant::block_values(*down_format) != 0)
+    throw NotSupportedError(detail::str_cat("llama: tensor parallel over ", ranks_, " ranks: ", c.hidden / ranks_,
+                                            " columns of ffn_down per rank are not whole ", *down_format, " blocks"));
+  heads_ = c.heads / ranks_;
+  kv_heads_ = c.kv_heads / ranks_;
+}
+
+LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DType dtype,
+                            const dist::Communicator& comm, WeightMemory memory) {
+  w.copy_on_cpu = memory == WeightMemory::Copy;
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+    throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
+  LlamaModel m;
+  m.config_ = c;
+  m.device_ = device;
+  m.dtype_ = dtype;
+  std::optional<quant::QType> down_format;
+  if (comm.defined() && c.layers > 0 && w.shape("blk.0.ffn_down.weight") && w.quantized("blk.0.ffn_down.weight"))
+    down_format = w.blocks("blk.0.ffn_down.weight", Device::cpu()).qtype();
+  m.split_over(comm, down_format);
+  const Part whole, rows = m.part(0), cols = m.part(1);
+  const bool split = m.ranks_ > 1;
+  const bool bias = c.qkv_bias;
+  m.embedding_ = w.linear("token_embd", c.vocab, c.dim, false, device, dtype, split ? rows : whole);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string p = detail::str_cat("blk.", i, ".");
+    const Part r = split ? rows : whole, k = split ? cols : whole;
+    Layer l;
+    l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
+    l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                     w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                     w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
+    l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
+    l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
+    l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
+                         w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});
+    l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
+    m.layers_.push_back(std::move(l));
+  }
+  m.output_norm_ = w.dense("output_norm.weight", Shape({c.dim}), device, dtype);
+  // Tied embeddings: no head of its own, the embedding serves.
+  m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype, split ? rows : whole)
+                                       : m.embedding_;
+
+  m.inv_freq_ = c.inv_freq();
+  // GGUF files carry Llama 3.1's scaling as one factor per rotated pair (rope_freqs.weight).
+  if (w.shape("rope_freqs.weight")) {
+    const std::vector<float> factors =
+        w.dense("rope_freqs.weight", Shape({c.head_dim / 2}), Device::cpu(), DType::F32).to_vector<float>();
+    for (size_t i = 0; i < factors.size(); ++i) {
+      if (!std::isfinite(factors[i]) || factors[i] <= 0)
+        w.fail("rope_freqs.weight",
+               detail::str_cat("factor ", factors[i], " of pair ", i, " is not finite and positive"));
+      m.inv_freq_[i] /= static_cast<double>(factors[i]);
+    }
+  }
+  return m;
+}
+
+LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm,
+                                 WeightMemory memory) {
+  GgufWeights weights(f);
+  return load(LlamaConfig::from_gguf(f), weights, device, dtype, comm, memory);
+}
+
+LlamaModel LlamaModel::open(const std::string& path, Device device, DType dtype, const dist::Communicator& comm,
+                            WeightMemory memory) {
+  std::error_code ec;  // a path that cannot be looked at is no directory: GgufFile::open names it
+  if (std::filesystem::is_directory(path, ec)) return from_checkpoint(path, device, dtype, comm, memory);
+  return from_gguf(io::GgufFile::open(path), device, dtype, comm, memory);
+}
+
+LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DType dtype,
+                                       const dist::Communicator& comm, WeightMemory memory) {
+  return from_checkpoint(LlamaConfig::from_json(dir + "/config.json"), io::SafetensorsCheckpoint::open(dir), device,
+                         dtype, comm, memory);
+}
+
+LlamaModel LlamaModel::from_checkpoint(const LlamaConfig& config, const io::SafetensorsCheckpoint& checkpoint,
+                                       Device device, DType dtype, const dist::Communicator& comm,
+                                       WeightMemory memory) {
+  CheckpointWeights weights(checkpoint);
+  return load(config, weights, device, dtype, comm, memory);
+}
+
+LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, std::optional<quant::QType> weights, uint64_t seed,
+                              const dist::Communicator& comm) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+    throw DTypeError(detail::str_cat("llama: activations in ", dtype, " (f32, f16 or bf16)"));
+  c.check("random");
+  manual_seed(seed, device);
+  manual_seed(seed, Device::cpu());
+  LlamaModel m;
+  m.config_ = c;
+  m.device_ = device;
+  m.dtype_ = dtype;
+  m.split_over(comm, weights);
+  // Every rank draws the whole weight, then keeps its part (dim 0: rows, 1: columns).
+  auto linear = [&](int64_t out, int64_t in, bool bias, int dim) {
+    Linear l;
+    if (weights) {
+      // 256 random rows quantized on the CPU, repeated: valid blocks at any size, made quickly.
+      const int64_t rows = std::min<int64_t>(out, 256);
+      const quant::QTensor block = quant::quantize(Tensor::rand_normal({rows, in}, 0.0, 0.02), *weights).to_device(device);
+      std::vector<int64_t> rows_of(static_cast<size_t>(out));
+      for (int64_t r = 0; r < out; ++r) rows_of[static_cast<size_t>(r)] = r % rows;
+      const Tensor which = Tensor::from_vector(rows_of, {out}, device);
+      l.quantized = quant::QTensor(*weights, out, in, block.bytes().index_select(which, 0));
+    } else {
+      l.dense = Tensor::rand_normal({out, in}, 0.0, 0.02, dtype, device);
+    }
+    if (bias) l.bias = Tensor::rand_normal({out}, 0.0, 0.02, dtype, device);
+    return m.ranks_ > 1 ? l.slice(dim, m.rank_, m.ranks_) : l;
+  };
+  const bool bias = c.qkv_bias;
+  m.embedding_.dense = Tensor::rand_normal({c.vocab, c.dim}, 0.0, 1.0, dtype, device);
+  if (m.ranks_ > 1) m.embedding_ = m.embedding_.slice(0, m.rank_, m.ranks_);
+  for (int64_t i = 0; i < c.layers; ++i) {
+    Layer l;
+    l.attn_norm = Tensor::ones({c.dim}, dtype, device);
+    l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
+    l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias, 0), linear(c.kv_heads * c.head_dim, c.dim, bias, 0),
+                             linear(c.kv_heads * c.head_dim, c.dim, bias, 0)});
+    l.o = linear(c.dim, c.heads * c.head_dim, false, 1);
+    l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
+    l.down = linear(c.dim, c.hidden, false, 1);
+    m.layers_.push_back(std::move(l));
+  }
+  m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
+  m.output_ = linear(c.vocab, c.dim, false, 0);
+  m.inv_freq_ = c.inv_freq();
+  return m;
+}
+
+int64_t LlamaModel::weight_bytes() const {
+  int64_t n = output_.bytes() + output_norm_.numel() * dtype_size(output_norm_.dtype());
+  for (const Layer& l : layers_) {
+    n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
+    n += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+  }
+  return n;
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+std::vector<nn::KvCache> LlamaModel::make_cache(int64_t batch, int64_t capacity) const {
+  std::vector<nn::KvCache> cache;
+  for (int64_t i = 0; i < config_.layers; ++i) cache.emplace_back(batch, kv_heads_, capacity, config_.head_dim, dtype_, device_);
+  return cache;
+}
+
+std::pair<Tensor, Tensor> LlamaModel::rope_tables(int64_t from, int64_t t) const {
+  const auto half = static_cast<int64_t>(inv_freq_.size());
+  std::vector<float> c(static_cast<size_t>(t * half)), s(c.size());
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(from + p) * inv_freq_[static_cast<size_t>(i)];
+      c[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
+      s[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  return {Tensor::from_vector(c, {t, half}, device_).to_dtype(dtype_), Tensor::from_vector(s, {t, half}, device_).to_dtype(dtype_)};
+}
+
+Tensor LlamaModel::reduce(const Tensor& x) const {
+  if (ranks_ == 1) return x;
+  Tensor y = x.contiguous();  // x is a product of this step's own: reduced where it lies
+  comm_.all_reduce_(y);
+  return y;
+}
+
+void LlamaModel::check_tokens(const Tensor& tokens, std::string_view op) const {
+  if (tokens.dtype() != DType::I64 && tokens.dtype() != DType::U32 && tokens.dtype() != DType::I32)
+    throw DTypeError(detail::str_cat("llama: ", op, ": token ids of ", tokens.dtype(), " (i64, u32 or i32)"));
+  if (tokens.numel() == 0) return;
+  const std::vector<int64_t> ids =
+      tokens.to_device(Device::cpu()).to_dtype(DType::I64).reshape({tokens.numel()}).to_vector<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab)
+      throw IndexError(detail::str_cat("llama: ", op, ": token ", ids[i], " (at ", i, " of tokens ", tokens.shape(),
+                                       ") is outside the vocabulary of ", config_.vocab));
+}
+
+Tensor LlamaModel::embed(const Tensor& tokens) const {
+  // i64's and u32's maxima are the gathers' skip sentinel, which would give a token of zeros:
+  // every id past the vocabulary becomes `vocab`, which the gather refuses (IndexError).
+  Tensor ids = tokens.reshape({tokens.numel()}).to_dtype(DType::I64).minimum(config_.vocab);
+  Tensor mine;  // split: 1 where this rank holds the token's row, else 0
+  if (ranks_ > 1) {
+    const int64_t rows = embedding_.out_features();
+    const Tensor local = ids.to_dtype(DType::I64).sub(rows * rank_);
+    mine = (local.ge(0) * local.lt(rows)).to_dtype(dtype_).unsqueeze(1);
+    ids = local.clamp(0, rows - 1);
+  }
+  Tensor x;
+  if (!embedding_.quantized.defined()) {
+    x = embedding_.dense.index_select(ids, 0);
+  } else {
+    // The rows' blocks, gathered, then dequantized: only the rows the tokens use.
+    const quant::QTensor& q = embedding_.quantized;
+    const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.bytes().index_select(ids, 0));
+    x = quant::dequantize(rows, dtype_);
+  }
+  return ranks_ > 1 ? reduce(x * mine) : x;
+}
+
+Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
+                           bool last_only) const {
+  const LlamaConfig& c = config_;
+  if (tokens.rank() != 2) throw ShapeError(detail::str_cat("llama: forward: tokens of shape ", tokens.shape(), ", not (batch, t)"));
+  if (static_cast<int64_t>(cache.size()) != c.layers)
+    throw ShapeError(detail::str_cat("llama: forward: ", cache.size(), " caches for ", c.layers, " layers"));
+  const int64_t b = tokens.shape()[0], t = tokens.shape()[1];
+  const int64_t from = cache[0].size();
+  // Ids on the host are checked here; on a device, embed() turns an unknown one into an IndexError
+  // of the gather at the next sync. A split model checks on the host either way: its ranks' gathers
+  // would each read an unknown token as another rank's.
+  if (tokens.device().is_cpu() || ranks_ > 1) check_tokens(tokens, "forward");
+  for (const nn::KvCache& layer : cache)
+    if (layer.size() != from) throw ShapeError("llama: forward: the caches do not hold one number of positions");
+  if (t > cache[0].capacity() - from)
+    throw ShapeError(detail::str_cat("llama: forward: cannot add ", t, " positions to caches holding ", from,
+                                     " of their capacity ", cache[0].capacity()));
+  const Tensor ids = tokens.to_device(device_);
+  Tensor x = embed(ids).reshape({b, t, c.dim});
+  // Named tensors, not a structured binding, which lambdas capture only from clang 16 on.
+  const std::pair<Tensor, Tensor> tables = rope_tables(from, t);
+  const Tensor& cos = tables.first;
+  const Tensor& sin = tables.second;
+  nn::AttentionOptions attention;
+  attention.causal = true;
+  attention.window = c.window;
+  if (key_mask.defined()) {
+    const int64_t t_kv = from + t;
+    if (key_mask.shape() != Shape({b, t_kv}))
+      throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
+    attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
+  }
+  // A step of one position (a split model's decoding) goes through rope_write_at's one kernel;
+  // longer ones turn q and k, then append: a strided copy into the cache.
+  const Tensor at = t == 1 ? Tensor::from_vector(std::vector<int64_t>{from}, {1}, device_) : Tensor();
+  auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
+  Tensor logits = run(
+      x,
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) -> nn::KvCache::Rotated {
+        if (at.defined()) return cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
+        auto [keys, values] = cache[i].append(turn(k), v);
+        return {turn(q), std::move(keys), std::move(values)};
+      },
+      attention, last_only);
+  if (at.defined())
+    for (nn::KvCache& layer : cache) layer.set_size(from + 1);
+  return logits;
+}
+
+Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& attention, bool last_only) const {
+  const LlamaConfig& c = config_;
+  const int64_t b = x.shape()[0], t = x.shape()[1];
+  // (b, t, heads * head_dim) -> (b, heads, t, head_dim).
+  auto heads = [&](const Tensor& y, int64_t n) { return y.reshape({b, t, n, c.head_dim}).transpose(1, 2); };
+  // Each residual add is fused with the norm after it: the feed-forward's, the next layer's
+  // attention's, and after the last layer the output's.
+  Tensor normed = nn::rms_norm(x, layers_.front().attn_norm, c.rms_eps);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    Tensor q, k, v;
+    if (l.qkv.weights.size() == 1) {
+      // One product of stacked q, k and v, seen as the three.
+      const Tensor y = l.qkv.weights.front()(normed);
+      q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_);
+      k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
+      v = heads(y.narrow(-1, (heads_ + kv_heads_) * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
+    } else {
+      const std::vector<Tensor> qkv = l.qkv(normed);
+      q = heads(qkv[0], heads_);
+      k = heads(qkv[1], kv_heads_);
+      v = heads(qkv[2], kv_heads_);
+    }
+    const nn::KvCache::Rotated r = kv(i, q, k, v);
+    const Tensor a = nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
+    nn::AddRmsNorm added = nn::add_rms_norm(
+        x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
+    const std::vector<Tensor> gate_up = l.gate_up(added.normed);
+    Tensor y = reduce(l.down(nn::silu_mul(gate_up[0], gate_up[1])));
+    x = std::move(added.sum);
+    const bool last = i + 1 == layers_.size();
+    if (last && last_only) {
+      x = x.narrow(1, t - 1, 1);
+      y = y.narrow(1, t - 1, 1);
+    }
+    added = nn::add_rms_norm(x, y, last ? output_norm_ : layers_[i + 1].attn_norm, c.rms_eps);
+    x = std::move(added.sum);
+    normed = std::move(added.normed);
+  }
+  const Tensor logits = output_(normed);
+  return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
+}
+
+}  // namespace wick::models

@@ -1,0 +1,315 @@
+// The Llama family's hyper-parameters (include/wick/models/llama.h's LlamaConfig): read from a GGUF
+// file's metadata ("<arch>.embedding_length", ...) or a checkpoint's config.json, the shapes of
+// released models, and the checks every configuration passes before any weight is made.
+#include <cmath>
+
+#include "json.h"
+#include "wick/models/llama.h"
+
+namespace wick::models {
+
+namespace {
+
+[[noreturn]] void fail(const io::GgufFile& f, std::string_view field, std::string_view what) {
+  throw io::FormatError(detail::str_cat("llama: ", f.name(), ": ", field, ": ", what));
+}
+
+// A key as GgufValue's accessors name it in their errors: with the file.
+std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
+
+// Sizes read from a file are at most 2^40 each; a model has at most kMaxLayers layers (real ones
+// have a few hundred) and heads of at most kMaxHeadDim (real ones: 64 to 256), so that a hostile
+// count is refused before a loop of that length starts.
+constexpr int64_t kMaxSize = int64_t{1} << 40;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+
+int64_t positive(const io::GgufFile& f, const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
+  const io::GgufValue* v = f.find(key);
+  if (v == nullptr) {
+    if (fallback) return *fallback;
+    fail(f, key, "missing");
+  }
+  const int64_t n = v->as_int(in_file(f, key));
+  if (n <= 0 || n > kMaxSize) fail(f, key, detail::str_cat(n, " is not a positive size"));
+  return n;
+}
+
+double number(const io::GgufFile& f, const std::string& key, double fallback) {
+  const io::GgufValue* v = f.find(key);
+  if (v == nullptr) return fallback;
+  const double x = v->as_float(in_file(f, key));
+  if (!std::isfinite(x) || x <= 0) fail(f, key, detail::str_cat(x, " is not finite and positive"));
+  return x;
+}
+
+// Weight counts, saturated past kMaxWeights: no real model comes near it, and sizes read from a file
+// (each up to 2^40) would overflow the products that follow.
+constexpr int64_t kMaxWeights = int64_t{1} << 62;
+// A size below 1 counts no weights (check() refuses it).
+int64_t saturated_mul(int64_t a, int64_t b) {
+  if (a <= 0 || b <= 0) return 0;
+  return a > kMaxWeights / b ? kMaxWeights + 1 : a * b;
+}
+int64_t saturated_add(int64_t a, int64_t b) {
+  a = std::max<int64_t>(a, 0), b = std::max<int64_t>(b, 0);
+  return a > kMaxWeights - b ? kMaxWeights + 1 : a + b;
+}
+
+}  // namespace
+
+LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
+  LlamaConfig c;
+  const io::GgufValue* arch = f.find("general.architecture");
+  if (arch == nullptr) fail(f, "general.architecture", "missing");
+  c.architecture = arch->as_string(in_file(f, "general.architecture"));
+  if (c.architecture != "llama" && c.architecture != "qwen2")
+    throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture,
+                                            "\" (wick runs \"llama\" and \"qwen2\")"));
+  const std::string a = c.architecture + ".";
+  c.dim = positive(f, a + "embedding_length");
+  c.hidden = positive(f, a + "feed_forward_length");
+  c.layers = positive(f, a + "block_count");
+  c.heads = positive(f, a + "attention.head_count");
+  c.kv_heads = positive(f, a + "attention.head_count_kv", c.heads);
+  c.context = positive(f, a + "context_length");
+  if (c.dim < c.heads && f.find(a + "attention.key_length") == nullptr)
+    fail(f, a + "embedding_length",
+         detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
+  c.head_dim = positive(f, a + "attention.key_length", c.dim / c.heads);
+  if (c.heads % c.kv_heads != 0)
+    fail(f, a + "attention.head_count_kv", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
+  if (c.head_dim % 2 != 0) fail(f, a + "attention.key_length", detail::str_cat("head size ", c.head_dim, " is odd"));
+  if (const int64_t rot = positive(f, a + "rope.dimension_count", c.head_dim); rot != c.head_dim)
+    throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": rope over ", rot, " of ", c.head_dim,
+                                            " features per head (wick rotates whole heads)"));
+  c.rms_eps = number(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope_theta = number(f, a + "rope.freq_base", 10000);
+  if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) {
+    c.window = w->as_int(in_file(f, a + "attention.sliding_window"));
+    if (c.window < 0) fail(f, a + "attention.sliding_window", detail::str_cat(c.window, " is negative"));
+  }
+  c.interleaved_rope = c.architecture == "llama";
+  c.qkv_bias = c.architecture == "qwen2";
+  int64_t tokens = 0;
+  if (const io::GgufValue* t = f.find("tokenizer.ggml.tokens"))
+    tokens = static_cast<int64_t>(t->as_array(in_file(f, "tokenizer.ggml.tokens")).items.size());
+  c.vocab = positive(f, a + "vocab_size", tokens > 0 ? std::optional<int64_t>(tokens) : std::nullopt);
+  // The logits are the tokenizer's tokens: a vocabulary of another size gives ids no token has, or
+  // tokens no logit scores.
+  if (tokens > 0 && tokens != c.vocab)
+    fail(f, a + "vocab_size", detail::str_cat(c.vocab, " logits for the ", tokens, " tokens of tokenizer.ggml.tokens"));
+  c.check(f.name());
+  return c;
+}
+
+namespace {
+
+// config.json's values, checked as from_gguf checks GGUF's.
+struct JsonConfig {
+  const std::string& path;
+  const nlohmann::json& j;
+
+  [[noreturn]] void fail(std::string_view key, std::string_view what) const {
+    throw io::FormatError(detail::str_cat("llama: ", path, ": ", key, ": ", what));
+  }
+  const nlohmann::json* find(const nlohmann::json& in, const char* key) const {
+    const auto it = in.find(key);
+    return it == in.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t positive(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    const nlohmann::json* v = find(j, key);
+    if (v == nullptr) {
+      if (fallback) return *fallback;
+      fail(key, "missing");
+    }
+    if (!v->is_number_integer()) fail(key, detail::str_cat(v->dump(), " is not an integer"));
+    const auto n = v->get<int64_t>();
+    if (n <= 0 || n > kMaxSize) fail(key, detail::str_cat(n, " is not a positive size"));
+    return n;
+  }
+  double number(const nlohmann::json& in, const char* key, double fallback) const {
+    const nlohmann::json* v = find(in, key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) fail(key, detail::str_cat(v->dump(), " is not a number"));
+    const auto x = v->get<double>();
+    if (!std::isfinite(x) || x <= 0) fail(key, detail::str_cat(x, " is not finite and positive"));
+    return x;
+  }
+  bool flag(const char* key, bool fallback) const {
+    const nlohmann::json* v = find(j, key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail(key, detail::str_cat(v->dump(), " is not true or false"));
+    return v->get<bool>();
+  }
+};
+
+}  // namespace
+
+LlamaConfig LlamaConfig::from_json(const std::string& path) {
+  const nlohmann::json j = read_json_file(path, "llama");
+  if (!j.is_object()) throw io::FormatError(detail::str_cat("llama: ", path, ": not a JSON object"));
+  const JsonConfig f{path, j};
+  LlamaConfig c;
+  const nlohmann::json* type = f.find(j, "model_type");
+  if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
+  const std::string model_type = type->get<std::string>();
+  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2")
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
+                                            "\" (wick runs \"llama\", \"mistral\" and \"qwen2\")"));
+  c.architecture = model_type == "qwen2" ? "qwen2" : "llama";
+  c.qkv_bias = model_type == "qwen2";
+  c.vocab = f.positive("vocab_size");
+  c.dim = f.positive("hidden_size");
+  c.hidden = f.positive("intermediate_size");
+  c.layers = f.positive("num_hidden_layers");
+  c.heads = f.positive("num_attention_heads");
+  c.kv_heads = f.positive("num_key_value_heads", c.heads);
+  if (c.dim < c.heads && f.find(j, "head_dim") == nullptr)
+    f.fail("hidden_size", detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
+  c.head_dim = f.positive("head_dim", c.dim / c.heads);
+  c.context = f.positive("max_position_embeddings");
+  if (c.heads % c.kv_heads != 0)
+    f.fail("num_key_value_heads", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
+  if (c.head_dim % 2 != 0) f.fail("head_dim", detail::str_cat("head size ", c.head_dim, " is odd"));
+  c.rms_eps = f.number(j, "rms_norm_eps", 1e-6);
+  c.tied_embeddings = f.flag("tie_word_embeddings", false);
+  if (model_type != "qwen2" && f.flag("attention_bias", false))
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
+  if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
+  // Mistral slides always where it names a window; Qwen2 only with use_sliding_window.
+  if (model_type == "mistral" || (model_type == "qwen2" && f.flag("use_sliding_window", false)))
+    if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
+
+  // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
+  const nlohmann::json* rope = f.find(j, "rope_parameters");
+  if (rope == nullptr) rope = f.find(j, "rope_scaling");
+  if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
+  c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", 10000) : 10000);
+  if (rope != nullptr) {
+    const nlohmann::json* kind = f.find(*rope, "rope_type");
+    if (kind == nullptr) kind = f.find(*rope, "type");
+    const std::string name = kind != nullptr && kind->is_string() ? kind->get<std::string>() : "default";
+    if (name == "llama3") {
+      RopeScaling& r = c.rope_scaling;
+      r.factor = f.number(*rope, "factor", 8);
+      r.low_freq_factor = f.number(*rope, "low_freq_factor", 1);
+      r.high_freq_factor = f.number(*rope, "high_freq_factor", 4);
+      const double original = f.number(*rope, "original_max_position_embeddings", 8192);
+      if (original > static_cast<double>(kMaxSize))
+        f.fail("original_max_position_embeddings", detail::str_cat(original, " is not a size"));
+      r.original_context = static_cast<int64_t>(original);
+      if (r.high_freq_factor <= r.low_freq_factor)
+        f.fail("rope_parameters", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
+                                                  r.low_freq_factor));
+    } else if (name != "default") {
+      throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name, "\" (wick knows \"default\" and \"llama3\")"));
+    }
+  }
+  c.check(path);
+  return c;
+}
+
+LlamaConfig LlamaConfig::preset(std::string_view name) {
+  LlamaConfig c;
+  c.architecture = "llama";
+  c.interleaved_rope = true;
+  if (name == "llama3-8b") {
+    c.vocab = 128256, c.dim = 4096, c.hidden = 14336, c.layers = 32, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama3-70b") {
+    c.vocab = 128256, c.dim = 8192, c.hidden = 28672, c.layers = 80, c.heads = 64, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama3-1b") {
+    c.vocab = 128256, c.dim = 2048, c.hidden = 8192, c.layers = 16, c.heads = 32, c.kv_heads = 8, c.head_dim = 64;
+    c.context = 8192, c.rope_theta = 500000;
+  } else if (name == "llama2-7b") {
+    c.vocab = 32000, c.dim = 4096, c.hidden = 11008, c.layers = 32, c.heads = 32, c.kv_heads = 32, c.head_dim = 128;
+    c.context = 4096;
+  } else if (name == "qwen2-7b") {
+    c.architecture = "qwen2";
+    c.interleaved_rope = false;
+    c.qkv_bias = true;
+    c.vocab = 152064, c.dim = 3584, c.hidden = 18944, c.layers = 28, c.heads = 28, c.kv_heads = 4, c.head_dim = 128;
+    c.context = 32768, c.rope_theta = 1000000, c.rms_eps = 1e-6;
+  } else {
+    throw Error(detail::str_cat("llama: no preset \"", name, "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b)"));
+  }
+  return c;
+}
+
+void LlamaConfig::check(std::string_view source) const {
+  auto bad = [&](std::string_view field, std::string_view what) {
+    throw io::FormatError(detail::str_cat("llama: ", source, ": ", field, ": ", what));
+  };
+  if (architecture != "llama" && architecture != "qwen2")
+    throw NotSupportedError(detail::str_cat("llama: ", source, ": architecture \"", architecture,
+                                            "\" (wick runs \"llama\" and \"qwen2\")"));
+  const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},       {"dim", dim},        {"hidden", hidden},
+                                                   {"layers", layers},     {"heads", heads},    {"kv_heads", kv_heads},
+                                                   {"head_dim", head_dim}, {"context", context}};
+  for (const auto& [field, n] : sizes)
+    if (n <= 0 || n > kMaxSize) bad(field, detail::str_cat(n, " is not a size from 1 to 2^40"));
+  if (parameters() > kMaxWeights)
+    throw io::FormatError(detail::str_cat("llama: ", source, ": the sizes (width ", dim, ", MLP ", hidden, ", ", layers,
+                                          " layers, ", heads, " heads and ", kv_heads, " KV heads of ", head_dim,
+                                          ", vocabulary ", vocab, ") describe more than 2^62 weights"));
+  if (layers > kMaxLayers) bad("layers", detail::str_cat(layers, " layers (at most ", kMaxLayers, ")"));
+  if (head_dim > kMaxHeadDim) bad("head_dim", detail::str_cat("head size ", head_dim, " (at most ", kMaxHeadDim, ")"));
+  if (head_dim % 2 != 0) bad("head_dim", detail::str_cat("head size ", head_dim, " is odd"));
+  if (heads % kv_heads != 0) bad("kv_heads", detail::str_cat(kv_heads, " does not divide the ", heads, " heads"));
+  if (window < 0) bad("window", detail::str_cat(window, " is negative"));
+  auto positive = [&](const char* field, double x) {
+    if (!std::isfinite(x) || x <= 0) bad(field, detail::str_cat(x, " is not finite and positive"));
+  };
+  positive("rms_eps", rms_eps);
+  positive("rope_theta", rope_theta);
+  const RopeScaling& r = rope_scaling;
+  if (!std::isfinite(r.factor) || r.factor < 0)
+    bad("rope_scaling.factor", detail::str_cat(r.factor, " is not finite and at least 0"));
+  if (r.factor > 0) {
+    positive("rope_scaling.low_freq_factor", r.low_freq_factor);
+    positive("rope_scaling.high_freq_factor", r.high_freq_factor);
+    if (r.high_freq_factor <= r.low_freq_factor)
+      bad("rope_scaling", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
+                                          r.low_freq_factor));
+    if (r.original_context <= 0 || r.original_context > kMaxSize)
+      bad("rope_scaling.original_context", detail::str_cat(r.original_context, " is not a size from 1 to 2^40"));
+  }
+  for (const double f : inv_freq())
+    if (!std::isfinite(f) || f <= 0)
+      bad("rope_theta",
+          detail::str_cat("base ", rope_theta, " gives a rotation rate of ", f, " over heads of ", head_dim));
+}
+
+int64_t LlamaConfig::parameters() const {
+  const int64_t attention = saturated_add(saturated_mul(saturated_mul(dim, heads), saturated_mul(head_dim, 2)),
+                                          saturated_mul(saturated_mul(dim, kv_heads), saturated_mul(head_dim, 2)));
+  const int64_t layer =
+      saturated_add(saturated_add(attention, saturated_mul(saturated_mul(dim, hidden), 3)), saturated_mul(dim, 2));
+  return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
+}
+
+std::vector<double> LlamaConfig::inv_freq() const {
+  std::vector<double> f;
+  const RopeScaling& r = rope_scaling;
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (r.factor <= 0) {
+      f.push_back(rate);
+      continue;
+    }
+    const double wavelength = 2 * M_PI / rate, context = static_cast<double>(r.original_context);
+    if (wavelength > context / r.low_freq_factor) {
+      f.push_back(rate / r.factor);
+    } else if (wavelength < context / r.high_freq_factor) {
+      f.push_back(rate);
+    } else {
+      const double smooth = (context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      f.push_back((1 - smooth) * rate / r.factor + smooth * rate);
+    }
+  }
+  return f;
+}
+
+}  // namespace wick::models

@@ -1,0 +1,152 @@
+// A model file's tensors under llama.cpp's names (token_embd, blk.N.attn_q, ..., output_norm,
+// output): GGUF files as they are, Hugging Face checkpoints with transformers' names translated.
+// Private to models/: the decoder (decoder.cpp) loads its weights through these.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "wick/models/llama.h"
+
+namespace wick::models {
+
+// The tensors of a file under the roles of llama.cpp's names ("token_embd", "blk.3.attn_q",
+// "output_norm", ...), each without its ".weight"/".bias" suffix.
+class LlamaModel::Weights {
+ public:
+  virtual ~Weights() = default;
+  virtual const std::string& source() const = 0;  // the file, in messages
+  // The tensor `name` (a role with its suffix): its shape, or nullopt where the file has none.
+  virtual std::optional<Shape> shape(const std::string& name) const = 0;
+  virtual bool quantized(const std::string& name) const = 0;
+  virtual Tensor dense(const std::string& name, Device device) const = 0;
+  virtual quant::QTensor blocks(const std::string& name, Device device) const = 0;
+
+  [[noreturn]] void fail(std::string_view name, std::string_view what) const {
+    throw io::FormatError(detail::str_cat("llama: ", source(), ": ", name, ": ", what));
+  }
+  void expect(const std::string& name, const Shape& shape_wanted) const {
+    const std::optional<Shape> s = shape(name);
+    if (!s) fail(name, "missing");
+    if (*s != shape_wanted) fail(name, detail::str_cat("shape ", *s, ", not ", shape_wanted));
+  }
+  Tensor dense(const std::string& name, const Shape& shape_wanted, Device device, DType dtype) const {
+    expect(name, shape_wanted);
+    if (quantized(name)) fail(name, "a block-format tensor where a dense one is needed");
+    return owned(floats(name, dense(name, device)), dtype);
+  }
+  // Weights are numbers with fractions: a tensor of integers (or f8, whose scales a file would
+  // have to give) is no weight of this model.
+  const Tensor& floats(std::string_view name, const Tensor& t) const {
+    const DType d = t.dtype();
+    if (d != DType::F32 && d != DType::F16 && d != DType::BF16 && d != DType::F64)
+      fail(name, detail::str_cat("a tensor of ", d, " (weights are f32, f16, bf16 or f64, or a block format)"));
+    return t;
+  }
+  bool copy_on_cpu = true;  // WeightMemory::Copy; load() sets it
+  // t in `dtype`, copied out of the file's mapping where it still lies there on the CPU and the
+  // model keeps its own weights (a conversion to another dtype is a copy already).
+  Tensor owned(const Tensor& t, DType dtype) const {
+    if (t.dtype() != dtype) return t.to_dtype(dtype);
+    return copy_on_cpu && t.device().type() == DeviceType::Cpu ? t.copy() : t;
+  }
+  quant::QTensor owned(const quant::QTensor& q) const {
+    if (!copy_on_cpu || q.device().type() != DeviceType::Cpu) return q;
+    return quant::QTensor(q.qtype(), q.rows(), q.cols(), q.bytes().copy());
+  }
+  // The weight `role` (and its bias), or the part of it that `part` names: cut from the file's
+  // tensor on the host, so that only that part is copied to the device. In place: not copied out
+  // of the file's mapping (group() stacks it into new memory, or copies it).
+  Linear linear(const std::string& role, int64_t out, int64_t in, bool bias, Device device, DType dtype, Part part = {},
+                bool in_place = false) const {
+    const std::string name = role + ".weight";
+    expect(name, Shape({out, in}));
+    const Device at = part.dim < 0 ? device : Device::cpu();
+    Linear l;
+    if (quantized(name))
+      l.quantized = blocks(name, at);
+    else
+      l.dense = floats(name, dense(name, at));
+    if (bias) l.bias = dense(role + ".bias", Shape({out}), at, dtype);
+    if (part.dim >= 0) {
+      l = l.slice(part.dim, part.rank, part.size);
+      if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
+      if (l.dense.defined()) l.dense = l.dense.to_device(device);
+      if (l.bias.defined()) l.bias = l.bias.to_device(device);
+    }
+    if (l.dense.defined()) l.dense = in_place ? l.dense.to_dtype(dtype) : owned(l.dense, dtype);
+    if (l.quantized.defined() && !in_place) l.quantized = owned(l.quantized);
+    return l;
+  }
+  // Linears read in place, stacked where they can be (into new memory); those left apart are
+  // copied out of the file's mapping as linear() copies one.
+  LinearGroup group(std::vector<Linear> parts) const {
+    LinearGroup g = LinearGroup::of(std::move(parts));
+    if (g.weights.size() > 1) {
+      for (Linear& l : g.weights) {
+        if (l.dense.defined()) l.dense = owned(l.dense, l.dense.dtype());
+        if (l.quantized.defined()) l.quantized = owned(l.quantized);
+      }
+    }
+    return g;
+  }
+};
+
+class LlamaModel::GgufWeights final : public LlamaModel::Weights {
+ public:
+  explicit GgufWeights(const io::GgufFile& f) : f_(f) {}
+  const std::string& source() const override { return f_.name(); }
+  std::optional<Shape> shape(const std::string& name) const override {
+    const io::GgufTensor* t = f_.find_tensor(name);
+    return t == nullptr ? std::nullopt : std::optional<Shape>(t->shape);
+  }
+  bool quantized(const std::string& name) const override { return f_.find_tensor(name)->qtype.has_value(); }
+  Tensor dense(const std::string& name, Device device) const override { return f_.tensor(*f_.find_tensor(name), device); }
+  quant::QTensor blocks(const std::string& name, Device device) const override {
+    return f_.qtensor(*f_.find_tensor(name), device);
+  }
+
+ private:
+  const io::GgufFile& f_;
+};
+
+// transformers' names for llama.cpp's.
+class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
+ public:
+  explicit CheckpointWeights(const io::SafetensorsCheckpoint& c) : c_(c) {}
+  const std::string& source() const override { return c_.name(); }
+  std::optional<Shape> shape(const std::string& name) const override {
+    const io::SafetensorsTensor* t = c_.find_tensor(translate(name));
+    return t == nullptr ? std::nullopt : std::optional<Shape>(t->shape);
+  }
+  bool quantized(const std::string&) const override { return false; }
+  Tensor dense(const std::string& name, Device device) const override { return c_.tensor(translate(name), device); }
+  quant::QTensor blocks(const std::string& name, Device) const override { fail(name, "no block formats in safetensors"); }
+
+ private:
+  static std::string translate(const std::string& name) {
+    static const std::pair<std::string_view, std::string_view> kLayer[] = {
+        {"attn_norm", "input_layernorm"},      {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
+        {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
+        {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+        {"ffn_down", "mlp.down_proj"}};
+    static const std::pair<std::string_view, std::string_view> kTop[] = {
+        {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
+    const size_t dot = name.rfind('.');
+    const std::string_view role = std::string_view(name).substr(0, dot), suffix = std::string_view(name).substr(dot);
+    if (role.starts_with("blk.")) {
+      const size_t end = role.find('.', 4);
+      const std::string_view layer = role.substr(4, end - 4), what = role.substr(end + 1);
+      for (const auto& [ours, theirs] : kLayer)
+        if (what == ours) return detail::str_cat("model.layers.", layer, ".", theirs, suffix);
+    }
+    for (const auto& [ours, theirs] : kTop)
+      if (role == ours) return detail::str_cat(theirs, suffix);
+    return name;
+  }
+
+  const io::SafetensorsCheckpoint& c_;
+};
+
+}  // namespace wick::models
