@@ -332,18 +332,34 @@ TEST_P(AttentionTest, KvCacheWritesAtDevicePositions) {
     c.set_size(4);
     EXPECT_EQ(values(c.keys()), std::vector<double>(static_cast<size_t>(2 * 4 * d), 0.0));
   }
-  // The error names the cache's op and the position: positions on the host at once, and on a GPU
-  // the fused decode step's kernel (rope_write_at) when the device is waited for.
+  // The error names the cache's op and the position: positions on the host at once, on a GPU when
+  // the device is waited for (the fused decode step's kernel, or a check before the scatter).
   nn::KvCache named(1, 2, 4, 8, DType::F32, dev());
   const Tensor k8 = randn({1, 2, 1, 8}), q8 = randn({1, 2, 1, 8});
   const Tensor cos = Tensor::ones({1, 4}, DType::F32, dev()), sin = Tensor::zeros({1, 4}, DType::F32, dev());
   const Tensor past = Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev());
-  if (dev().is_cpu()) {
-    WICK_EXPECT_ERROR(named.write_at(k8, k8, past, 2), IndexError, "KvCache::write_at: ", "position 4",
-                      "capacity of 4");
-    WICK_EXPECT_ERROR(named.write_at(k8, k8, Tensor::from_vector(std::vector<int64_t>{-1}, {1}), 2), IndexError,
-                      "KvCache::write_at: ", "position -1");
-  }
+  WICK_EXPECT_ERROR(
+      {
+        named.write_at(k8, k8, past, 2);
+        synchronize(dev());
+      },
+      IndexError, "KvCache::write_at: ", "position 4", "capacity of 4");
+  WICK_EXPECT_ERROR(
+      {
+        named.write_at(k8, k8, Tensor::from_vector(std::vector<int64_t>{-1}, {1}, dev()), 2);
+        synchronize(dev());
+      },
+      IndexError, "KvCache::write_at: ", "position -1");
+  // Two positions (no fused kernel: rope, then the scatter), one past the capacity.
+  const Tensor k2 = randn({1, 2, 2, 8}), q2 = randn({1, 2, 2, 8});
+  const Tensor cos2 = Tensor::ones({2, 4}, DType::F32, dev()), sin2 = Tensor::zeros({2, 4}, DType::F32, dev());
+  const Tensor two = Tensor::from_vector(std::vector<int64_t>{1, 9}, {2}, dev());
+  WICK_EXPECT_ERROR(
+      {
+        named.rope_write_at(q2, k2, k2, cos2, sin2, true, two, 2);
+        synchronize(dev());
+      },
+      IndexError, "KvCache::rope_write_at: ", "position 9");
   WICK_EXPECT_ERROR(
       {
         named.rope_write_at(q8, k8, k8, cos, sin, false, past, 2);

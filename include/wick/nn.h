@@ -153,6 +153,9 @@ class KvCache {
   void check_new(const char* op, const Tensor& k, const Tensor& v) const;
   // write_at's checks of the positions `at` of k's t_new new ones and of the views' length.
   void check_at(const char* op, const Tensor& k, const Tensor& at, int64_t length) const;
+  // write_at's writes, checked: positions on a device are checked there, the error named for
+  // rope_write_at where `rope`.
+  std::pair<Tensor, Tensor> scatter_rows(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length, bool rope);
 
   Tensor k_, v_;  // (b, h_kv, capacity, d)
   int64_t capacity_ = 0;

@@ -58,6 +58,11 @@ class NnKernels {
   virtual StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
                                    RopePairs pairs, const View& at, const MutView& k_cache,
                                    const MutView& v_cache) const;
+  // An IndexError naming KvCache::write_at (KvCache::rope_write_at where `rope`) for a position of
+  // `at` (i64, t values) outside [0, capacity) that is not i64's maximum, raised when the device
+  // is next waited for. The front end checks positions on the host itself: a backend whose memory
+  // is the host's does nothing here (the default).
+  virtual void check_positions(const View& at, int64_t capacity, bool rope) const;
 
   // softmax(q k^T * scale + mask) v for q (b, h, t_q, d), k and v (b, h_kv, t_kv, d), h a multiple
   // of h_kv (query head i reads key head i / (h / h_kv)); mask null or a view broadcast to

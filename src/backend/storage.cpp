@@ -43,6 +43,8 @@ StoragePtr NnKernels::rope_write_at(const View&, const View&, const View&, const
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::RopeWriteAt).name(), ": this backend has no fused kernel"));
 }
 
+void NnKernels::check_positions(const View&, int64_t, bool) const {}
+
 StoragePtr NnKernels::attention(const View&, const View&, const View&, const View*, const AttentionArgs&) const {
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::Attention).name(), ": this backend has no fused kernel"));
 }

@@ -192,9 +192,9 @@ void GpuBackend::sync_and_raise() {
   const KernelError e = *host_error_;
   WICK_GPU_CHECK(memset_async(device_error_, 0, sizeof(KernelError), stream_));
   WICK_GPU_CHECK(stream_synchronize(stream_));
-  if (e.code < 0)
-    throw IndexError(detail::str_cat("KvCache::", op_name(static_cast<NnOp>(-e.code - 1)), ": position ", e.index,
-                                     " is outside the cache's capacity of ", e.size, " (", name(), ")"));
+  if (e.code == kPositionError)
+    throw IndexError(detail::str_cat(e.dim != 0 ? "KvCache::rope_write_at" : "KvCache::write_at", ": position ",
+                                     e.index, " is outside the cache's capacity of ", e.size, " (", name(), ")"));
   throw IndexError(detail::str_cat(op_name(static_cast<OpCode>(e.code - 1)), ": index ", e.index,
                                    " is out of range for dim ", e.dim, " of size ", e.size, " (ids ",
                                    static_cast<DType>(e.index_dtype), ", ", name(), ")"));

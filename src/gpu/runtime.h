@@ -28,7 +28,7 @@ namespace wick::gpu {
 // An error found by a kernel (an index out of range), recorded in device memory and raised as
 // IndexError at the next synchronisation. The first error wins.
 struct KernelError {
-  int32_t code;  // 0: none; OpCode + 1 of the op that found it; -(NnOp + 1): a KV-cache position of that nn op
+  int32_t code;  // 0: none; OpCode + 1 of the op that found it; kPositionError: a KV-cache position
   int32_t dim;
   int64_t index;
   int64_t size;
@@ -45,10 +45,12 @@ __device__ inline void report_index_error(KernelError* e, OpCode op, int dim, in
   }
 }
 
-// A position outside a KV cache's capacity, found by the fused cache write of nn op `op`.
-__device__ inline void report_position_error(KernelError* e, NnOp op, int64_t position, int64_t capacity) {
-  if (atomicCAS(&e->code, 0, -(static_cast<int32_t>(op) + 1)) == 0) {
-    e->dim = 2;
+// A position outside a KV cache's capacity, found for KvCache::write_at (`rope`: rope_write_at),
+// kept in KernelError::dim.
+inline constexpr int32_t kPositionError = -1;
+__device__ inline void report_position_error(KernelError* e, bool rope, int64_t position, int64_t capacity) {
+  if (atomicCAS(&e->code, 0, kPositionError) == 0) {
+    e->dim = rope ? 1 : 0;
     e->index = position;
     e->size = capacity;
     e->index_dtype = static_cast<int32_t>(DType::I64);

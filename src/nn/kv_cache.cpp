@@ -81,6 +81,16 @@ std::pair<Tensor, Tensor> KvCache::write_at(const Tensor& k, const Tensor& v, co
   constexpr const char* op = "KvCache::write_at";
   check_new(op, k, v);
   check_at(op, k, at, length);
+  return scatter_rows(k, v, at, length, false);
+}
+
+std::pair<Tensor, Tensor> KvCache::scatter_rows(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length,
+                                                bool rope) {
+  // Positions on a device: the backend checks them there, so that the error (at the next wait)
+  // names this op rather than the scatter below.
+  if (!at.device().is_cpu() && k.dim(2) > 0)
+    if (const NnKernels* kernels = detail::fused(NnOp::RopeWriteAt, k_))
+      kernels->check_positions(ops::view_of(at.reshape({k.dim(2)})), capacity_, rope);
   // Each element of k and v goes to the position its column names along dim 2.
   const Tensor ids = at.reshape({1, 1, k.dim(2), 1}).broadcast_as(k.shape());
   k_.scatter_set(ids, k, 2);
@@ -106,7 +116,7 @@ KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const 
   if (kernels == nullptr || k.dim(2) != 1 || q.numel() == 0 || k.numel() == 0) {
     const Tensor turned_k = interleaved ? rope_i(k, cos, sin) : rope(k, cos, sin);
     Tensor turned_q = interleaved ? rope_i(q, cos, sin) : rope(q, cos, sin);
-    auto [keys, values] = write_at(turned_k, v, at, length);
+    auto [keys, values] = scatter_rows(turned_k, v, at, length, true);
     return {std::move(turned_q), std::move(keys), std::move(values)};
   }
   // The kernel writes the cache while it reads q, k and v: none may lie in it.

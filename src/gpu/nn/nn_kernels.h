@@ -18,6 +18,7 @@ class GpuNnKernels final : public NnKernels {
   StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
                            RopePairs pairs, const View& at, const MutView& k_cache,
                            const MutView& v_cache) const override;
+  void check_positions(const View& at, int64_t capacity, bool rope) const override;
 
  private:
   GpuBackend& backend_;

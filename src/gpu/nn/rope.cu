@@ -225,7 +225,7 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
   for (int64_t i = threadIdx.x; i < a.t; i += blockDim.x) {
     const int64_t p = a.at[i * a.at_stride];
     if (p != kSkip && (p < 0 || p >= a.capacity)) {
-      if (blockIdx.x == 0) report_position_error(a.err, NnOp::RopeWriteAt, p, a.capacity);
+      if (blockIdx.x == 0) report_position_error(a.err, true, p, a.capacity);
       bad = 1;
     }
   }
@@ -308,6 +308,27 @@ StoragePtr GpuNnKernels::rope(const View& x, const View& cos, const View& sin, R
     }
   });
   return out;
+}
+
+// KvCache's positions, checked on the device before a scatter writes them (the scatter skips
+// nothing else, but would name itself in the error).
+__global__ __launch_bounds__(kBlock) void check_positions_kernel(const int64_t* at, int64_t stride, int64_t t,
+                                                                 int64_t capacity, bool rope, KernelError* err) {
+  constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < t; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t p = at[i * stride];
+    if (p != kSkip && (p < 0 || p >= capacity)) report_position_error(err, rope, p, capacity);
+  }
+}
+
+void GpuNnKernels::check_positions(const View& at, int64_t capacity, bool rope) const {
+  GpuBackend& b = backend_;
+  b.activate();
+  const int64_t t = at.layout.numel();
+  const int64_t* p = static_cast<const int64_t*>(at.storage.data()) + at.layout.offset();
+  check_positions_kernel<<<grid_for(t), kBlock, 0, b.stream()>>>(p, t > 1 ? at.layout.stride(0) : 0, t, capacity, rope,
+                                                                 b.device_error());
+  WICK_GPU_CHECK_LAUNCH();
 }
 
 StoragePtr GpuNnKernels::rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
