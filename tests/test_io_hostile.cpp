@@ -114,22 +114,24 @@ TEST(HostileFiles, FifosAndDevicesAreRefusedAtOnce) {
   }
 }
 
+// A safetensors file of `header` and 4 bytes of data.
+std::vector<uint8_t> with_header(const std::string& header) {
+  std::vector<uint8_t> bytes(8 + header.size() + 4, 0);
+  const uint64_t n = header.size();
+  std::memcpy(bytes.data(), &n, 8);
+  std::memcpy(bytes.data() + 8, header.data(), header.size());
+  return bytes;
+}
+
 TEST(HostileFiles, SafetensorsKeysNamedTwiceAreRefused) {
   const std::string twice =
       R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
-  std::vector<uint8_t> bytes(8 + twice.size() + 4, 0);
-  const uint64_t n = twice.size();
-  std::memcpy(bytes.data(), &n, 8);
-  std::memcpy(bytes.data() + 8, twice.data(), twice.size());
-  WICK_EXPECT_ERROR(SafetensorsFile::parse(bytes, "twice.safetensors"), FormatError, "twice.safetensors", "t",
-                    "the key appears twice");
+  WICK_EXPECT_ERROR(SafetensorsFile::parse(with_header(twice), "twice.safetensors"), FormatError, "twice.safetensors",
+                    "t", "the key appears twice");
   // Within one tensor's object too.
   const std::string field = R"({"t":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})";
-  std::vector<uint8_t> b2(8 + field.size() + 4, 0);
-  const uint64_t n2 = field.size();
-  std::memcpy(b2.data(), &n2, 8);
-  std::memcpy(b2.data() + 8, field.data(), field.size());
-  WICK_EXPECT_ERROR(SafetensorsFile::parse(b2, "field.safetensors"), FormatError, "dtype", "appears twice");
+  WICK_EXPECT_ERROR(SafetensorsFile::parse(with_header(field), "field.safetensors"), FormatError, "dtype",
+                    "appears twice");
   // An index that maps a tensor twice.
   TempDir dir;
   SafetensorsWriter w;
@@ -141,12 +143,8 @@ TEST(HostileFiles, SafetensorsKeysNamedTwiceAreRefused) {
 
 TEST(HostileFiles, SafetensorsRankPastWicksIsNamed) {
   const std::string header = R"({"deep":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})";
-  std::vector<uint8_t> bytes(8 + header.size() + 4, 0);
-  const uint64_t n = header.size();
-  std::memcpy(bytes.data(), &n, 8);
-  std::memcpy(bytes.data() + 8, header.data(), header.size());
-  WICK_EXPECT_ERROR(SafetensorsFile::parse(bytes, "deep.safetensors"), FormatError, "deep.safetensors", "deep",
-                    "rank 9");
+  WICK_EXPECT_ERROR(SafetensorsFile::parse(with_header(header), "deep.safetensors"), FormatError, "deep.safetensors",
+                    "deep", "rank 9");
 }
 
 }  // namespace

@@ -21,6 +21,13 @@ std::vector<int32_t> iota(int n, int32_t from = 0) {
   return v;
 }
 
+// Sequence id of `tokens` added, reserved and committed whole.
+void written(KvBlocks& pool, KvBlocks::SeqId id, const std::vector<int32_t>& tokens) {
+  const int64_t found = pool.add(id, tokens);
+  ASSERT_TRUE(pool.reserve(id, static_cast<int64_t>(tokens.size())));
+  pool.commit(id, std::span(tokens).subspan(static_cast<size_t>(found)));
+}
+
 TEST(KvBlocks, TablesGrowByBlocksAndGiveThemBack) {
   KvBlocks pool(8, 16, false);
   const std::vector<int32_t> prompt = iota(20);
@@ -51,9 +58,7 @@ TEST(KvBlocks, TablesGrowByBlocksAndGiveThemBack) {
 TEST(KvBlocks, PromptsReuseTheWholeBlocksOfTheirLongestCachedPrefix) {
   KvBlocks pool(16, 16);
   const std::vector<int32_t> first = iota(40);
-  pool.add(1, first);
-  ASSERT_TRUE(pool.reserve(1, 40));
-  pool.commit(1, first);
+  written(pool, 1, first);
   const std::vector<int32_t> held = pool.table(1);
   // A prompt sharing 37 tokens: two whole blocks found, shared with the running sequence.
   std::vector<int32_t> second = iota(37);
@@ -81,9 +86,7 @@ TEST(KvBlocks, PromptsReuseTheWholeBlocksOfTheirLongestCachedPrefix) {
 TEST(KvBlocks, CachedBlocksAreEvictedLeastRecentlyUsedFirst) {
   KvBlocks pool(4, 2);
   const std::vector<int32_t> a = {1, 2, 3, 4, 5};
-  pool.add(1, a);
-  ASSERT_TRUE(pool.reserve(1, 5));
-  pool.commit(1, a);
+  written(pool, 1, a);
   pool.remove(1);  // [1 2] and [3 4] cached; the chain's head is the most recently used
   EXPECT_EQ(pool.cached_blocks(), 2);
   EXPECT_EQ(pool.free_blocks(), 2);
@@ -103,10 +106,7 @@ TEST(KvBlocks, CachedBlocksAreEvictedLeastRecentlyUsedFirst) {
 
 TEST(KvBlocks, AForkSharesBlocksAndCopiesTheOneItWrites) {
   KvBlocks pool(8, 4);
-  const std::vector<int32_t> prompt = iota(5);
-  pool.add(1, prompt);
-  ASSERT_TRUE(pool.reserve(1, 5));
-  pool.commit(1, prompt);
+  written(pool, 1, iota(5));
   pool.fork(1, 2);
   EXPECT_EQ(pool.table(2), pool.table(1));
   EXPECT_EQ(pool.committed(2), 5);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,13 @@ inline std::filesystem::path scratch_file(const std::string& name, const std::st
   std::fprintf(stderr, "fuzz finding: %s\n", what.c_str());
   std::fflush(stderr);
   std::abort();
+}
+
+// The bytes XORed together: reading every one of them, which ASan checks lies inside a mapping.
+inline uint8_t touch(std::span<const uint8_t> bytes) {
+  uint8_t x = 0;
+  for (uint8_t b : bytes) x ^= b;
+  return x;
 }
 
 inline void require(bool cond, const std::string& what) {

@@ -12,12 +12,6 @@
 namespace wick::fuzz {
 namespace {
 
-uint8_t touch(std::span<const uint8_t> bytes) {
-  uint8_t x = 0;
-  for (uint8_t b : bytes) x ^= b;  // every byte is inside a mapping (ASan checks)
-  return x;
-}
-
 void read_through(const io::SafetensorsFile& f, const io::SafetensorsTensor& t) {
   step([&] { (void)touch(f.data(t)); });
   if (t.shape.numel() <= (int64_t{1} << 16)) step([&] { (void)f.tensor(t); });
