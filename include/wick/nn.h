@@ -162,4 +162,35 @@ class KvCache {
   int64_t size_ = 0;
 };
 
+// ---- paged attention ---------------------------------------------------------------------------
+// A paged KV cache keeps each layer's keys and values in one pool of fixed-size blocks,
+// (blocks, block_size, h_kv, d) each, shared by every sequence: a sequence's position p lies in
+// block tables[s, p / block_size] at slot p % block_size (models::KvBlocks keeps the tables). The
+// calls below take packed query tokens of many sequences at once (a batch of decode steps and
+// prompt chunks), each token with its sequence and position.
+struct PagedAttentionOptions {
+  std::optional<double> scale;  // the factor of q k^T; default 1 / sqrt(d)
+  int64_t window = 0;           // a query at position p sees keys above p - window; 0: no window
+};
+
+// Attention of query tokens q (t, h, d) over their sequences' keys and values in the pools k_pool
+// and v_pool (blocks, block_size, h_kv, d), h a multiple of h_kv (grouped-query attention, as
+// scaled_dot_product_attention). tables (s, max_blocks) i32 lists each sequence's blocks; seqs (t)
+// i32 names each token's sequence and positions (t) i32 its position. Query i sees the keys at
+// positions 0 .. positions[i] of sequence seqs[i] (causal: its own key, written by paged_write
+// before this call, included), or the last `window` of them. Only the table entries of the blocks a
+// query reads are looked at (the rest may be anything, -1 say). Result (t, h, d), q's dtype; f64,
+// f32, f16, bf16 (halves accumulate in f32). Errors: ShapeError, DTypeError and DeviceError for
+// operands that do not fit; IndexError naming the token for a sequence outside [0, s), a position
+// outside [0, max_blocks * block_size), or a block outside [0, blocks): at once where the indices
+// lie in host memory, else when the device is next waited for (the token's result is then zeros).
+Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
+                       const Tensor& seqs, const Tensor& positions, const PagedAttentionOptions& options = {});
+
+// Writes keys k and values v (t, h_kv, d; any strided views) into the pools (blocks, block_size,
+// h_kv, d) at slots (t) i64, slot = block * block_size + position % block_size; a slot equal to
+// i64's maximum is skipped. Errors as Tensor::scatter_set's: an IndexError for a slot outside the
+// pool (at the next wait on a device), and ShapeError or DTypeError for operands that do not fit.
+void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots);
+
 }  // namespace wick::nn

@@ -17,6 +17,9 @@ enum class RopePairs : uint8_t { Halves, Interleaved };
 
 // Attention's options after the front end's checks: scale > 0 and finite; window 0 (none) or the
 // number of positions a query sees, its own included.
+// The largest head dim a backend's paged_attention kernel takes; the front end composes larger.
+inline constexpr int64_t kPagedMaxHeadDim = 512;
+
 struct AttentionArgs {
   double scale;
   bool causal;
@@ -71,6 +74,16 @@ class NnKernels {
   virtual StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
                                const AttentionArgs& args) const;
 
+  // nn::paged_attention: q (t, h, d); k_pool and v_pool (blocks, block_size, h_kv, d) contiguous;
+  // tables (s, max_blocks), seqs (t) and positions (t) i32 contiguous. Query i reads the keys at
+  // positions lo .. positions[i] (lo = 0, or positions[i] - window + 1 with a window) of sequence
+  // seqs[i] through its table. The front end has checked the indices where they lie in host
+  // memory; a backend whose memory is the device's checks them as it reads them, and reports one
+  // out of range as an IndexError at the next wait (that token's result zeros). Result (t, h, d),
+  // contiguous.
+  virtual StoragePtr paged_attention(const View& q, const View& k_pool, const View& v_pool, const View& tables,
+                                     const View& seqs, const View& positions, const AttentionArgs& args) const;
+
   // silu(gate) * up, computed in the math type and rounded once: the gated unit of a SwiGLU
   // feed-forward layer. gate and up of one shape.
   virtual StoragePtr silu_mul(const View& gate, const View& up) const = 0;
@@ -86,6 +99,8 @@ class NnKernels {
   StoragePtr rope(const View& x, const View& cos, const View& sin, RopePairs pairs, bool thd) const override;         \
   StoragePtr attention(const View& q, const View& k, const View& v, const View* mask, const AttentionArgs& args)      \
       const override;                                                                                                 \
+  StoragePtr paged_attention(const View& q, const View& k_pool, const View& v_pool, const View& tables,               \
+                             const View& seqs, const View& positions, const AttentionArgs& args) const override;      \
   StoragePtr silu_mul(const View& gate, const View& up) const override;
 
 }  // namespace wick

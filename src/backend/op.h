@@ -60,17 +60,18 @@ namespace wick {
 // The fused transformer ops of the nn wing (src/nn, include/wick/nn.h). Every backend runs them:
 // through its own kernels (Backend::nn()), or composed from the methods below by the front end.
 // supports() says which backends have the fused kernel.
-#define WICK_FORALL_NN_OPS(X)     \
-  X(Softmax, "softmax")           \
-  X(LogSoftmax, "log_softmax")    \
-  X(RmsNorm, "rms_norm")          \
-  X(AddRmsNorm, "add_rms_norm")   \
-  X(LayerNorm, "layer_norm")      \
-  X(Rope, "rope")                 \
-  X(RopeI, "rope_i")              \
-  X(RopeThd, "rope_thd")          \
-  X(RopeWriteAt, "rope_write_at") \
-  X(Attention, "attention")       \
+#define WICK_FORALL_NN_OPS(X)          \
+  X(Softmax, "softmax")                \
+  X(LogSoftmax, "log_softmax")         \
+  X(RmsNorm, "rms_norm")               \
+  X(AddRmsNorm, "add_rms_norm")        \
+  X(LayerNorm, "layer_norm")           \
+  X(Rope, "rope")                      \
+  X(RopeI, "rope_i")                   \
+  X(RopeThd, "rope_thd")               \
+  X(RopeWriteAt, "rope_write_at")      \
+  X(Attention, "attention")            \
+  X(PagedAttention, "paged_attention") \
   X(SiluMul, "silu_mul")
 
 // The quantized-weight ops (src/quant, include/wick/quant.h). Every backend runs them: through

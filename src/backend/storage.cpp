@@ -49,6 +49,11 @@ StoragePtr NnKernels::attention(const View&, const View&, const View&, const Vie
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::Attention).name(), ": this backend has no fused kernel"));
 }
 
+StoragePtr NnKernels::paged_attention(const View&, const View&, const View&, const View&, const View&, const View&,
+                                      const AttentionArgs&) const {
+  throw NotSupportedError(detail::str_cat(OpKey(NnOp::PagedAttention).name(), ": this backend has no fused kernel"));
+}
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }

@@ -195,6 +195,13 @@ void GpuBackend::sync_and_raise() {
   if (e.code == kPositionError)
     throw IndexError(detail::str_cat(e.dim != 0 ? "KvCache::rope_write_at" : "KvCache::write_at", ": position ",
                                      e.index, " is outside the cache's capacity of ", e.size, " (", name(), ")"));
+  if (e.code == kPagedError) {
+    constexpr const char* kWhat[] = {"sequence", "position", "block"};
+    constexpr const char* kOf[] = {"rows of tables", "positions a table row holds", "blocks of the pool"};
+    const int what = std::clamp(e.dim, 0, 2);
+    throw IndexError(detail::str_cat("paged_attention: ", kWhat[what], " ", e.index, " is outside the ", e.size, " ",
+                                     kOf[what], " (", name(), ")"));
+  }
   throw IndexError(detail::str_cat(op_name(static_cast<OpCode>(e.code - 1)), ": index ", e.index,
                                    " is out of range for dim ", e.dim, " of size ", e.size, " (ids ",
                                    static_cast<DType>(e.index_dtype), ", ", name(), ")"));

@@ -57,6 +57,19 @@ __device__ inline void report_position_error(KernelError* e, bool rope, int64_t 
   }
 }
 
+// An index of paged attention out of range, kept in KernelError::dim: 0 a token's sequence (size:
+// the tables' rows), 1 its position (size: the positions a table row holds), 2 a block (size: the
+// pool's blocks).
+inline constexpr int32_t kPagedError = -2;
+__device__ inline void report_paged_error(KernelError* e, int what, int64_t index, int64_t size) {
+  if (atomicCAS(&e->code, 0, kPagedError) == 0) {
+    e->dim = what;
+    e->index = index;
+    e->size = size;
+    e->index_dtype = static_cast<int32_t>(DType::I32);
+  }
+}
+
 // Threads per block of the elementwise kernels, and the largest grid of a grid-stride loop
 // (blocks x threads stays far below 2^32, as AMD requires).
 inline constexpr int kBlock = 256;

@@ -394,6 +394,7 @@ std::vector<Case> all_cases() {
   add_index_cases(cases);
   add_nn_cases(cases);
   add_fused_cases(cases);
+  add_paged_cases(cases);
   add_quant_cases(cases);
   return cases;
 }

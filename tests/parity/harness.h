@@ -105,6 +105,7 @@ void add_index_cases(std::vector<Case>& cases);
 void add_copy_cases(std::vector<Case>& cases);
 void add_nn_cases(std::vector<Case>& cases);
 void add_fused_cases(std::vector<Case>& cases);  // the nn wing, through its public functions
+void add_paged_cases(std::vector<Case>& cases);  // paged attention over shuffled blocks
 void add_quant_cases(std::vector<Case>& cases);  // the block formats (include/wick/quant.h)
 
 // The largest normalised error a float dtype may show against the reference.

@@ -1,0 +1,115 @@
+// Cases for paged attention (nn::paged_attention): sequences of different lengths whose keys and
+// values lie in shuffled blocks of one pool, queried by decode tokens (one per sequence) and
+// prompt chunks (many, causal, after the sequence's cached positions), with grouped heads,
+// windows, head dims of each tiling and strided queries. The reference backend composes the op
+// (the sequence's keys gathered by slot, then the composed attention); a backend with a kernel is
+// compared with that.
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "parity/cases.h"
+#include "wick/nn.h"
+
+namespace wick::parity {
+
+namespace {
+
+struct PagedVariant {
+  std::string name;
+  std::vector<int64_t> lengths;  // each sequence's positions after the step
+  int64_t chunk = 1;             // the step's tokens of each sequence (at most its length)
+  int64_t h = 4, h_kv = 2, d = 16, block_size = 16;
+  int64_t window = 0;
+  bool strided_q = false;  // q a (t, h, d) view of (h, t, d) storage
+};
+
+std::vector<PagedVariant> paged_variants() {
+  std::vector<PagedVariant> v = {
+      {"decode", {1, 17, 5, 64}},
+      {"decode", {300, 2, 31}, 1, 8, 2, 64, 16},
+      {"decode", {2500, 900, 1}, 1, 8, 1, 128, 16},  // several thousand positions
+      {"decode", {40, 33}, 1, 4, 4, 32, 1},          // blocks of one position
+      {"decode", {70, 129, 3}, 1, 2, 1, 64, 32},
+      {"chunk", {20, 48}, 8, 4, 2, 32, 16},  // chunks after cached positions
+      {"chunk", {37}, 37, 4, 1, 16, 8},      // a whole prompt
+      {"chunk", {300, 7}, 5, 8, 2, 64, 16, 0, true},
+      {"window", {100, 30, 65}, 1, 4, 2, 32, 16, 24},
+      {"window", {90, 45}, 12, 4, 2, 16, 8, 10},
+      {"gqa8", {50, 16}, 3, 8, 1, 64, 16},
+      {"mha", {21, 60}, 2, 4, 4, 16, 4},
+      {"strided", {25, 70}, 1, 4, 2, 32, 16, 0, true},
+  };
+  for (int64_t d : {8, 80, 96, 256, 512}) v.push_back({"head_dim", {45, 9}, 2, 4, 2, d, 16, 0, d == 80});
+  v.push_back({"head_dim", {20, 3}, 1, 2, 1, 600, 8});  // past kPagedMaxHeadDim: composed everywhere
+  return v;
+}
+
+void add_paged(std::vector<Case>& cases, DType dt) {
+  for (const PagedVariant& v : paged_variants()) {
+    const auto s = static_cast<int64_t>(v.lengths.size());
+    int64_t t = 0, max_blocks = 0, used = 0;
+    for (int64_t len : v.lengths) {
+      t += std::min(v.chunk, len);
+      const int64_t nb = (len + v.block_size - 1) / v.block_size;
+      max_blocks = std::max(max_blocks, nb);
+      used += nb;
+    }
+    const int64_t blocks = used + 3;  // a few blocks no table lists
+    std::string extra = "kv " + std::to_string(v.h_kv) + " blocks " + std::to_string(blocks) + "x" +
+                        std::to_string(v.block_size) + " seqs " + std::to_string(s);
+    if (v.window) extra += " window " + std::to_string(v.window);
+    cases.push_back({OpKey(NnOp::PagedAttention).name(),
+                     label(dt),
+                     shape_label({t, v.h, v.d}, extra),
+                     v.strided_q ? v.name + ".strided" : v.name,
+                     NnOp::PagedAttention,
+                     {dt},
+                     Compare::Float,
+                     false,
+                     [=](Ctx& c) {
+                       const Device dev = c.backend().device();
+                       // Physical blocks shuffled; table entries past a sequence's blocks are -1.
+                       std::vector<int32_t> order(static_cast<size_t>(blocks));
+                       std::iota(order.begin(), order.end(), 0);
+                       std::shuffle(order.begin(), order.end(), c.rng());
+                       std::vector<int32_t> table(static_cast<size_t>(s * max_blocks), -1), seqs, positions;
+                       size_t next = 0;
+                       for (int64_t i = 0; i < s; ++i) {
+                         const int64_t len = v.lengths[static_cast<size_t>(i)];
+                         for (int64_t j = 0; j < (len + v.block_size - 1) / v.block_size; ++j)
+                           table[static_cast<size_t>(i * max_blocks + j)] = order[next++];
+                         for (int64_t p = len - std::min(v.chunk, len); p < len; ++p) {
+                           seqs.push_back(static_cast<int32_t>(i));
+                           positions.push_back(static_cast<int32_t>(p));
+                         }
+                       }
+                       const Shape pool = {blocks, v.block_size, v.h_kv, v.d};
+                       const Tensor k(c.input(dt, pool).storage, Layout(pool), dt);
+                       const Arg va = c.input(dt, pool);
+                       const Tensor val(va.storage, va.layout, dt);
+                       Tensor q;
+                       if (v.strided_q) {
+                         const Arg qa = c.input(dt, {v.h, t, v.d});
+                         q = Tensor(qa.storage, qa.layout, dt).transpose(0, 1);
+                       } else {
+                         const Arg qa = c.input(dt, {t, v.h, v.d});
+                         q = Tensor(qa.storage, qa.layout, dt);
+                       }
+                       nn::PagedAttentionOptions o;
+                       o.window = v.window;
+                       const Tensor out = nn::paged_attention(
+                           q, k, val, Tensor::from_vector(table, {s, max_blocks}, dev),
+                           Tensor::from_vector(seqs, {t}, dev), Tensor::from_vector(positions, {t}, dev), o);
+                       return Output{out.contiguous().storage(), dt};
+                     }});
+  }
+}
+
+}  // namespace
+
+void add_paged_cases(std::vector<Case>& cases) {
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) add_paged(cases, dt);
+}
+
+}  // namespace wick::parity
