@@ -16,7 +16,7 @@ namespace {
 
 constexpr size_t kDraws = 256;  // uniform draws made at a time
 
-void check(bool ok, const char* what, double value) {
+void require(bool ok, const char* what, double value) {
   if (!ok) throw Error(detail::str_cat("sampler: ", what, ", got ", value));
 }
 
@@ -45,15 +45,20 @@ float clean_max(std::vector<float>& l) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplingOptions& o) : o_(o) {
-  check(std::isfinite(o.temperature) && o.temperature >= 0, "temperature must be finite and at least 0", o.temperature);
-  check(o.top_k >= 0, "top_k must be at least 0", static_cast<double>(o.top_k));
-  check(o.top_p > 0 && o.top_p <= 1, "top_p must be in (0, 1]", o.top_p);
-  check(o.min_p >= 0 && o.min_p <= 1, "min_p must be in [0, 1]", o.min_p);
-  check(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0, "repetition_penalty must be finite and positive",
-        o.repetition_penalty);
-  check(o.penalty_last_n >= 0, "penalty_last_n must be at least 0", static_cast<double>(o.penalty_last_n));
-  manual_seed(o.seed, Device::cpu());
+Sampler::Sampler(const SamplingOptions& o, bool seed_now) : o_(o) {
+  check(o);
+  if (seed_now) manual_seed(o.seed, Device::cpu());
+}
+
+void Sampler::check(const SamplingOptions& o) {
+  require(std::isfinite(o.temperature) && o.temperature >= 0, "temperature must be finite and at least 0",
+          o.temperature);
+  require(o.top_k >= 0, "top_k must be at least 0", static_cast<double>(o.top_k));
+  require(o.top_p > 0 && o.top_p <= 1, "top_p must be in (0, 1]", o.top_p);
+  require(o.min_p >= 0 && o.min_p <= 1, "min_p must be in [0, 1]", o.min_p);
+  require(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0,
+          "repetition_penalty must be finite and positive", o.repetition_penalty);
+  require(o.penalty_last_n >= 0, "penalty_last_n must be at least 0", static_cast<double>(o.penalty_last_n));
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
@@ -151,7 +156,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     for (size_t i = 0; i < *kept; ++i) mass += p(i);
   }
   if (next_draw_ == draws_.size()) {
+    // Stream batches_ of the seed: the generator seeded, then one empty draw per stream before it.
+    manual_seed(o_.seed, Device::cpu());
+    for (uint64_t i = 0; i < batches_; ++i) (void)Tensor::rand_uniform({0}, 0.0, 1.0, DType::F64);
     draws_ = Tensor::rand_uniform({static_cast<int64_t>(kDraws)}, 0.0, 1.0, DType::F64).to_vector<double>();
+    ++batches_;
     next_draw_ = 0;
   }
   const double u = draws_[next_draw_++] * mass;

@@ -42,9 +42,10 @@ void DecodeGraph::run_step(int64_t length) {
   logits_.copy_from(m.run(
       x,
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
-        return cache_[i].rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+        const nn::KvCache::Rotated r = cache_[i].rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+        return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
       },
-      attention, true));
+      true));
 }
 
 Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {

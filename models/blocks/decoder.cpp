@@ -271,18 +271,21 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
   auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   Tensor logits = run(
       x,
-      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) -> nn::KvCache::Rotated {
-        if (at.defined()) return cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        if (at.defined()) {
+          const nn::KvCache::Rotated r = cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
+          return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
+        }
         auto [keys, values] = cache[i].append(turn(k), v);
-        return {turn(q), std::move(keys), std::move(values)};
+        return nn::scaled_dot_product_attention(turn(q), keys, values, attention);
       },
-      attention, last_only);
+      last_only);
   if (at.defined())
     for (nn::KvCache& layer : cache) layer.set_size(from + 1);
   return logits;
 }
 
-Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& attention, bool last_only) const {
+Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows) const {
   const LlamaConfig& c = config_;
   const int64_t b = x.shape()[0], t = x.shape()[1];
   // (b, t, heads * head_dim) -> (b, heads, t, head_dim).
@@ -305,8 +308,7 @@ Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& 
       k = heads(qkv[1], kv_heads_);
       v = heads(qkv[2], kv_heads_);
     }
-    const nn::KvCache::Rotated r = kv(i, q, k, v);
-    const Tensor a = nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
+    const Tensor a = attend(i, q, k, v);
     nn::AddRmsNorm added = nn::add_rms_norm(
         x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
     const std::vector<Tensor> gate_up = l.gate_up(added.normed);
@@ -316,6 +318,9 @@ Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& 
     if (last && last_only) {
       x = x.narrow(1, t - 1, 1);
       y = y.narrow(1, t - 1, 1);
+    } else if (last && rows.defined()) {
+      x = x.index_select(rows, 1);
+      y = y.index_select(rows, 1);
     }
     added = nn::add_rms_norm(x, y, last ? output_norm_ : layers_[i + 1].attn_norm, c.rms_eps);
     x = std::move(added.sum);
@@ -323,6 +328,104 @@ Tensor LlamaModel::run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& 
   }
   const Tensor logits = output_(normed);
   return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
+}
+
+// ---- the paged cache -----------------------------------------------------------------------------
+
+PagedKvCache LlamaModel::make_paged_cache(int64_t blocks, int64_t block_size) const {
+  if (blocks < 1 || block_size < 1)
+    throw ShapeError(detail::str_cat("llama: make_paged_cache: ", blocks, " blocks of ", block_size,
+                                     " positions (at least 1 of at least 1)"));
+  PagedKvCache cache;
+  cache.blocks = blocks;
+  cache.block_size = block_size;
+  const Shape pool = {blocks, block_size, kv_heads_, config_.head_dim};
+  for (int64_t i = 0; i < config_.layers; ++i) {
+    cache.keys.push_back(Tensor::zeros(pool, dtype_, device_));
+    cache.values.push_back(Tensor::zeros(pool, dtype_, device_));
+  }
+  return cache;
+}
+
+int64_t LlamaModel::paged_block_bytes(int64_t block_size) const {
+  return 2 * config_.layers * block_size * kv_heads_ * config_.head_dim * dtype_size(dtype_);
+}
+
+std::pair<Tensor, Tensor> LlamaModel::rope_tables_at(const std::vector<int32_t>& positions) const {
+  const auto half = static_cast<int64_t>(inv_freq_.size()), n = static_cast<int64_t>(positions.size());
+  std::vector<float> c(static_cast<size_t>(n * half)), s(c.size());
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(positions[static_cast<size_t>(p)]) * inv_freq_[static_cast<size_t>(i)];
+      c[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
+      s[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+    }
+  return {Tensor::from_vector(c, {n, half}, device_).to_dtype(dtype_),
+          Tensor::from_vector(s, {n, half}, device_).to_dtype(dtype_)};
+}
+
+Tensor LlamaModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) const {
+  const LlamaConfig& c = config_;
+  const auto t = static_cast<int64_t>(batch.tokens.size());
+  if (batch.seqs.size() != batch.tokens.size() || batch.positions.size() != batch.tokens.size() ||
+      batch.slots.size() != batch.tokens.size())
+    throw ShapeError(detail::str_cat("llama: forward_paged: ", t, " tokens with ", batch.seqs.size(), " sequences, ",
+                                     batch.positions.size(), " positions and ", batch.slots.size(), " slots"));
+  if (batch.max_blocks < 1 || batch.tables.empty() || batch.tables.size() % static_cast<size_t>(batch.max_blocks) != 0)
+    throw ShapeError(detail::str_cat("llama: forward_paged: block tables of ", batch.tables.size(),
+                                     " entries are no whole rows of ", batch.max_blocks));
+  if (static_cast<int64_t>(cache.keys.size()) != c.layers || static_cast<int64_t>(cache.values.size()) != c.layers)
+    throw ShapeError(detail::str_cat("llama: forward_paged: a cache of ", cache.keys.size(), " layers for ", c.layers));
+  for (int64_t i : batch.logits_of)
+    if (i < 0 || i >= t) throw IndexError(detail::str_cat("llama: forward_paged: logits of token ", i, " of ", t));
+  const Tensor tokens = Tensor::from_vector(batch.tokens, {t});
+  check_tokens(tokens, "forward_paged");
+  if (t == 0) return Tensor::zeros({0, c.vocab}, DType::F32, device_);
+  const auto sequences = static_cast<int64_t>(batch.tables.size()) / batch.max_blocks;
+  const Tensor tables = Tensor::from_vector(batch.tables, {sequences, batch.max_blocks}, device_);
+  const Tensor seqs = Tensor::from_vector(batch.seqs, {t}, device_);
+  const Tensor positions = Tensor::from_vector(batch.positions, {t}, device_);
+  const Tensor slots = Tensor::from_vector(batch.slots, {t}, device_);
+  const std::pair<Tensor, Tensor> tables_cs = rope_tables_at(batch.positions);
+  const Tensor& cos = tables_cs.first;
+  const Tensor& sin = tables_cs.second;
+  auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
+  nn::PagedAttentionOptions options;
+  options.window = c.window;
+  const Tensor x = embed(tokens.to_device(device_)).reshape({1, t, c.dim});
+  const Tensor rows = Tensor::from_vector(batch.logits_of, {static_cast<int64_t>(batch.logits_of.size())}, device_);
+  // q, k, v arrive as (1, heads, t, head_dim): the pool and the kernel take (t, heads, head_dim).
+  const Tensor logits = run(
+      x,
+      [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        nn::paged_write(cache.keys[i], cache.values[i], turn(k).squeeze(0).transpose(0, 1),
+                        v.squeeze(0).transpose(0, 1), slots);
+        const Tensor a = nn::paged_attention(turn(q).squeeze(0).transpose(0, 1), cache.keys[i], cache.values[i], tables,
+                                             seqs, positions, options);
+        return a.transpose(0, 1).unsqueeze(0);
+      },
+      false, rows);
+  return logits.squeeze(0);
+}
+
+void PagedKvCache::copy_blocks(std::span<const std::pair<int32_t, int32_t>> copies) {
+  if (copies.empty()) return;
+  std::vector<int64_t> from, to;
+  for (const auto& [a, b] : copies) {
+    if (a < 0 || a >= blocks || b < 0 || b >= blocks)
+      throw IndexError(detail::str_cat("PagedKvCache::copy_blocks: block ", a < 0 || a >= blocks ? a : b,
+                                       " is outside the pool of ", blocks));
+    from.push_back(a);
+    to.push_back(b);
+  }
+  const auto n = static_cast<int64_t>(copies.size());
+  for (std::vector<Tensor>* pools : {&keys, &values})
+    for (Tensor& pool : *pools) {
+      const Tensor src = Tensor::from_vector(from, {n}, pool.device());
+      const Tensor dst = Tensor::from_vector(to, {n}, pool.device());
+      const Tensor rows = pool.index_select(src, 0);
+      pool.scatter_set(dst.reshape({n, 1, 1, 1}).broadcast_as(rows.shape()), rows, 0);
+    }
 }
 
 }  // namespace wick::models

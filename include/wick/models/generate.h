@@ -26,11 +26,16 @@ struct SamplingOptions {
 // temperature, top-p and min-p, and a draw. An Error naming the option for one out of range
 // (temperature < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). A NaN logit
 // counts as -inf (never picked nor drawn), +inf logits share all the probability, and logits with
-// nothing above -inf are an Error. Constructing a Sampler seeds the CPU generator
-// (manual_seed(options.seed)), from which it draws.
+// nothing above -inf are an Error. Its draws are streams 0, 1, ... of options.seed from the CPU
+// generator (manual_seed), taken in batches: each batch seeds the generator anew, so that samplers
+// of different seeds may take turns (the engine's requests) and each draws what it would alone.
+// Constructing a Sampler seeds the CPU generator (manual_seed(options.seed)) unless `seed_now` is
+// false.
 class Sampler {
  public:
-  explicit Sampler(const SamplingOptions& options);
+  explicit Sampler(const SamplingOptions& options, bool seed_now = true);
+  // The Error the constructor raises for options out of range, without making a Sampler.
+  static void check(const SamplingOptions& options);
   // The next token after `history` (the sequence so far), from its logits over the vocabulary.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
@@ -38,6 +43,7 @@ class Sampler {
   SamplingOptions o_;
   std::vector<double> draws_;  // uniform draws in [0, 1), made in batches
   size_t next_draw_ = 0;
+  uint64_t batches_ = 0;  // batches drawn: the next is stream batches_ of the seed
 };
 
 struct GenerateOptions {

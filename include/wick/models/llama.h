@@ -165,6 +165,9 @@ class LlamaModel : public Model {
   // position alone, (b, 1, vocab), which spares the head's product over a prompt.
   Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
                  bool last_only = false) const override;
+  PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size) const override;
+  int64_t paged_block_bytes(int64_t block_size) const override;
+  Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
   // DecodeGraph on a GPU where the model is not split; forward() one position at a time otherwise.
   std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
@@ -198,12 +201,16 @@ class LlamaModel : public Model {
   void check_tokens(const Tensor& tokens, std::string_view op) const;
   // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
   std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
-  // Turns layer i's new queries q (b, heads, t, head_dim) and keys k (b, kv_heads, t, head_dim) by
-  // the positions' rope, stores the keys and the values v, and returns the turned queries with the
-  // keys and values they attend to (nn::KvCache::rope_write_at, one pass).
-  using KvWrite = std::function<nn::KvCache::Rotated(size_t i, const Tensor& q, const Tensor& k, const Tensor& v)>;
-  // The layers and the head over embedded tokens x (b, t, dim): the logits (b, t or 1, vocab), f32.
-  Tensor run(Tensor x, const KvWrite& kv, const nn::AttentionOptions& attention, bool last_only) const;
+  // Layer i's attention of its new queries q (b, heads, t, head_dim) over the keys and values
+  // of the positions they see, k and v (b, kv_heads, t, head_dim) the new ones (rope not yet
+  // applied to q and k): stores k and v where the step keeps them and returns (b, heads, t,
+  // head_dim).
+  using Attend = std::function<Tensor(size_t i, const Tensor& q, const Tensor& k, const Tensor& v)>;
+  // The layers and the head over embedded tokens x (b, t, dim): the logits (b, t, vocab), f32, of
+  // every position, the last alone when `last_only`, or those of `rows` (i64 indices along t).
+  Tensor run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows = {}) const;
+  // cos and sin (n, head_dim / 2) for the given positions.
+  std::pair<Tensor, Tensor> rope_tables_at(const std::vector<int32_t>& positions) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;

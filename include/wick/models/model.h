@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "wick/dist.h"
@@ -49,6 +51,33 @@ class DecodeSteps {
   virtual const std::string& recording_error() const = 0;
 };
 
+// The engine's KV cache: for every layer, the keys and values of `blocks` blocks of `block_size`
+// positions, (blocks, block_size, kv_heads, head_dim) each, on the model's device, in its dtype
+// (nn::paged_attention reads them). Which blocks hold which sequence's positions is KvBlocks's
+// bookkeeping.
+struct PagedKvCache {
+  int64_t blocks = 0, block_size = 0;
+  std::vector<Tensor> keys, values;  // one per layer
+
+  // Copies whole blocks, (source, destination) pairs in order, in every layer: the copies
+  // KvBlocks::take_copies lists before a sequence writes into a block it shared.
+  void copy_blocks(std::span<const std::pair<int32_t, int32_t>> copies);
+};
+
+// One step of the engine over the paged cache: tokens of several sequences, packed (a decode
+// step's one token each, prompt chunks many), each with its sequence, position and slot, in host
+// memory. The sequences' positions before each token's must be in the cache already (earlier
+// steps, or the prefix cache); the step writes its tokens' keys and values at their slots.
+struct PagedBatch {
+  std::vector<int32_t> tokens;     // (t)
+  std::vector<int32_t> seqs;       // (t): each token's row of `tables`
+  std::vector<int32_t> positions;  // (t): its position in its sequence
+  std::vector<int64_t> slots;      // (t): block * block_size + position % block_size
+  std::vector<int32_t> tables;     // (sequences, max_blocks), row-major: each sequence's blocks
+  int64_t max_blocks = 0;
+  std::vector<int64_t> logits_of;  // indices into tokens whose logits are wanted
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -77,6 +106,17 @@ class Model {
   // Decode steps writing into `cache` (which must outlive them): the model's fastest way, or
   // forward() one position at a time.
   virtual std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const;
+
+  // The paged cache: pools of `blocks` blocks of `block_size` positions for every layer (this
+  // rank's KV heads), and the bytes one block takes over every layer (to size a pool from a
+  // budget).
+  virtual PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size) const = 0;
+  virtual int64_t paged_block_bytes(int64_t block_size) const = 0;
+  // The logits (n, vocab), f32, of the tokens batch.logits_of names, their keys and values written
+  // into `cache` at their slots. ShapeError for a batch whose vectors disagree in length or a cache
+  // not this model's; IndexError for a token outside the vocabulary, and as nn::paged_attention
+  // for sequences, positions and blocks out of range.
+  virtual Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const = 0;
 
   void set_tokenizer(std::optional<Tokenizer> tokenizer) { tokenizer_ = std::move(tokenizer); }
 

@@ -1,0 +1,286 @@
+// The engine (include/wick/models/engine.h) on every device, with small random models and the
+// shipped tiny model: requests run together give the tokens each gives alone (greedy, and sampled
+// with seeds), through preemption in a pool too small for all of them and through prefix-cache
+// hits; cancellation at any moment gives every block back; bad requests are refused at submit
+// without harming the others; many threads submit at once; text pieces add up to the decoded
+// tokens and stop at stop strings.
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "test_util.h"
+#include "wick/models/engine.h"
+#include "wick/models/llama.h"
+
+namespace wick::test {
+namespace {
+
+using models::Engine;
+using models::EngineOptions;
+using models::Finish;
+using models::Request;
+
+class EngineTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device device() const { return GetParam(); }
+  std::shared_ptr<const models::Model> random_model(int64_t window = 0) const {
+    models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+    c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+    c.context = 512;
+    c.window = window;
+    return std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 21));
+  }
+};
+
+std::vector<int32_t> random_prompt(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, 95);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int32_t& x : p) x = id(rng);
+  return p;
+}
+
+std::vector<Request> requests(bool sampled) {
+  std::vector<Request> r;
+  const int64_t lengths[] = {5, 40, 1, 77, 16, 23};
+  for (size_t i = 0; i < std::size(lengths); ++i) {
+    Request q;
+    q.prompt = random_prompt(lengths[i], static_cast<uint32_t>(i + 1));
+    q.max_tokens = 6 + static_cast<int64_t>(i) * 3;
+    q.stop_at_end = false;
+    if (sampled) {
+      q.sampling.temperature = 0.9;
+      q.sampling.top_k = 20;
+      q.sampling.seed = 100 + i;
+    }
+    r.push_back(q);
+  }
+  return r;
+}
+
+// Each request through its own engine, one at a time.
+std::vector<std::vector<int32_t>> alone(const std::shared_ptr<const models::Model>& m, const std::vector<Request>& rs) {
+  std::vector<std::vector<int32_t>> out;
+  for (const Request& r : rs) {
+    Engine e(m);
+    const Engine::Result res = e.wait(e.submit(r));
+    EXPECT_EQ(res.finish, Finish::Length);
+    out.push_back(res.tokens);
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> together(Engine& e, const std::vector<Request>& rs) {
+  std::vector<int64_t> ids;
+  for (const Request& r : rs) ids.push_back(e.submit(r));
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t id : ids) out.push_back(e.wait(id).tokens);
+  return out;
+}
+
+TEST_P(EngineTest, RequestsTogetherGiveTheTokensEachGivesAlone) {
+  const auto m = random_model();
+  for (bool sampled : {false, true}) {
+    const std::vector<Request> rs = requests(sampled);
+    const auto want = alone(m, rs);
+    for (size_t i = 0; i < rs.size(); ++i) EXPECT_EQ(static_cast<int64_t>(want[i].size()), rs[i].max_tokens);
+    EngineOptions o;
+    o.step_tokens = 32;  // prompts in chunks, beside the others' decode steps
+    Engine e(m, o);
+    EXPECT_EQ(together(e, rs), want) << (sampled ? "sampled" : "greedy");
+    const models::EngineStats s = e.stats();
+    EXPECT_EQ(s.blocks_used, 0);
+    EXPECT_EQ(s.running + s.waiting, 0);
+    EXPECT_GT(s.steps, 0);
+  }
+}
+
+TEST_P(EngineTest, GreedyTokensAreGeneratesTokens) {
+  const auto m = random_model();
+  const std::vector<Request> rs = requests(false);
+  Engine e(m);
+  const auto got = together(e, rs);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    models::GenerateOptions g;
+    g.max_tokens = rs[i].max_tokens;
+    g.stop_at_end = false;
+    const std::vector<std::vector<int32_t>> prompt = {rs[i].prompt};
+    EXPECT_EQ(models::generate(*m, prompt, g).tokens[0], got[i]) << "request " << i;
+  }
+}
+
+TEST_P(EngineTest, ASmallPoolPreemptsAndGivesTheSameTokens) {
+  const auto m = random_model();
+  const std::vector<Request> rs = requests(false);
+  const auto want = alone(m, rs);
+  EngineOptions o;
+  o.blocks = 8;  // 128 positions: the longest request alone needs 6 blocks
+  o.block_size = 16;
+  o.step_tokens = 24;
+  Engine e(m, o);
+  EXPECT_EQ(together(e, rs), want);
+  EXPECT_GT(e.stats().preemptions, 0);
+  EXPECT_EQ(e.stats().blocks_used, 0);
+  // A request that could never fit is refused at once.
+  Request big;
+  big.prompt = random_prompt(100, 5);
+  big.max_tokens = 40;
+  WICK_EXPECT_ERROR(e.submit(big), ShapeError, "could never fit the pool of 8 blocks");
+}
+
+TEST_P(EngineTest, PrefixCacheHitsGiveTheSameTokens) {
+  const auto m = random_model();
+  Request r;
+  r.prompt = random_prompt(70, 3);
+  r.max_tokens = 8;
+  r.stop_at_end = false;
+  Engine e(m);
+  const auto first = e.wait(e.submit(r)).tokens;
+  EXPECT_EQ(e.stats().prefix_hit_tokens, 0);
+  EXPECT_EQ(e.wait(e.submit(r)).tokens, first);
+  EXPECT_EQ(e.stats().prefix_hit_tokens, 64);  // four whole blocks of 16
+  // A prompt sharing the first 40 tokens: two blocks found.
+  Request other = r;
+  other.prompt.resize(40);
+  const auto tail = random_prompt(30, 4);
+  other.prompt.insert(other.prompt.end(), tail.begin(), tail.end());
+  const auto hit = e.wait(e.submit(other)).tokens;
+  EXPECT_EQ(e.stats().prefix_hit_tokens, 64 + 32);
+  EngineOptions no_cache;
+  no_cache.prefix_cache = false;
+  Engine fresh(m, no_cache);
+  EXPECT_EQ(fresh.wait(fresh.submit(other)).tokens, hit);
+  EXPECT_EQ(fresh.stats().prefix_hit_tokens, 0);
+}
+
+TEST_P(EngineTest, CancellingGivesEveryBlockBack) {
+  const auto m = random_model();
+  EngineOptions o;
+  o.step_tokens = 8;  // long prompts take many steps: cancels land mid-prompt
+  Engine e(m, o);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt = random_prompt(i % 2 == 0 ? 200 : 10, static_cast<uint32_t>(i));
+    r.max_tokens = 300;
+    r.stop_at_end = false;
+    ids.push_back(e.submit(r));
+  }
+  // Mid-decode for the short ones: wait for a piece first.
+  models::Piece p;
+  ASSERT_TRUE(e.next(ids[1], p));
+  for (int64_t id : ids) EXPECT_TRUE(e.cancel(id));
+  for (int64_t id : ids) EXPECT_EQ(e.wait(id).finish, Finish::Cancelled);
+  EXPECT_FALSE(e.cancel(ids[0]));
+  EXPECT_FALSE(e.cancel(12345));
+  const models::EngineStats s = e.stats();
+  EXPECT_EQ(s.blocks_used, 0);
+  EXPECT_EQ(s.blocks_free + s.blocks_cached, s.blocks);
+  EXPECT_EQ(s.running + s.waiting, 0);
+}
+
+TEST_P(EngineTest, BadRequestsAreRefusedAtSubmit) {
+  const auto m = random_model();
+  Engine e(m);
+  Request ok;
+  ok.prompt = random_prompt(10, 1);
+  ok.max_tokens = 4;
+  ok.stop_at_end = false;
+  const int64_t running = e.submit(ok);
+  Request r = ok;
+  r.prompt.clear();
+  WICK_EXPECT_ERROR(e.submit(r), ShapeError, "empty prompt");
+  r = ok;
+  r.prompt[3] = 96;
+  WICK_EXPECT_ERROR(e.submit(r), IndexError, "token 96", "at 3");
+  r = ok;
+  r.prompt = random_prompt(512, 2);
+  WICK_EXPECT_ERROR(e.submit(r), ShapeError, "leaves no room", "512");
+  r = ok;
+  r.max_tokens = 0;
+  WICK_EXPECT_ERROR(e.submit(r), ShapeError, "max_tokens");
+  r = ok;
+  r.sampling.top_p = 1.5;
+  WICK_EXPECT_ERROR(e.submit(r), Error, "top_p");
+  r = ok;
+  r.prompt.clear();
+  r.text = "hello";
+  WICK_EXPECT_ERROR(e.submit(r), Error, "without a tokenizer");
+  EXPECT_EQ(e.wait(running).tokens.size(), 4u);
+  EXPECT_THROW(e.wait(running), Error);  // forgotten after its last piece
+  EngineOptions bad;
+  bad.block_size = 0;
+  EXPECT_THROW(Engine(m, bad), ShapeError);
+}
+
+TEST_P(EngineTest, ManyThreadsSubmitAtOnce) {
+  const auto m = random_model(9);  // a sliding window, too
+  const std::vector<Request> rs = requests(true);
+  const auto want = alone(m, rs);
+  EngineOptions o;
+  o.step_tokens = 40;
+  o.max_running = 4;  // more requests than the batch holds: some wait
+  Engine e(m, o);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < rs.size() * 2; i += 4) {
+        const size_t k = i % rs.size();
+        if (e.wait(e.submit(rs[k])).tokens != want[k]) ++wrong;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(e.stats().finished, static_cast<int64_t>(rs.size() * 2));
+}
+
+TEST_P(EngineTest, TextPiecesAddUpAndStopAtStopStrings) {
+  const models::ModelFile file = models::ModelFile::open(std::string(WICK_SOURCE_DIR) + "/models/tiny.gguf");
+  models::LoadOptions lo;
+  lo.device = device();
+  lo.dtype = DType::F32;
+  const std::shared_ptr<const models::Model> m = file.load(lo);
+  Engine e(m);
+  Request r;
+  r.text = "This License";
+  r.max_tokens = 24;
+  r.stop_at_end = false;
+  std::vector<models::Piece> pieces;
+  std::mutex mu;
+  std::condition_variable done;
+  bool finished = false;
+  e.submit(r, [&](const models::Piece& p) {
+    std::lock_guard lock(mu);
+    pieces.push_back(p);
+    if (p.finish != Finish::None) {
+      finished = true;
+      done.notify_all();
+    }
+  });
+  {
+    std::unique_lock lock(mu);
+    done.wait(lock, [&] { return finished; });
+  }
+  std::vector<int32_t> tokens;
+  std::string text;
+  for (const models::Piece& p : pieces) {
+    if (p.token >= 0) tokens.push_back(p.token);
+    text += p.text;
+  }
+  ASSERT_EQ(tokens.size(), 24u);
+  EXPECT_EQ(text, m->tokenizer()->decode(tokens));
+  ASSERT_GT(text.size(), 6u);
+  // The same request stopped at a piece of that text: cut before it, finished as a stop.
+  Request s = r;
+  const std::string stop = text.substr(text.size() / 2, 3);
+  s.stop_strings = {stop};
+  const Engine::Result res = e.wait(e.submit(s));
+  EXPECT_EQ(res.finish, Finish::Stop);
+  EXPECT_EQ(res.text, text.substr(0, text.find(stop)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, EngineTest, ::testing::ValuesIn(devices()), device_name);
+
+}  // namespace
+}  // namespace wick::test

@@ -1,0 +1,235 @@
+// Paged attention and the paged cache on every device: nn::paged_attention over keys written by
+// nn::paged_write into shuffled blocks equals scaled_dot_product_attention over the same keys held
+// contiguously (decode tokens and prompt chunks, windows, grouped heads); indices out of range are
+// IndexErrors; and a model's forward_paged over a pool gives the logits forward() gives over its
+// contiguous KvCache, chunk by chunk, for sequences of different lengths at once.
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "test_util.h"
+#include "wick/models/llama.h"
+#include "wick/nn.h"
+
+namespace wick::test {
+namespace {
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  return a.to_device(Device::cpu())
+      .to_dtype(DType::F32)
+      .sub(b.to_device(Device::cpu()).to_dtype(DType::F32))
+      .abs()
+      .max()
+      .item<float>();
+}
+
+class PagedTest : public ::testing::TestWithParam<Device> {
+ protected:
+  Device device() const { return GetParam(); }
+};
+
+// Sequences' keys and values in a pool of shuffled blocks, and each held contiguously.
+struct Pool {
+  int64_t block_size, h_kv, d, max_blocks = 0;
+  Tensor k_pool, v_pool;
+  std::vector<int32_t> table;        // (sequences, max_blocks), -1 past a sequence's blocks
+  std::vector<Tensor> keys, values;  // per sequence (1, h_kv, length, d)
+
+  Pool(const std::vector<int64_t>& lengths, int64_t bs, int64_t kv_heads, int64_t dim, DType dt, Device dev,
+       uint64_t seed)
+      : block_size(bs), h_kv(kv_heads), d(dim) {
+    int64_t blocks = 2;  // two blocks no sequence uses
+    for (int64_t len : lengths) {
+      blocks += (len + bs - 1) / bs;
+      max_blocks = std::max(max_blocks, (len + bs - 1) / bs);
+    }
+    std::vector<int32_t> order(static_cast<size_t>(blocks));
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<uint32_t>(seed)));
+    k_pool = Tensor::rand_normal({blocks, bs, h_kv, d}, 0, 1, dt, dev);  // garbage where nothing is written
+    v_pool = Tensor::rand_normal({blocks, bs, h_kv, d}, 0, 1, dt, dev);
+    table.assign(lengths.size() * static_cast<size_t>(max_blocks), -1);
+    size_t next = 0;
+    for (size_t s = 0; s < lengths.size(); ++s) {
+      const int64_t len = lengths[s];
+      std::vector<int64_t> slots;
+      for (int64_t p = 0; p < len; ++p) {
+        if (p % bs == 0) table[s * static_cast<size_t>(max_blocks) + static_cast<size_t>(p / bs)] = order[next++];
+        slots.push_back(int64_t{table[s * static_cast<size_t>(max_blocks) + static_cast<size_t>(p / bs)]} * bs +
+                        p % bs);
+      }
+      const Tensor k = Tensor::rand_normal({len, h_kv, d}, 0, 1, dt, dev);
+      const Tensor v = Tensor::rand_normal({len, h_kv, d}, 0, 1, dt, dev);
+      nn::paged_write(k_pool, v_pool, k, v, Tensor::from_vector(slots, {len}, dev));
+      keys.push_back(k.transpose(0, 1).unsqueeze(0));
+      values.push_back(v.transpose(0, 1).unsqueeze(0));
+    }
+  }
+  Tensor tables(Device dev) const {
+    return Tensor::from_vector(table, {static_cast<int64_t>(keys.size()), max_blocks}, dev);
+  }
+};
+
+// The last `chunk` positions of each sequence as queries: paged against contiguous attention.
+void expect_paged_equals_contiguous(Device dev, DType dt, const std::vector<int64_t>& lengths, int64_t chunk, int64_t h,
+                                    int64_t h_kv, int64_t d, int64_t bs, int64_t window, double tol) {
+  const Pool pool(lengths, bs, h_kv, d, dt, dev, 11);
+  std::vector<int32_t> seqs, positions;
+  std::vector<Tensor> queries;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const int64_t n = std::min(chunk, lengths[s]);
+    for (int64_t p = lengths[s] - n; p < lengths[s]; ++p) {
+      seqs.push_back(static_cast<int32_t>(s));
+      positions.push_back(static_cast<int32_t>(p));
+    }
+    queries.push_back(Tensor::rand_normal({n, h, d}, 0, 1, dt, dev));
+  }
+  const auto t = static_cast<int64_t>(seqs.size());
+  const Tensor q = cat(queries, 0);
+  nn::PagedAttentionOptions o;
+  o.window = window;
+  const Tensor out =
+      nn::paged_attention(q, pool.k_pool, pool.v_pool, pool.tables(dev), Tensor::from_vector(seqs, {t}, dev),
+                          Tensor::from_vector(positions, {t}, dev), o);
+  ASSERT_EQ(out.shape(), Shape({t, h, d}));
+  int64_t row = 0;
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    const Tensor& qs = queries[s];
+    nn::AttentionOptions a;
+    a.causal = true;
+    a.window = window;
+    const Tensor want =
+        nn::scaled_dot_product_attention(qs.transpose(0, 1).unsqueeze(0), pool.keys[s], pool.values[s], a)
+            .squeeze(0)
+            .transpose(0, 1);
+    const Tensor got = out.narrow(0, row, qs.dim(0));
+    EXPECT_LT(max_abs_diff(got, want), tol) << "sequence " << s << " of length " << lengths[s];
+    row += qs.dim(0);
+  }
+}
+
+TEST_P(PagedTest, DecodeTokensEqualContiguousAttention) {
+  expect_paged_equals_contiguous(device(), DType::F32, {1, 16, 17, 300, 5}, 1, 8, 2, 64, 16, 0, 1e-5);
+  expect_paged_equals_contiguous(device(), DType::F32, {1200, 33}, 1, 4, 4, 128, 32, 0, 1e-5);
+}
+
+TEST_P(PagedTest, PromptChunksEqualContiguousAttention) {
+  expect_paged_equals_contiguous(device(), DType::F32, {40, 100, 7}, 12, 4, 2, 32, 16, 0, 1e-5);
+  expect_paged_equals_contiguous(device(), DType::F32, {64}, 64, 4, 1, 16, 8, 0, 1e-5);
+}
+
+TEST_P(PagedTest, WindowsAndHalvesEqualContiguousAttention) {
+  expect_paged_equals_contiguous(device(), DType::F32, {90, 31}, 5, 4, 2, 32, 16, 20, 1e-5);
+  expect_paged_equals_contiguous(device(), DType::BF16, {70, 200}, 3, 8, 2, 64, 16, 0, 2e-2);
+  expect_paged_equals_contiguous(device(), DType::F16, {50, 9}, 4, 4, 2, 80, 16, 0, 5e-3);
+}
+
+TEST_P(PagedTest, IndicesOutOfRangeAreIndexErrors) {
+  const Device dev = device();
+  const Pool pool({20, 5}, 8, 2, 16, DType::F32, dev, 3);
+  const Tensor q = Tensor::rand_normal({1, 4, 16}, 0, 1, DType::F32, dev);
+  auto run = [&](int32_t seq, int32_t pos, std::vector<int32_t> table) {
+    const Tensor tables = Tensor::from_vector(table, {2, pool.max_blocks}, dev);
+    const Tensor out = nn::paged_attention(q, pool.k_pool, pool.v_pool, tables,
+                                           Tensor::from_vector(std::vector<int32_t>{seq}, {1}, dev),
+                                           Tensor::from_vector(std::vector<int32_t>{pos}, {1}, dev));
+    synchronize(dev);
+    return out;
+  };
+  EXPECT_NO_THROW(run(0, 19, pool.table));
+  EXPECT_THROW(run(2, 3, pool.table), IndexError);      // no such sequence
+  EXPECT_THROW(run(0, 3 * 8, pool.table), IndexError);  // past the table's blocks
+  EXPECT_THROW(run(1, 9, pool.table), IndexError);      // an entry of -1
+  std::vector<int32_t> bad = pool.table;
+  bad[0] = 1000;
+  EXPECT_THROW(run(0, 2, bad), IndexError);  // a block outside the pool
+  EXPECT_NO_THROW(run(0, 19, pool.table));   // the device's error was raised once
+  // Operands that do not fit.
+  const Tensor tables = pool.tables(dev), one = Tensor::from_vector(std::vector<int32_t>{0}, {1}, dev);
+  EXPECT_THROW(nn::paged_attention(q.to_dtype(DType::F64), pool.k_pool, pool.v_pool, tables, one, one), DTypeError);
+  EXPECT_THROW(nn::paged_attention(q, pool.k_pool, pool.v_pool, tables.to_dtype(DType::I64), one, one), DTypeError);
+  EXPECT_THROW(nn::paged_attention(Tensor::rand_normal({1, 3, 16}, 0, 1, DType::F32, dev), pool.k_pool, pool.v_pool,
+                                   tables, one, one),
+               ShapeError);  // 3 heads over 2 KV heads
+  EXPECT_THROW(nn::paged_attention(q, pool.k_pool, pool.v_pool, tables,
+                                   Tensor::from_vector(std::vector<int32_t>{0, 0}, {2}, dev), one),
+               ShapeError);
+  Tensor k_pool = pool.k_pool.copy(), v_pool = pool.v_pool.copy();
+  const Tensor kv = Tensor::rand_normal({1, 2, 16}, 0, 1, DType::F32, dev);
+  EXPECT_THROW(
+      nn::paged_write(k_pool, v_pool, kv, kv, Tensor::from_vector(std::vector<int64_t>{k_pool.dim(0) * 8}, {1}, dev));
+      synchronize(dev), IndexError);
+  EXPECT_THROW(nn::paged_write(k_pool, v_pool, kv, kv, Tensor::from_vector(std::vector<int32_t>{0}, {1}, dev)),
+               ShapeError);
+}
+
+TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
+  const Pool pool({4}, 4, 1, 8, DType::F32, device(), 1);
+  const Tensor none = Tensor::from_vector(std::vector<int32_t>{}, {0}, device());
+  const Tensor out = nn::paged_attention(Tensor::zeros({0, 2, 8}, DType::F32, device()), pool.k_pool, pool.v_pool,
+                                         pool.tables(device()), none, none);
+  EXPECT_EQ(out.shape(), Shape({0, 2, 8}));
+}
+
+// forward_paged, a chunk at a time for two sequences at once, against forward() over a KvCache.
+TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 256;
+  for (int64_t window : {int64_t{0}, int64_t{7}}) {
+    c.window = window;
+    const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int32_t> id(0, 95);
+    const std::vector<int64_t> lengths = {37, 20};
+    std::vector<std::vector<int32_t>> tokens;
+    for (int64_t n : lengths) {
+      tokens.emplace_back(static_cast<size_t>(n));
+      for (int32_t& x : tokens.back()) x = id(rng);
+    }
+    const int64_t bs = 8;
+    models::PagedKvCache pool = m.make_paged_cache(12, bs);
+    // Blocks handed out backwards: sequence 0 gets 11, 10, ...; sequence 1 after it.
+    std::vector<std::vector<int32_t>> table(2);
+    int32_t next = 11;
+    for (size_t s = 0; s < 2; ++s)
+      for (int64_t j = 0; j < (lengths[s] + bs - 1) / bs; ++j) table[s].push_back(next--);
+    std::vector<int64_t> done(2, 0);
+    std::vector<std::vector<float>> paged(2);  // the logits of every position, in order
+    for (int64_t chunk : {9, 1, 13, 1, 100}) {
+      models::PagedBatch b;
+      b.max_blocks = 5;
+      b.tables.assign(10, -1);
+      for (size_t s = 0; s < 2; ++s) {
+        std::copy(table[s].begin(), table[s].end(), b.tables.begin() + static_cast<std::ptrdiff_t>(s * 5));
+        const int64_t n = std::min(chunk, lengths[s] - done[s]);
+        for (int64_t p = done[s]; p < done[s] + n; ++p) {
+          b.logits_of.push_back(static_cast<int64_t>(b.tokens.size()));
+          b.tokens.push_back(tokens[s][static_cast<size_t>(p)]);
+          b.seqs.push_back(static_cast<int32_t>(s));
+          b.positions.push_back(static_cast<int32_t>(p));
+          b.slots.push_back(int64_t{table[s][static_cast<size_t>(p / bs)]} * bs + p % bs);
+        }
+      }
+      const std::vector<float> logits = m.forward_paged(b, pool).to_device(Device::cpu()).to_vector<float>();
+      ASSERT_EQ(logits.size(), b.tokens.size() * 96);
+      for (size_t i = 0; i < b.tokens.size(); ++i) {
+        const auto s = static_cast<size_t>(b.seqs[i]);
+        paged[s].insert(paged[s].end(), logits.begin() + static_cast<std::ptrdiff_t>(i * 96),
+                        logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * 96));
+        ++done[s];
+      }
+    }
+    for (size_t s = 0; s < 2; ++s) {
+      ASSERT_EQ(done[s], lengths[s]);
+      auto cache = m.make_cache(1, lengths[s]);
+      const Tensor want = m.forward(Tensor::from_vector(tokens[s], {1, lengths[s]}), cache).reshape({lengths[s], 96});
+      const Tensor got = Tensor::from_vector(paged[s], {lengths[s], 96});
+      EXPECT_LT(max_abs_diff(got, want), 1e-4) << "window " << window << ", sequence " << s;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PagedTest, ::testing::ValuesIn(devices()), device_name);
+
+}  // namespace
+}  // namespace wick::test
