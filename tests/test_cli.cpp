@@ -385,6 +385,41 @@ TEST(Cli, GenerateRunsTheTinyModelByDefault) {
   }
 }
 
+// Every command prints its own usage for --help and exits 0.
+TEST(Cli, EveryCommandHasItsHelp) {
+  for (const char* cmd : {"parity", "bench", "tokenize", "perplexity", "generate", "bench-model", "bench-serve", "launch",
+                          "bench-dist"}) {
+    SCOPED_TRACE(cmd);
+    const WickRun r = run_wick(std::string(cmd) + " --help");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(std::string("usage: wick ") + cmd + " [options]", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("\n  " + std::string(cmd) + " "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\n  info "), std::string::npos) << "another command's lines: " << r.out;
+  }
+}
+
+// The engine under load on the tiny model: a table row with the run's figures and a CSV row.
+TEST(Cli, BenchServeRunsTheEngineOnTheTinyModel) {
+  const std::string csv = temp_path("serve.csv");
+  const WickRun r = run_wick("bench-serve --requests 6 --concurrency 3 --prompt 40 --gen 8 --prefix-share 0.5 "
+                             "--step-tokens 32 --csv '" + csv + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| output t/s |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 6 | 3 | 40 | 8 | 0.50 |"), std::string::npos) << r.out;
+  const std::string row = read_file(csv);
+  std::filesystem::remove(csv);
+  EXPECT_EQ(std::count(row.begin(), row.end(), ','), 17) << row;
+  // Prompts sharing 20 tokens: the whole block of 16 among them is found at least by the last three
+  // requests, submitted after others finished.
+  const size_t at = r.out.find(" prompt tokens found in the prefix cache");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const size_t from = r.out.rfind(' ', at - 1) + 1;
+  EXPECT_GE(std::stoll(r.out.substr(from, at - from)), 48) << r.out;
+  const WickRun bad = run_wick("bench-serve --prompt 4000 --gen 8");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.err.find("pass the model's context of 2048"), std::string::npos) << bad.err;
+}
+
 // More tokens than the model's context holds (the tiny model's 2048 positions): generation stops
 // there and says so.
 TEST(Cli, GenerateStopsAtTheContext) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <stdexcept>
 
 namespace wick::cli {
@@ -64,6 +67,19 @@ commands:
       --no-graph          on one GPU, decode through forward() instead of a recorded step
       --csv FILE          append one row per test (model, bytes, devices, dtype, batch, test,
                           tokens/s, peak bytes)
+  bench-serve [options]   the engine under load: N requests, C in flight, greedy; output tokens/s,
+                          time to first token and between tokens (p50, p99), the pool's use
+      --model PATH        as for generate (default: wick's tiny model), or --shape NAME [--qtype Q]
+                          as for bench-model
+      --device D, --dtype T   as for generate
+      --requests N, --concurrency C, --prompt P, --gen G   (defaults 64, 16, 128, 64)
+      --prefix-share F    the first F of each prompt shared by all requests (default 0)
+      --block-size N, --kv-memory MIB, --step-tokens N, --max-running N   the engine's
+                          options (defaults 16; 1 GiB on the CPU, 8 GiB on a GPU; 512; 64)
+      --seed N            of the prompts' tokens
+      --csv FILE          append one row (model, device, dtype, requests, concurrency, prompt,
+                          gen, share, output t/s, all t/s, TTFT p50/p99 ms, TBT p50/p99 ms,
+                          peak blocks, blocks, prefix-hit tokens, preemptions)
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
       --model PATH        a GGUF file or checkpoint directory, as for generate
       --file PATH         the text
@@ -113,9 +129,30 @@ uint64_t parse_seed(const std::string& text) {
   return seed;
 }
 
+std::string command_usage(std::string_view command) {
+  // A command's lines: its own (two spaces, then the name), up to the next command's.
+  const std::string_view usage(kUsage);
+  std::string out;
+  bool in = false;
+  for (size_t at = 0; at < usage.size();) {
+    const size_t end = std::min(usage.find('\n', at), usage.size());
+    const std::string_view line = usage.substr(at, end - at);
+    const bool header = line.size() > 2 && line.substr(0, 2) == "  " && line[2] != ' ';
+    if (header) in = line.substr(2, command.size()) == command && line.size() > command.size() + 2 &&
+                     line[command.size() + 2] == ' ';
+    if (in) out.append(line).append("\n");
+    at = end + 1;
+  }
+  return out.empty() ? std::string(kUsage) : "usage: wick " + std::string(command) + " [options]\n\n" + out;
+}
+
 bool Options::next() {
   if (++at_ >= argc_) return false;
   name_ = argv_[at_];
+  if (name_ == "--help" || name_ == "-h") {
+    std::fputs(command_usage(command_).c_str(), stdout);
+    std::exit(0);
+  }
   return true;
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wick/device.h"
@@ -15,6 +16,10 @@ extern const char* const kUsage;
 // The line after an error message: where the usage is.
 extern const char* const kSeeHelp;
 
+// The usage lines of one command (the whole usage for a name it lacks): what `wick CMD --help`
+// prints.
+std::string command_usage(std::string_view command);
+
 // "f32,bf16" -> {F32, BF16}; std::runtime_error naming an unknown dtype.
 std::vector<DType> parse_dtype_list(const std::string& list);
 // An unsigned 64-bit decimal; std::runtime_error otherwise.
@@ -22,7 +27,8 @@ uint64_t parse_seed(const std::string& text);
 
 // Walks the options of one command: `for (Options o("generate", argc, argv); o.next();)`, then
 // o.is("--model") and o.value() (or a typed value) per option, o.unknown() for the rest. Errors
-// are std::runtime_errors naming the command and the option.
+// are std::runtime_errors naming the command and the option. --help (or -h) prints the command's
+// usage and ends the program with status 0.
 class Options {
  public:
   Options(const char* command, int argc, char** argv) : command_(command), argc_(argc), argv_(argv) {}

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -311,6 +312,9 @@ int cmd_bench(int argc, char** argv) {
       o.reps = n;
     } else if (a == "--quick") {
       o.quick = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(cli::command_usage("bench").c_str(), stdout);
+      std::exit(0);
     } else {
       throw std::runtime_error("unknown option '" + a + "'");
     }

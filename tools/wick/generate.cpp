@@ -15,10 +15,6 @@
 
 namespace wick::cli {
 
-namespace {
-
-// wick's tiny model: installed beside the program (<prefix>/share/wick/tiny.gguf for
-// <prefix>/bin/wick), else in the source tree this program was built from.
 std::string tiny_model_path() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -28,8 +24,6 @@ std::string tiny_model_path() {
   }
   return WICK_TINY_MODEL;
 }
-
-}  // namespace
 
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt;

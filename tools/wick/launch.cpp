@@ -43,6 +43,9 @@ int cmd_launch(int argc, char** argv) {
       char* end = nullptr;
       n = std::strtoll(argv[++i], &end, 10);
       if (*end != '\0' || n < 1 || n > 64) throw std::runtime_error(std::string("launch: -n ") + argv[i] + " (1 to 64 ranks)");
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(command_usage("launch").c_str(), stdout);
+      return 0;
     } else if (a == "--") {
       ++i;
       break;

@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate, bench-model, launch, bench-dist.
+// generate, bench-model, bench-serve, launch, bench-dist.
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +17,7 @@
 #include "bench.h"
 #include "bench_dist.h"
 #include "bench_model.h"
+#include "bench_serve.h"
 #include "generate.h"
 #include "launch.h"
 #include "perplexity.h"
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return cli::cmd_perplexity(argc - 2, argv + 2);
     if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
     if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
+    if (cmd == "bench-serve") return cli::cmd_bench_serve(argc - 2, argv + 2);
     if (cmd == "launch") return cli::cmd_launch(argc - 2, argv + 2);
     if (cmd == "bench-dist") return cli::cmd_bench_dist(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {

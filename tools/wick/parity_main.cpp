@@ -1,6 +1,7 @@
 // The `wick-parity` program: the parity harness (tests/parity) against the reference backend
 // (src/reference), which the `wick` program runs for `wick parity`. A program of its own, so that
 // the shipped `wick` holds no reference backend.
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -37,9 +38,15 @@ int cmd_parity(int argc, char** argv) {
       options.case_name = value();
     else if (a == "--json")
       json = value();
-    else if (a == "--dtype")
+    else if (a == "--help" || a == "-h") {
+      std::fputs(cli::command_usage("parity").c_str(), stdout);
+      return 0;
+    } else if (a == "--dtype")
       options.dtypes = cli::parse_dtype_list(value());
-    else
+    else if (a == "--help" || a == "-h") {
+      std::fputs(cli::command_usage("parity").c_str(), stdout);
+      return 0;
+    } else
       throw std::runtime_error("unknown option '" + a + "'");
   }
   if (!options.op_regex.empty()) {
