@@ -1,9 +1,13 @@
 // The C API's model runner (include/wick/wick_c.h): a model and its tokenizer from a GGUF file or a
-// checkpoint folder (models::ModelFile), tokenization, and generation with a callback per token.
+// checkpoint folder (models::ModelFile), tokenization, generation with a callback per token, and
+// the engine (models::Engine) with pieces read by polling.
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "wick/models/engine.h"
 #include "wick/models/generate.h"
 #include "wick/models/model.h"
 #include "wick_c_internal.h"
@@ -29,6 +33,29 @@ std::shared_ptr<const OpenModel> model_in(const wick_model* m, const char* op) {
   if (m) x = model_handles().get(handle_word(m));
   if (!x) refuse_handle(m, op, "m", "model");
   return std::move(*x);
+}
+
+// Shared, as models are: wick_engine_free while another thread waits in wick_engine_next leaves the
+// engine to that call.
+HandleTable<std::shared_ptr<models::Engine>>& engine_handles() {
+  static auto& table = *new HandleTable<std::shared_ptr<models::Engine>>(4);
+  return table;
+}
+
+std::shared_ptr<models::Engine> engine_in(const wick_engine* e, const char* op) {
+  std::optional<std::shared_ptr<models::Engine>> x;
+  if (e) x = engine_handles().get(handle_word(e));
+  if (!x) refuse_handle(e, op, "e", "engine");
+  return std::move(*x);
+}
+
+// A copy of s in malloc'ed memory, NUL-terminated (wick_piece_clear frees it).
+char* c_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) throw OutOfMemoryError("engine_next: no memory for a piece's text");
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
 }
 
 const char* text_in(const char* text, const char* op) {
@@ -107,6 +134,114 @@ wick_status wick_model_generate(const wick_model* m, const char* prompt, const w
       if (!rest.empty()) on_token(rest.data(), rest.size(), -1, user);
     }
     if (stats) *stats = {r.prompt_tokens, r.generated_tokens(), r.prompt_seconds, r.generate_seconds};
+  });
+}
+
+wick_engine_options wick_engine_defaults(void) {
+  const models::EngineOptions o;
+  return {o.block_size, o.blocks, o.kv_memory, o.step_tokens, o.max_running, o.prefix_cache ? 1 : 0};
+}
+
+wick_status wick_engine_new(const wick_model* m, const wick_engine_options* options, wick_engine** out) {
+  return guard([&] {
+    out_ptr(out, "engine_new");
+    const std::shared_ptr<const OpenModel> held = model_in(m, "engine_new");
+    const wick_engine_options o = options ? *options : wick_engine_defaults();
+    models::EngineOptions eo;
+    eo.block_size = o.block_size;
+    eo.blocks = o.blocks;
+    eo.kv_memory = o.kv_memory;
+    eo.step_tokens = o.step_tokens;
+    eo.max_running = o.max_running;
+    eo.prefix_cache = o.prefix_cache != 0;
+    auto engine = std::make_shared<models::Engine>(held->model, eo);
+    *out = handle_of<wick_engine>(engine_handles().add(std::move(engine)));
+  });
+}
+
+void wick_engine_free(wick_engine* e) {
+  free_handle(engine_handles(), e,
+              "wick_engine_free: not a live wick_engine handle (freed already, or never made by wick)");
+}
+
+wick_request wick_request_defaults(void) { return {nullptr, nullptr, 0, wick_generate_defaults(), 1, nullptr, 0}; }
+
+wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* id) {
+  return guard([&] {
+    out_ptr(id, "engine_submit", "id");
+    if (!r) throw ArgumentError("engine_submit: the request is null");
+    const std::shared_ptr<models::Engine> engine = engine_in(e, "engine_submit");
+    models::Request q;
+    if (r->text) {
+      q.text = r->text;
+    } else {
+      if (r->n_ids > 0 && !r->ids) throw ArgumentError("engine_submit: ids is null with n_ids " + std::to_string(r->n_ids));
+      q.prompt.assign(r->ids, r->ids + r->n_ids);
+    }
+    const wick_generate_options& o = r->options;
+    q.max_tokens = o.max_tokens;
+    q.sampling.temperature = o.temperature;
+    q.sampling.top_k = o.top_k;
+    q.sampling.top_p = o.top_p;
+    q.sampling.min_p = o.min_p;
+    q.sampling.repetition_penalty = o.repetition_penalty;
+    q.sampling.seed = o.seed;
+    q.stop_at_end = r->stop_at_end != 0;
+    if (r->n_stop > 0 && !r->stop) throw ArgumentError("engine_submit: stop is null with n_stop " + std::to_string(r->n_stop));
+    for (size_t i = 0; i < r->n_stop; ++i) {
+      if (!r->stop[i]) throw ArgumentError("engine_submit: stop string " + std::to_string(i) + " is null");
+      q.stop_strings.emplace_back(r->stop[i]);
+    }
+    *id = engine->submit(std::move(q));
+  });
+}
+
+wick_status wick_engine_next(wick_engine* e, int64_t id, int64_t wait_ms, wick_piece* piece, int32_t* got) {
+  return guard([&] {
+    out_ptr(piece, "engine_next", "piece");
+    out_ptr(got, "engine_next", "got");
+    *got = 0;
+    *piece = {};
+    const std::shared_ptr<models::Engine> engine = engine_in(e, "engine_next");
+    models::Piece p;
+    const auto wait = wait_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(wait_ms);
+    if (!engine->next(id, p, wait)) return;
+    wick_piece out{p.request, p.token, static_cast<int32_t>(p.finish), c_string(p.text), p.text.size(), nullptr};
+    if (p.finish == models::Finish::Error) {
+      try {
+        out.error = c_string(p.error);
+      } catch (...) {
+        std::free(out.text);
+        throw;
+      }
+    }
+    *piece = out;
+    *got = 1;
+  });
+}
+
+void wick_piece_clear(wick_piece* piece) {
+  if (!piece) return;
+  std::free(piece->text);
+  std::free(piece->error);
+  *piece = {};
+}
+
+wick_status wick_engine_cancel(wick_engine* e, int64_t id, int32_t* cancelled) {
+  return guard([&] {
+    const bool done = engine_in(e, "engine_cancel")->cancel(id);
+    if (cancelled) *cancelled = done ? 1 : 0;
+  });
+}
+
+wick_status wick_engine_get_stats(const wick_engine* e, wick_engine_stats* out) {
+  return guard([&] {
+    out_ptr(out, "engine_get_stats");
+    const models::EngineStats s = engine_in(e, "engine_get_stats")->stats();
+    *out = {s.running,         s.waiting,           s.finished,         s.blocks,        s.blocks_used,
+            s.blocks_cached,   s.blocks_free,       s.prompt_tokens,    s.prefix_hit_tokens, s.computed_tokens,
+            s.generated_tokens, s.steps,            s.preemptions,      s.first_token_seconds, s.first_tokens,
+            s.between_tokens_seconds, s.token_gaps};
   });
 }
 

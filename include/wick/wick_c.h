@@ -327,6 +327,72 @@ typedef struct wick_generate_stats {
 wick_status wick_model_generate(const wick_model* m, const char* prompt, const wick_generate_options* options,
                                 wick_token_callback on_token, void* user, wick_generate_stats* stats);
 
+/* ---- the engine (wick/models/engine.h) -------------------------------------------------------
+ * Many requests served at once by one model: wick_engine_submit from any thread, pieces of text
+ * read with wick_engine_next (each request's in order), wick_engine_cancel at any moment. */
+typedef struct wick_engine wick_engine;
+typedef struct wick_engine_options {
+  int64_t block_size;   /* positions per block of the KV pool (16) */
+  int64_t blocks;       /* the pool's blocks; 0: as many as kv_memory holds */
+  int64_t kv_memory;    /* bytes; 0: 1 GiB on the CPU, 8 GiB on a GPU */
+  int64_t step_tokens;  /* tokens of one step at most (512) */
+  int64_t max_running;  /* sequences in the running batch at most (64) */
+  int32_t prefix_cache; /* nonzero: reuse the blocks of prompts' shared beginnings (1) */
+} wick_engine_options;
+wick_engine_options wick_engine_defaults(void);
+/* An engine over model m (which it keeps; m may be freed). */
+wick_status wick_engine_new(const wick_model* m, const wick_engine_options* options, wick_engine** out);
+/* As wick_model_free. The engine stops, its requests left ending as cancelled, once no call on it
+ * in another thread is running. */
+void wick_engine_free(wick_engine* e);
+typedef struct wick_request {
+  const char* text;               /* the prompt as text, or NULL for ids */
+  const int32_t* ids;             /* the prompt as token ids (n_ids of them) where text is NULL */
+  size_t n_ids;
+  wick_generate_options options;  /* max_tokens and sampling */
+  int32_t stop_at_end;            /* nonzero: the tokenizer's end tokens stop the request (1) */
+  const char* const* stop;        /* n_stop strings that stop it (cut off) */
+  size_t n_stop;
+} wick_request;
+/* text NULL, no ids, wick_generate_defaults(), stop at the end tokens, no stop strings. */
+wick_request wick_request_defaults(void);
+/* Queues request r; *id names it. Errors (nothing queued): as the C++ Engine::submit's. */
+wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* id);
+enum {
+  WICK_FINISH_NONE = 0,
+  WICK_FINISH_LENGTH = 1,
+  WICK_FINISH_STOP = 2,
+  WICK_FINISH_CANCELLED = 3,
+  WICK_FINISH_ERROR = 4
+};
+typedef struct wick_piece {
+  int64_t request;
+  int32_t token;  /* the new token, or -1 */
+  int32_t finish; /* WICK_FINISH_*: nonzero in a request's last piece */
+  char* text;     /* the text it made certain (len bytes, NUL-terminated); wick's memory */
+  size_t len;
+  char* error;    /* WICK_FINISH_ERROR's message, else NULL */
+} wick_piece;
+/* The next piece of request id, waiting up to wait_ms milliseconds (-1: until one comes): *got 1
+ * and *piece filled (free its text with wick_piece_clear), or *got 0 where none came in time or
+ * the id is unknown or finished. */
+wick_status wick_engine_next(wick_engine* e, int64_t id, int64_t wait_ms, wick_piece* piece, int32_t* got);
+/* Frees a piece's text and error and zeroes it; NULL is ignored. */
+void wick_piece_clear(wick_piece* piece);
+/* Cancels request id; *cancelled 0 where it was unknown or finished already (may be NULL). */
+wick_status wick_engine_cancel(wick_engine* e, int64_t id, int32_t* cancelled);
+typedef struct wick_engine_stats {
+  int64_t running, waiting, finished;
+  int64_t blocks, blocks_used, blocks_cached, blocks_free;
+  int64_t prompt_tokens, prefix_hit_tokens, computed_tokens, generated_tokens;
+  int64_t steps, preemptions;
+  double first_token_seconds; /* summed over requests */
+  int64_t first_tokens;
+  double between_tokens_seconds; /* summed over the gaps between tokens */
+  int64_t token_gaps;
+} wick_engine_stats;
+wick_status wick_engine_get_stats(const wick_engine* e, wick_engine_stats* out);
+
 #ifdef __cplusplus
 }
 #endif

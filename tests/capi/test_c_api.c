@@ -270,6 +270,66 @@ int main(int argc, char** argv) {
     wick_generate_stats st;
     OK(wick_model_generate(model, "Hello world", &o, on_token, &calls, &st));
     CHECK(st.generated_tokens >= 1 && st.generated_tokens <= 8 && calls >= st.generated_tokens, "generate");
+
+    /* The engine: two requests at once, read by polling, the second cancelled. */
+    {
+      wick_engine* engine = NULL;
+      wick_engine_options eo = wick_engine_defaults();
+      eo.blocks = 64;
+      OK(wick_engine_new(model, &eo, &engine));
+      wick_request q = wick_request_defaults();
+      q.text = "Hello world";
+      q.options.max_tokens = 8;
+      q.stop_at_end = 0;
+      int64_t first = -1, second = -1;
+      OK(wick_engine_submit(engine, &q, &first));
+      const char* stops[] = {"the"};
+      q.stop = stops;
+      q.n_stop = 1;
+      q.options.max_tokens = 200;
+      OK(wick_engine_submit(engine, &q, &second));
+      char joined[4096] = {0};
+      size_t used = 0;
+      int tokens = 0, finish = -1;
+      for (;;) {
+        wick_piece pc;
+        int32_t got = 0;
+        OK(wick_engine_next(engine, first, -1, &pc, &got));
+        if (!got) break;
+        if (pc.token >= 0) ++tokens;
+        if (used + pc.len < sizeof joined) {
+          memcpy(joined + used, pc.text, pc.len);
+          used += pc.len;
+        }
+        finish = pc.finish;
+        wick_piece_clear(&pc);
+        if (finish != WICK_FINISH_NONE) break;
+      }
+      CHECK(tokens == 8 && finish == WICK_FINISH_LENGTH && used > 0, "the engine's request: 8 tokens and their text");
+      int32_t cancelled = -1;
+      OK(wick_engine_cancel(engine, second, &cancelled));
+      wick_piece last;
+      int32_t got = 0;
+      do {
+        OK(wick_engine_next(engine, second, -1, &last, &got));
+        finish = got ? last.finish : -1;
+        if (got) wick_piece_clear(&last);
+      } while (got && finish == WICK_FINISH_NONE);
+      CHECK(finish == WICK_FINISH_CANCELLED || finish == WICK_FINISH_STOP, "a cancelled (or stopped) request's last piece");
+      OK(wick_engine_next(engine, second, 0, &last, &got));
+      CHECK(got == 0, "a finished request has no more pieces");
+      wick_engine_stats es;
+      OK(wick_engine_get_stats(engine, &es));
+      CHECK(es.finished == 2 && es.blocks == 64 && es.blocks_used == 0 && es.generated_tokens >= 8, "engine stats");
+      q.text = NULL;
+      q.n_ids = 0;
+      CHECK(wick_engine_submit(engine, &q, &first) == WICK_ERROR_SHAPE && strstr(wick_last_error(), "empty prompt"),
+            "an empty prompt is refused at submit");
+      wick_engine_free(engine);
+      wick_engine_free(engine);
+      CHECK(says("%s: not a live wick_engine handle", "wick_engine_free"), "a second engine free");
+      DEAD_ARG(wick_engine_submit(engine, &q, &first), "e", "wick_engine");
+    }
     CHECK(wick_model_open("/nonexistent.gguf", cpu, WICK_F32, &model) != WICK_OK, "a missing file");
     CHECK(strstr(wick_last_error(), "/nonexistent.gguf") != NULL, "the message names the file");
     CHECK(wick_model_encode(model, "Hello", NULL, 4, &n) == WICK_ERROR_ARGUMENT && says("%s is null", "ids"),

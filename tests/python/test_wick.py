@@ -168,6 +168,45 @@ def test_model_generates(tiny_model):
         wick.Model("/nonexistent.gguf")
 
 
+def test_engine_serves_requests_at_once(tiny_model):
+    m = wick.Model(tiny_model)
+    e = wick.Engine(m, blocks=64)
+    first = e.submit("Hello world", max_tokens=8, stop_at_end=False)
+    second = e.submit(ids=m.encode("GNU General Public"), max_tokens=200, stop_at_end=False)
+    pieces = list(wick.stream(e, first))
+    assert len(pieces) == 8 and pieces[-1].finish == "length"
+    assert all(p.finish is None for p in pieces[:-1])
+    text = "".join(p.text for p in pieces)
+    assert text == m.decode([p.token for p in pieces])
+    # The same greedy request alone gives the same text.
+    assert "".join(p.text for p in wick.stream(e, e.submit("Hello world", max_tokens=8, stop_at_end=False))) == text
+    assert e.cancel(second)
+    assert list(wick.stream(e, second))[-1].finish in ("cancelled", "length")
+    assert e.next(second, timeout=0) is None and not e.cancel(second)
+    s = e.stats()
+    assert s["finished"] == 3 and s["blocks"] == 64 and s["blocks_used"] == 0
+    with pytest.raises(wick.ShapeError, match="empty prompt"):
+        e.submit(ids=[])
+    with pytest.raises(wick.Error, match="top_p"):
+        e.submit("Hello", top_p=2.0)
+
+
+def test_engine_streams_to_asyncio(tiny_model):
+    import asyncio
+
+    e = wick.Engine(wick.Model(tiny_model), blocks=64)
+
+    async def collect(rid):
+        return [p async for p in wick.astream(e, rid)]
+
+    async def both():
+        ids = [e.submit("Hello world", max_tokens=5, stop_at_end=False) for _ in range(2)]
+        return await asyncio.gather(*(collect(i) for i in ids))
+
+    a, b = asyncio.run(both())
+    assert [p.token for p in a] == [p.token for p in b] and len(a) == 5
+
+
 def test_memory_use_counts_tensors_and_the_peak():
     wick.reset_peak_memory("cpu")
     before = wick.memory_use("cpu")

@@ -12,6 +12,30 @@ the names beside their C++ and C counterparts.
 """
 from ._wick import *  # noqa: F401,F403
 from ._wick import (Error, ShapeError, DTypeError, DeviceError, IndexError, OutOfMemoryError,  # noqa: F401
-                    NotSupportedError, FormatError, DistError, Tensor, Model, nn, quant, version)
+                    NotSupportedError, FormatError, DistError, Tensor, Model, Engine, Piece, nn, quant,
+                    version)
 
 __version__ = version()
+
+
+def stream(engine, request):
+    """The pieces of `request` (an id from engine.submit) as they come, to its last."""
+    while True:
+        piece = engine.next(request)
+        if piece is None:
+            return
+        yield piece
+        if piece.finish is not None:
+            return
+
+
+async def astream(engine, request):
+    """stream() for asyncio: each wait runs in a thread (asyncio.to_thread), so the loop goes on."""
+    import asyncio
+    while True:
+        piece = await asyncio.to_thread(engine.next, request)
+        if piece is None:
+            return
+        yield piece
+        if piece.finish is not None:
+            return
