@@ -1,12 +1,17 @@
-// Paged attention (nn::paged_attention) on a GPU: a thread block takes one query token, one KV
-// head and up to kGroup of that head's query heads, and walks the keys the token sees a tile at a
-// time through its sequence's block table, with an online softmax: the tile's keys are staged in
-// shared memory in the math type, each (head, key) score is one thread's dot product, the
-// running maximum and sum are kept per head, then the tile's values replace its keys and each
-// (head, feature) of the output is one thread's weighted sum. Nothing depends on the warp or wave
-// size; indices are checked as they are read (KernelError, raised at the next wait).
+// Paged attention (nn::paged_attention) on a GPU, as flash decoding: a thread block takes one query
+// token, one KV head, up to Tiling::heads of that head's query heads and one split of the keys the
+// token sees, and walks them a tile at a time through its sequence's block table with an online
+// softmax: the tile's keys are staged in shared memory in the math type (16 bytes a load, rows
+// padded by one value so that a warp's dot products read distinct banks), each (head, key) score
+// is one thread's dot product, the running maximum and sum are kept per head, then the tile's
+// values replace its keys and each (head, feature) of the output is one thread's weighted sum.
+// Where the tokens and heads alone would not fill the device (a decode step of a few sequences),
+// the keys are split over more blocks, whose partial sums a second kernel combines. Nothing
+// depends on the warp or wave size; indices are checked as they are read (KernelError, raised at
+// the next wait).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "core/dispatch.h"
@@ -42,25 +47,29 @@ struct PagedShape {
   int64_t t, h, d, block_size, h_kv, blocks, seqs, max_blocks, window;
   int64_t qs0, qs1, qs2;  // q's strides
   int64_t heads, tile;    // Tiling's
+  int64_t splits, split_keys;  // the keys a token sees, split_keys at a time over `splits` blocks
 };
 
-template <typename T, typename M>
+// With one split, the block writes the output; with more, its unnormalised sums acc and running
+// maximum and sum (m, l) per head go to `part` for paged_combine_kernel.
+template <typename T, typename M, bool kVec>
 __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, const T* k_pool, const T* v_pool,
-                                                                   const int32_t* tables, const int32_t* seqs,
-                                                                   const int32_t* positions, PagedShape a, M scale,
-                                                                   T* out, KernelError* err) {
+                                                                  const int32_t* tables, const int32_t* seqs,
+                                                                  const int32_t* positions, PagedShape a, M scale,
+                                                                  T* out, M* part, KernelError* err) {
   extern __shared__ unsigned char smem_raw[];
   M* q_s = reinterpret_cast<M*>(smem_raw);
   M* acc = q_s + a.heads * a.d;
+  const int64_t ld = a.d + 1;  // a tile's row: one value of padding
   M* tile = acc + a.heads * a.d;
-  M* sc = tile + a.tile * a.d;
+  M* sc = tile + a.tile * ld;
   M* m_s = sc + a.heads * a.tile;
   M* l_s = m_s + a.heads;
   M* f_s = l_s + a.heads;
   __shared__ int bad;
 
   const int64_t group = a.h / a.h_kv, chunks = (group + a.heads - 1) / a.heads;
-  const int64_t task = blockIdx.x;
+  const int64_t split = blockIdx.x % a.splits, task = blockIdx.x / a.splits;
   const int64_t i = task / (a.h_kv * chunks), g = task / chunks % a.h_kv, r0 = task % chunks * a.heads;
   const int64_t heads = a.heads < group - r0 ? a.heads : group - r0;
   const int64_t first_head = g * group + r0;
@@ -90,19 +99,36 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
   if (!bad) {
     const int32_t* table = tables + s * a.max_blocks;
     const int64_t lo = a.window > 0 ? (p - a.window + 1 > 0 ? p - a.window + 1 : 0) : 0;
-    for (int64_t j0 = lo; j0 <= p; j0 += a.tile) {
-      const int64_t n = a.tile < p - j0 + 1 ? a.tile : p - j0 + 1;
-      // The row of position j in a pool: block table[j / block_size], slot j % block_size.
+    const int64_t first = lo + split * a.split_keys;
+    const int64_t last = first + a.split_keys - 1 < p ? first + a.split_keys - 1 : p;
+    for (int64_t j0 = first; j0 <= last; j0 += a.tile) {
+      const int64_t n = a.tile < last - j0 + 1 ? a.tile : last - j0 + 1;
+      // The row of position j in a pool: block table[j / block_size], slot j % block_size; kVec
+      // moves 16 bytes (V values) a load.
+      constexpr int64_t V = kVec ? 16 / static_cast<int64_t>(sizeof(T)) : 1;
       auto stage = [&](const T* pool) {
-        for (int64_t e = tid; e < n * a.d; e += kThreads) {
-          const int64_t jj = e / a.d, c = e % a.d, j = j0 + jj;
+        const int64_t per_row = a.d / V;
+        for (int64_t e = tid; e < n * per_row; e += kThreads) {
+          const int64_t jj = e / per_row, c = e % per_row * V, j = j0 + jj;
           int64_t b = table[j / a.block_size];
           if (b < 0 || b >= a.blocks) {
             if (c == 0) report_paged_error(err, 2, b, a.blocks);
             bad = 1;
             b = 0;
           }
-          tile[e] = kernels::to_opmath(pool[((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.d + c]);
+          const T* src = pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.d + c;
+          M* dst = tile + jj * ld + c;
+          if constexpr (kVec) {
+            union {
+              uint4 raw;
+              T v[V];
+            } u;
+            u.raw = *reinterpret_cast<const uint4*>(src);
+#pragma unroll
+            for (int64_t x = 0; x < V; ++x) dst[x] = kernels::to_opmath(u.v[x]);
+          } else {
+            dst[0] = kernels::to_opmath(src[0]);
+          }
         }
       };
       stage(k_pool);
@@ -110,7 +136,7 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
       for (int64_t e = tid; e < heads * n; e += kThreads) {
         const int64_t r = e / n, jj = e % n;
         const M* qr = q_s + r * a.d;
-        const M* kr = tile + jj * a.d;
+        const M* kr = tile + jj * ld;
         M dot = 0;
         for (int64_t c = 0; c < a.d; ++c) dot += qr[c] * kr[c];
         sc[r * a.tile + jj] = dot * scale;
@@ -136,16 +162,55 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
         const int64_t r = e / a.d, c = e % a.d;
         const M* sr = sc + r * a.tile;
         M o = acc[e] * f_s[r];
-        for (int64_t jj = 0; jj < n; ++jj) o += sr[jj] * tile[jj * a.d + c];
+        for (int64_t jj = 0; jj < n; ++jj) o += sr[jj] * tile[jj * ld + c];
         acc[e] = o;
       }
       __syncthreads();
     }
   }
+  if (a.splits == 1) {
+    for (int64_t e = tid; e < heads * a.d; e += kThreads) {
+      const int64_t r = e / a.d, c = e % a.d;
+      const M v = bad || l_s[r] == 0 ? M(0) : acc[e] / l_s[r];
+      out[(i * a.h + first_head + r) * a.d + c] = kernels::from_opmath<T>(v);
+    }
+    return;
+  }
+  // Partial sums: per (token, head, split), d sums, then m and l after all of them.
+  const int64_t rows = a.t * a.h * a.splits;
   for (int64_t e = tid; e < heads * a.d; e += kThreads) {
     const int64_t r = e / a.d, c = e % a.d;
-    const M v = bad || l_s[r] == 0 ? M(0) : acc[e] / l_s[r];
-    out[(i * a.h + first_head + r) * a.d + c] = kernels::from_opmath<T>(v);
+    part[((i * a.h + first_head + r) * a.splits + split) * a.d + c] = bad ? M(0) : acc[e];
+  }
+  for (int64_t r = tid; r < heads; r += kThreads) {
+    const int64_t row = (i * a.h + first_head + r) * a.splits + split;
+    part[rows * a.d + 2 * row] = bad ? M(-INFINITY) : m_s[r];
+    part[rows * a.d + 2 * row + 1] = bad ? M(0) : l_s[r];
+  }
+}
+
+// The splits' partial sums of each (token, head) combined: each scaled by exp(m_split - m) for
+// the largest m, the sum of the l's likewise; a thread per output value.
+template <typename T, typename M>
+__global__ __launch_bounds__(kBlock) void paged_combine_kernel(const M* part, PagedShape a, T* out) {
+  const int64_t rows = a.t * a.h * a.splits, total = a.t * a.h * a.d;
+  const M* ml = part + rows * a.d;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t th = e / a.d, c = e % a.d;
+    M m = -INFINITY;
+    for (int64_t sp = 0; sp < a.splits; ++sp) {
+      const M ms = ml[2 * (th * a.splits + sp)];
+      m = ms > m ? ms : m;
+    }
+    M l = 0, o = 0;
+    if (m != -INFINITY)
+      for (int64_t sp = 0; sp < a.splits; ++sp) {
+        const int64_t row = th * a.splits + sp;
+        const M f = exp(ml[2 * row] - m);
+        l += f * ml[2 * row + 1];
+        o += f * part[row * a.d + c];
+      }
+    out[e] = kernels::from_opmath<T>(l == 0 ? M(0) : o / l);
   }
 }
 
@@ -158,20 +223,8 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
   StoragePtr out = b.alloc(q.dtype, q.layout.numel());
   const Shape& qs = q.layout.shape();
   const Shape& ps = k_pool.layout.shape();
-  PagedShape a{qs[0],
-               qs[1],
-               qs[2],
-               ps[1],
-               ps[2],
-               ps[0],
-               tables.layout.shape()[0],
-               tables.layout.shape()[1],
-               args.window,
-               q.layout.stride(0),
-               q.layout.stride(1),
-               q.layout.stride(2),
-               0,
-               0};
+  PagedShape a{qs[0], qs[1], qs[2], ps[1], ps[2], ps[0], tables.layout.shape()[0], tables.layout.shape()[1],
+               args.window, q.layout.stride(0), q.layout.stride(1), q.layout.stride(2), 0, 0, 1, 0};
   dispatch(q.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, f8e4m3>) {
       using M = kernels::opmath_t<T>;
@@ -179,21 +232,46 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
       a.heads = tiling.heads;
       a.tile = tiling.tile;
       const int64_t chunks = (a.h / a.h_kv + a.heads - 1) / a.heads;
-      const int64_t tasks = a.t * a.h_kv * chunks;
+      const int64_t blocks = a.t * a.h_kv * chunks;
+      // The most keys a token sees; split over more thread blocks where the tokens and heads leave
+      // most of the device idle (two blocks per multiprocessor wanted), a whole number of tiles
+      // each.
+      const int64_t positions_held = a.max_blocks * a.block_size;
+      const int64_t keys = a.window > 0 && a.window < positions_held ? a.window : positions_held;
+      const int64_t wanted = 2 * int64_t{b.props().multiprocessors};
+      int64_t splits = std::clamp<int64_t>((wanted + blocks - 1) / blocks, 1, (keys + a.tile - 1) / a.tile);
+      a.split_keys = ((keys + splits - 1) / splits + a.tile - 1) / a.tile * a.tile;
+      a.splits = splits = (keys + a.split_keys - 1) / a.split_keys;
+      const int64_t tasks = blocks * splits;
       if (tasks > kMaxPagedTasks)
         throw NotSupportedError(detail::str_cat("paged_attention: ", a.t, " tokens of ", a.h_kv, " KV heads in ",
                                                 chunks, " parts each are more than the ", kMaxPagedTasks,
                                                 " thread blocks of one launch (", b.name(), ")"));
+      StoragePtr part;
+      if (splits > 1) part = b.alloc(static_cast<size_t>(a.t * a.h * splits * (a.d + 2)) * sizeof(M));
+      M* pp = part ? static_cast<M*>(part->data()) : nullptr;
+      const T* qd = static_cast<const T*>(q.storage.data()) + q.layout.offset();
+      const T* kd = static_cast<const T*>(k_pool.storage.data()) + k_pool.layout.offset();
+      const T* vd = static_cast<const T*>(v_pool.storage.data()) + v_pool.layout.offset();
+      const auto* td = static_cast<const int32_t*>(tables.storage.data()) + tables.layout.offset();
+      const auto* sd = static_cast<const int32_t*>(seqs.storage.data()) + seqs.layout.offset();
+      const auto* pd = static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset();
+      // 16-byte loads of the pools' rows where every row starts on 16 bytes.
+      const bool vec = a.d * static_cast<int64_t>(sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(kd) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(vd) % 16 == 0;
       const auto grid = static_cast<unsigned>(tasks);
-      paged_attention_kernel<T, M><<<grid, kThreads, tiling.bytes(a.d), b.stream()>>>(
-          static_cast<const T*>(q.storage.data()) + q.layout.offset(),
-          static_cast<const T*>(k_pool.storage.data()) + k_pool.layout.offset(),
-          static_cast<const T*>(v_pool.storage.data()) + v_pool.layout.offset(),
-          static_cast<const int32_t*>(tables.storage.data()) + tables.layout.offset(),
-          static_cast<const int32_t*>(seqs.storage.data()) + seqs.layout.offset(),
-          static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset(), a,
-          static_cast<M>(args.scale), out->as<T>(), b.device_error());
+      const size_t shared = tiling.bytes(a.d);
+      if (vec)
+        paged_attention_kernel<T, M, true><<<grid, kThreads, shared, b.stream()>>>(
+            qd, kd, vd, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
+      else
+        paged_attention_kernel<T, M, false><<<grid, kThreads, shared, b.stream()>>>(
+            qd, kd, vd, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       WICK_GPU_CHECK_LAUNCH();
+      if (splits > 1) {
+        paged_combine_kernel<T, M><<<grid_for(a.t * a.h * a.d), kBlock, 0, b.stream()>>>(pp, a, out->as<T>());
+        WICK_GPU_CHECK_LAUNCH();
+      }
     } else {
       throw_not_supported(b, NnOp::PagedAttention, q.dtype);
     }
