@@ -8,6 +8,7 @@
 #include "wick/models/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -99,9 +100,10 @@ struct Engine::State {
   void finish(Seq& s, Finish f, int32_t token = -1, const std::string& error = {});
   void release(Seq& s);
   void preempt(size_t index);
-  // Samples sequence s's next token (appended to s.all) from its logits and sends its piece, unless
-  // the token ends the request: then returns how, and the caller finishes it.
-  Finish take_token(Seq& s, const float* logits);
+  // Samples sequence s's next token (appended to s.all) from its logits, or takes `chosen` where it
+  // is one (a greedy pick made on the device), and sends its piece, unless the token ends the
+  // request: then returns how, and the caller finishes it.
+  Finish take_token(Seq& s, const float* logits, int32_t chosen);
   // Takes sequence s out of `running`.
   std::unique_ptr<Seq> detach(const Seq* s);
   void publish();
@@ -164,8 +166,8 @@ std::unique_ptr<Engine::State::Seq> Engine::State::detach(const Seq* s) {
   return owned;
 }
 
-Finish Engine::State::take_token(Seq& s, const float* logits) {
-  const int32_t token = s.sampler->sample({logits, static_cast<size_t>(pickable)}, s.all);
+Finish Engine::State::take_token(Seq& s, const float* logits, int32_t chosen) {
+  const int32_t token = chosen >= 0 ? chosen : s.sampler->sample({logits, static_cast<size_t>(pickable)}, s.all);
   s.all.push_back(token);
   ++s.made;
   const auto now = Clock::now();
@@ -301,10 +303,37 @@ void Engine::State::step() {
       sampled.push_back(&s);
     }
   }
+  // Greedy requests without a penalty take the largest logit, found where the logits lie: only
+  // their ids and maxima come to the host (a row whose maximum is NaN goes to the sampler, which
+  // names it). The others' rows come whole, for their samplers.
+  std::vector<int32_t> chosen(sampled.size(), -1);
+  std::vector<int64_t> rows;  // of the logits, to the host
   std::vector<float> logits;
   try {
     cache.copy_blocks(blocks->take_copies());
-    logits = model->forward_paged(b, cache).to_device(Device::cpu()).to_vector<float>();
+    const Tensor all = model->forward_paged(b, cache);
+    std::vector<int64_t> greedy;
+    for (size_t k = 0; k < sampled.size(); ++k) {
+      const SamplingOptions& o = sampled[k]->request.sampling;
+      (o.temperature == 0 && o.repetition_penalty == 1 ? greedy : rows).push_back(static_cast<int64_t>(k));
+    }
+    if (!greedy.empty()) {
+      const auto n = static_cast<int64_t>(greedy.size());
+      const Tensor g = all.index_select(Tensor::from_vector(greedy, {n}, all.device()), 0).narrow(1, 0, pickable);
+      const std::vector<int64_t> ids = g.argmax(-1).to_dtype(DType::I64).to_vector<int64_t>();
+      const std::vector<float> top = g.max(-1).to_vector<float>();
+      for (size_t j = 0; j < greedy.size(); ++j) {
+        if (std::isnan(top[j]))
+          rows.push_back(greedy[j]);
+        else
+          chosen[static_cast<size_t>(greedy[j])] = static_cast<int32_t>(ids[j]);
+      }
+    }
+    if (!rows.empty()) {
+      std::sort(rows.begin(), rows.end());
+      const auto n = static_cast<int64_t>(rows.size());
+      logits = all.index_select(Tensor::from_vector(rows, {n}, all.device()), 0).to_vector<float>();
+    }
   } catch (const std::exception& e) {
     // A failed step fails the requests in it, not the engine.
     const std::string message = e.what();
@@ -328,7 +357,12 @@ void Engine::State::step() {
   const int64_t vocab = model->vocab();
   for (size_t k = 0; k < sampled.size(); ++k) {
     Seq* s = sampled[k];
-    const Finish f = take_token(*s, logits.data() + static_cast<int64_t>(k) * vocab);
+    const float* row = nullptr;
+    if (chosen[k] < 0) {
+      const auto at = std::lower_bound(rows.begin(), rows.end(), static_cast<int64_t>(k)) - rows.begin();
+      row = logits.data() + at * vocab;
+    }
+    const Finish f = take_token(*s, row, chosen[k]);
     if (f != Finish::None) {
       std::unique_ptr<Seq> owned = detach(s);
       finish(*owned, f, owned->all.back());
