@@ -14,6 +14,7 @@ usage: check_tokenizer.py WICK OUT_DIR NAME=DIR[:KIND:PRE] ...
   (DIR holds tokenizer.json and tokenizer_config.json; KIND is llama or gpt2, PRE the
    tokenizer.ggml.pre name)
 """
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -141,10 +142,17 @@ def ids_of(output):
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def ids_from(argv):
+    return ids_of(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+
+
 def main():
     wick, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    total = failed = 0
+    # Each tokenization is a process of its own that keeps one core busy: as many run at a time as
+    # there are cores (WICK_CHECK_JOBS), and the results are compared in the corpus's order.
+    jobs = int(os.environ.get("WICK_CHECK_JOBS", "0")) or os.cpu_count() or 1
+    runs = []  # (vocabulary, text index, text, parse_special, llama-tokenize's argv, [(source, wick's argv)])
     for spec in sys.argv[3:]:
         name, rest = spec.split("=", 1)
         src, kind, pre = (rest.split(":") + ["", ""])[:3]
@@ -156,21 +164,27 @@ def main():
                 f.write(text)
             for special in (False, True):
                 llama = ["llama-tokenize", "-m", path, "-f", tf, "--ids", "--log-disable"]
-                ours = [wick, "tokenize", "--model", path, "--file", tf]
-                if special:
-                    ours.append("--parse-special")
-                else:
+                if not special:
                     llama.append("--no-parse-special")
-                want = ids_of(subprocess.run(llama, capture_output=True, text=True, check=True).stdout)
+                parse = ["--parse-special"] if special else []
                 # wick reads the GGUF file, and the tokenizer.json it was made from.
-                for source, model in (("gguf", path), ("json", src)):
-                    ours[3] = model
-                    got = ids_of(subprocess.run(ours, capture_output=True, text=True, check=True).stdout)
-                    total += 1
-                    if got != want:
-                        failed += 1
-                        print(f"{name} ({source}): text {i} {text[:40]!r} (parse_special={special}):\n"
-                              f"  llama.cpp {want[:24]}\n  wick      {got[:24]}")
+                ours = [(source, [wick, "tokenize", "--model", model, "--file", tf] + parse)
+                        for source, model in (("gguf", path), ("json", src))]
+                runs.append((name, i, text, special, llama, ours))
+    total = failed = 0
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        pending = [(name, i, text, special, pool.submit(ids_from, llama),
+                    [(source, pool.submit(ids_from, argv)) for source, argv in ours])
+                   for name, i, text, special, llama, ours in runs]
+        for name, i, text, special, want, ours in pending:
+            want = want.result()
+            for source, got in ours:
+                got = got.result()
+                total += 1
+                if got != want:
+                    failed += 1
+                    print(f"{name} ({source}): text {i} {text[:40]!r} (parse_special={special}):\n"
+                          f"  llama.cpp {want[:24]}\n  wick      {got[:24]}")
     print(f"tokenizer check: {total} tokenizations, {total - failed} equal, {failed} differ")
     return 1 if failed else 0
 
