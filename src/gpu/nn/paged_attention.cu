@@ -28,8 +28,9 @@ constexpr int kThreads = 128;
 constexpr int64_t kMaxPagedTasks = int64_t{1} << 24;
 
 // The shared memory's shape for math type M and head dim d: the query heads a block takes, and
-// the keys of a tile. q and the output's sums take 2 * heads * d values, a tile tile * d, the
-// scores heads * tile, and three values per head: at most 41 KiB for d up to kPagedMaxHeadDim.
+// the keys of a tile. q and the output's sums take 2 * heads * d values, a tile tile * (d + 1) (a
+// row padded by one value), the scores heads * tile, and three values per head: at most 41 KiB for
+// d up to kPagedMaxHeadDim.
 template <typename M>
 struct Tiling {
   int64_t heads, tile;
@@ -39,7 +40,8 @@ struct Tiling {
     tile = std::clamp<int64_t>(keys / d, 1, 64);
   }
   size_t bytes(int64_t d) const {
-    return static_cast<size_t>((2 * heads * d + tile * d + heads * tile + 3 * heads) * static_cast<int64_t>(sizeof(M)));
+    return static_cast<size_t>((2 * heads * d + tile * (d + 1) + heads * tile + 3 * heads) *
+                               static_cast<int64_t>(sizeof(M)));
   }
 };
 
