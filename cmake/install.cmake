@@ -43,7 +43,7 @@ install(FILES ${PROJECT_BINARY_DIR}/wickConfig.cmake ${PROJECT_BINARY_DIR}/wickC
 # wick.pc: -lwick is the shared library; `pkg-config --static` adds what libwick.a needs.
 set(WICK_PC_LIBS_PRIVATE "-fopenmp -lopenblas -lpcre2-8 -ldl -lpthread")
 if(WICK_CUDA)
-  string(APPEND WICK_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcublas -lcudnn")
+  string(APPEND WICK_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart -lcudnn")
 elseif(WICK_ROCM)
   string(APPEND WICK_PC_LIBS_PRIVATE " -L${WICK_ROCM_PATH}/lib -lamdhip64 -lrocblas -lMIOpen")
 endif()
