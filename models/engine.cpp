@@ -78,6 +78,7 @@ struct Engine::State {
   int64_t pickable = 0;  // the logits a sampler may pick: the tokenizer's tokens where it has fewer
   PagedKvCache cache;
   std::optional<KvBlocks> blocks;
+  std::unique_ptr<PagedSteps> steps;  // the model's recorded decode steps, where it has them
 
   mutable std::mutex mu;
   std::condition_variable wake, pieces;
@@ -311,7 +312,10 @@ void Engine::State::step() {
   std::vector<float> logits;
   try {
     cache.copy_blocks(blocks->take_copies());
-    const Tensor all = model->forward_paged(b, cache);
+    // A step of decode tokens alone (each sequence's one, all sampled) replays a recorded step.
+    const bool decode = steps && sampled.size() == batch.size() &&
+                        std::all_of(batch.begin(), batch.end(), [](const Item& it) { return it.chunk == 1; });
+    const Tensor all = decode ? steps->step(b) : model->forward_paged(b, cache);
     std::vector<int64_t> greedy;
     for (size_t k = 0; k < sampled.size(); ++k) {
       const SamplingOptions& o = sampled[k]->request.sampling;
@@ -435,8 +439,11 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
   if (blocks < 1)
     throw ShapeError(detail::str_cat("engine: a pool of ", options.kv_memory, " bytes holds no block of ",
                                      options.block_size, " positions (", per_block, " bytes)"));
-  s.cache = s.model->make_paged_cache(blocks, options.block_size);
+  // One block more than KvBlocks hands out: the scratch block of recorded steps' padding rows.
+  s.cache = s.model->make_paged_cache(blocks + 1, options.block_size);
+  s.cache.scratch = static_cast<int32_t>(blocks);
   s.blocks.emplace(blocks, options.block_size, options.prefix_cache);
+  if (options.graphs) s.steps = s.model->paged_steps(s.cache, options.max_running);
   s.publish();
   s.thread = std::thread([&s] { s.loop(); });
 }
@@ -553,6 +560,6 @@ EngineStats Engine::stats() const {
 
 const Model& Engine::model() const { return *s_->model; }
 
-int64_t Engine::blocks() const { return s_->cache.blocks; }
+int64_t Engine::blocks() const { return s_->blocks->blocks(); }
 
 }  // namespace wick::models

@@ -64,6 +64,8 @@ std::unique_ptr<DecodeSteps> Model::decode_steps(std::vector<nn::KvCache>& cache
   return std::make_unique<ForwardSteps>(*this, cache);
 }
 
+std::unique_ptr<PagedSteps> Model::paged_steps(PagedKvCache&, int64_t) const { return nullptr; }
+
 ModelFile ModelFile::open(const std::string& path) {
   auto s = std::make_shared<Source>();
   s->path = path;

@@ -229,6 +229,50 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   }
 }
 
+// Recorded decode steps (PagedDecodeGraph, also on the CPU, where a replay runs the ops again)
+// against forward_paged on a copy of the same pool: batches of 1, 3 and 5 sequences (run at sizes
+// 1, 4 and 8, the extra rows on the scratch block), steps replayed, positions crossing blocks.
+TEST_P(PagedTest, RecordedDecodeStepsGiveForwardPagedsLogits) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 64;
+  const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 8);
+  const int64_t bs = 4, seqs = 5;
+  models::PagedKvCache graph_pool = m.make_paged_cache(seqs * 16 + 1, bs),
+                       plain = m.make_paged_cache(seqs * 16 + 1, bs);
+  graph_pool.scratch = plain.scratch = static_cast<int32_t>(seqs * 16);
+  models::PagedDecodeGraph steps(m, graph_pool, 8);
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int32_t> id(0, 95);
+  std::vector<int64_t> length(seqs, 0);
+  for (int64_t n : {1, 3, 5, 5, 3, 1, 5, 5, 5, 5, 5, 5}) {
+    models::PagedBatch b;
+    b.max_blocks = 16;
+    for (int64_t s = 0; s < n; ++s) {
+      const auto u = static_cast<size_t>(s);
+      for (int64_t j = 0; j < 16; ++j) b.tables.push_back(static_cast<int32_t>(s * 16 + 15 - j));  // backwards
+      b.tokens.push_back(id(rng));
+      b.seqs.push_back(static_cast<int32_t>(s));
+      b.positions.push_back(static_cast<int32_t>(length[u]));
+      b.slots.push_back(int64_t{b.tables[u * 16 + static_cast<size_t>(length[u] / bs)]} * bs + length[u] % bs);
+      b.logits_of.push_back(s);
+      ++length[u];
+    }
+    const Tensor got = steps.step(b).to_device(Device::cpu()).copy();
+    const Tensor want = m.forward_paged(b, plain);
+    EXPECT_LT(max_abs_diff(got, want), 1e-4) << n << " sequences";
+  }
+  EXPECT_EQ(steps.recording_error(), "");
+  models::PagedBatch two_tokens;  // a chunk is not a decode step
+  two_tokens.tokens = {1, 2};
+  two_tokens.seqs = {0, 0};
+  two_tokens.positions = {0, 1};
+  two_tokens.slots = {0, 1};
+  two_tokens.tables.assign(16, 0);
+  two_tokens.max_blocks = 16;
+  two_tokens.logits_of = {0, 1};
+  EXPECT_THROW(steps.step(two_tokens), ShapeError);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, PagedTest, ::testing::ValuesIn(devices()), device_name);
 
 }  // namespace

@@ -382,21 +382,26 @@ Tensor LlamaModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) c
   check_tokens(tokens, "forward_paged");
   if (t == 0) return Tensor::zeros({0, c.vocab}, DType::F32, device_);
   const auto sequences = static_cast<int64_t>(batch.tables.size()) / batch.max_blocks;
-  const Tensor tables = Tensor::from_vector(batch.tables, {sequences, batch.max_blocks}, device_);
-  const Tensor seqs = Tensor::from_vector(batch.seqs, {t}, device_);
-  const Tensor positions = Tensor::from_vector(batch.positions, {t}, device_);
-  const Tensor slots = Tensor::from_vector(batch.slots, {t}, device_);
-  const std::pair<Tensor, Tensor> tables_cs = rope_tables_at(batch.positions);
-  const Tensor& cos = tables_cs.first;
-  const Tensor& sin = tables_cs.second;
+  const std::pair<Tensor, Tensor> cs = rope_tables_at(batch.positions);
+  return run_paged(tokens.to_device(device_).to_dtype(DType::I64), cs.first, cs.second,
+                   Tensor::from_vector(batch.slots, {t}, device_),
+                   Tensor::from_vector(batch.tables, {sequences, batch.max_blocks}, device_),
+                   Tensor::from_vector(batch.seqs, {t}, device_), Tensor::from_vector(batch.positions, {t}, device_),
+                   cache,
+                   Tensor::from_vector(batch.logits_of, {static_cast<int64_t>(batch.logits_of.size())}, device_));
+}
+
+Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
+                             const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
+                             const Tensor& rows) const {
+  const LlamaConfig& c = config_;
+  const int64_t t = tokens.numel();
   auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   nn::PagedAttentionOptions options;
   options.window = c.window;
-  const Tensor x = embed(tokens.to_device(device_)).reshape({1, t, c.dim});
-  const Tensor rows = Tensor::from_vector(batch.logits_of, {static_cast<int64_t>(batch.logits_of.size())}, device_);
   // q, k, v arrive as (1, heads, t, head_dim): the pool and the kernel take (t, heads, head_dim).
   const Tensor logits = run(
-      x,
+      embed(tokens).reshape({1, t, c.dim}),
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
         nn::paged_write(cache.keys[i], cache.values[i], turn(k).squeeze(0).transpose(0, 1),
                         v.squeeze(0).transpose(0, 1), slots);

@@ -79,6 +79,8 @@ int cmd_bench_serve(int argc, char** argv) {
       eo.step_tokens = o.int_value();
     } else if (o.is("--max-running")) {
       eo.max_running = o.int_value();
+    } else if (o.is("--no-graph")) {
+      eo.graphs = false;
     } else if (o.is("--csv")) {
       csv = o.value();
     } else {

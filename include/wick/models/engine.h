@@ -31,6 +31,9 @@ struct EngineOptions {
   int64_t step_tokens = 512;  // tokens of one step at most (decode tokens first, then prompt chunks)
   int64_t max_running = 64;   // sequences in the running batch at most
   bool prefix_cache = true;
+  // Decode steps (every running sequence's one token, nothing else) replayed from a recording per
+  // batch size where the model has them (Model::paged_steps: a GPU).
+  bool graphs = true;
 };
 
 struct Request {

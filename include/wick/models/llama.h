@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -168,11 +169,14 @@ class LlamaModel : public Model {
   PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size) const override;
   int64_t paged_block_bytes(int64_t block_size) const override;
   Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
+  // PagedDecodeGraph on a GPU where the model is not split; nullptr (forward_paged) otherwise.
+  std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const override;
   // DecodeGraph on a GPU where the model is not split; forward() one position at a time otherwise.
   std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
  private:
   friend class DecodeGraph;
+  friend class PagedDecodeGraph;
   struct Layer {
     Tensor attn_norm, ffn_norm;
     LinearGroup qkv, gate_up;
@@ -211,6 +215,13 @@ class LlamaModel : public Model {
   Tensor run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows = {}) const;
   // cos and sin (n, head_dim / 2) for the given positions.
   std::pair<Tensor, Tensor> rope_tables_at(const std::vector<int32_t>& positions) const;
+  // forward_paged over inputs on the model's device: tokens and slots (t) i64, tables (s,
+  // max_blocks), seqs and positions (t) i32, cos and sin (t, head_dim / 2) of the positions; the
+  // logits (t or rows, vocab), f32, of the tokens `rows` (i64) names where defined. Nothing is read
+  // on the host.
+  Tensor run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
+                   const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
+                   const Tensor& rows) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;
@@ -265,6 +276,44 @@ class DecodeGraph : public DecodeSteps {
   Tensor logits_;     // (batch, 1, vocab) f32
   Graph graph_;
   int64_t length_ = 0;  // the span the graph attends over
+  std::string recording_error_;
+};
+
+// The engine's decode steps (Model::paged_steps), each replayed from a wick::Graph recorded for
+// its size: a batch of 1, 2, 4, ... sequences up to the largest (a batch run at the next size up,
+// its extra rows writing and reading the cache's scratch block) and block tables 1, 2, 4, ...
+// blocks wide up to the model's context (so that attention splits its keys for the lengths at
+// hand, not for the whole context). The step's inputs (tokens, positions, slots, sequences and
+// block tables) reach the device in one copy, and the rope tables of every position lie there
+// already, so that a step costs the host one copy and one launch. On the CPU the same code runs (a
+// replay runs the step's ops again). The first step of each size runs normally, then is recorded.
+class PagedDecodeGraph : public PagedSteps {
+ public:
+  // Steps of `model` for up to max_batch sequences writing into `cache`, which must have a scratch
+  // block; both must outlive the PagedDecodeGraph. ShapeError otherwise.
+  PagedDecodeGraph(const LlamaModel& model, PagedKvCache& cache, int64_t max_batch);
+  PagedDecodeGraph(const PagedDecodeGraph&) = delete;  // a recording refers to this object
+  PagedDecodeGraph& operator=(const PagedDecodeGraph&) = delete;
+
+  Tensor step(const PagedBatch& batch) override;
+  const std::string& recording_error() const override { return recording_error_; }
+
+ private:
+  struct Size {
+    int64_t batch = 0, width = 0;
+    Tensor inputs;  // i64: tokens, positions, slots, sequences (batch each), tables (batch, width)
+    Tensor logits;  // (batch, vocab) f32
+    Graph graph;
+  };
+  // The step's ops over size k's inputs, its logits written into k.logits.
+  void run(Size& k);
+
+  const LlamaModel& model_;
+  PagedKvCache& cache_;
+  int64_t max_batch_ = 0;
+  int64_t max_blocks_ = 0;                             // the widest table row: the blocks of the model's context
+  Tensor cos_, sin_;                                   // (context, head_dim / 2): the rope tables of every position
+  std::map<std::pair<int64_t, int64_t>, Size> sizes_;  // by (batch, width); a recording refers to its Size
   std::string recording_error_;
 };
 

@@ -58,6 +58,9 @@ class DecodeSteps {
 struct PagedKvCache {
   int64_t blocks = 0, block_size = 0;
   std::vector<Tensor> keys, values;  // one per layer
+  // A block no sequence uses, which recorded decode steps (Model::paged_steps) give the padding
+  // rows of a batch to write and read; -1: none.
+  int32_t scratch = -1;
 
   // Copies whole blocks, (source, destination) pairs in order, in every layer: the copies
   // KvBlocks::take_copies lists before a sequence writes into a block it shared.
@@ -76,6 +79,20 @@ struct PagedBatch {
   std::vector<int32_t> tables;     // (sequences, max_blocks), row-major: each sequence's blocks
   int64_t max_blocks = 0;
   std::vector<int64_t> logits_of;  // indices into tokens whose logits are wanted
+};
+
+// The engine's decode steps: one new token for each of the batch's sequences, all their logits
+// wanted, which a model may run faster than forward_paged (a step recorded per batch size and
+// replayed: Llama's PagedDecodeGraph).
+class PagedSteps {
+ public:
+  virtual ~PagedSteps() = default;
+  // forward_paged(batch, cache) for a batch whose token i is sequence i's one new token
+  // (seqs[i] = i, logits_of = 0 .. n-1): the logits (n, vocab), f32, which the next step may
+  // overwrite. ShapeError for another batch, or more sequences than the steps were made for.
+  virtual Tensor step(const PagedBatch& batch) = 0;
+  // Why steps run op by op where they were to be replayed; empty otherwise.
+  virtual const std::string& recording_error() const = 0;
 };
 
 class Model {
@@ -117,6 +134,9 @@ class Model {
   // not this model's; IndexError for a token outside the vocabulary, and as nn::paged_attention
   // for sequences, positions and blocks out of range.
   virtual Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const = 0;
+  // Decode steps of up to max_batch sequences writing into `cache` (which must outlive them): the
+  // model's fastest way, or nullptr where that is forward_paged.
+  virtual std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const;
 
   void set_tokenizer(std::optional<Tokenizer> tokenizer) { tokenizer_ = std::move(tokenizer); }
 
