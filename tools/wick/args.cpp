@@ -4,8 +4,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 
 namespace wick::cli {
 
@@ -213,6 +214,13 @@ DType Options::dtype_value() {
   DType dt;
   if (!parse_dtype(v, &dt)) fail("unknown dtype '" + v + "'");
   return dt;
+}
+
+quant::QType Options::qtype_value() {
+  const std::string q = value();
+  const std::optional<quant::QType> t = quant::parse_qtype(q);
+  if (!t) fail("unknown block format '" + q + "'");
+  return *t;
 }
 
 void Options::unknown() const { fail("unknown option '" + name_ + "'"); }

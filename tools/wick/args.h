@@ -8,6 +8,7 @@
 
 #include "wick/device.h"
 #include "wick/dtype.h"
+#include "wick/quant.h"
 
 namespace wick::cli {
 
@@ -41,6 +42,8 @@ class Options {
   // "cuda:0,cuda:1": the devices of a model split over ranks (one per device; cpu may repeat).
   std::vector<Device> device_list_value();
   DType dtype_value();
+  // A block format by name ("q4_k", "q8_0"); an error naming the value otherwise.
+  quant::QType qtype_value();
   [[noreturn]] void unknown() const;
   [[noreturn]] void fail(const std::string& what) const;
 

@@ -51,9 +51,7 @@ int cmd_bench_serve(int argc, char** argv) {
     } else if (o.is("--shape")) {
       shape = o.value();
     } else if (o.is("--qtype")) {
-      const std::string q = o.value();
-      qtype = quant::parse_qtype(q);
-      if (!qtype) o.fail("unknown block format '" + q + "'");
+      qtype = o.qtype_value();
     } else if (o.is("--device")) {
       device = o.device_value();
     } else if (o.is("--dtype")) {
