@@ -58,6 +58,18 @@ char* c_string(const std::string& s) {
   return p;
 }
 
+// The sampling options of wick_generate_options (the rest keep SamplingOptions' defaults).
+models::SamplingOptions sampling_of(const wick_generate_options& o) {
+  models::SamplingOptions s;
+  s.temperature = o.temperature;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.min_p = o.min_p;
+  s.repetition_penalty = o.repetition_penalty;
+  s.seed = o.seed;
+  return s;
+}
+
 const char* text_in(const char* text, const char* op) {
   if (!text) throw ArgumentError(detail::str_cat(op, ": the text is null"));
   return text;
@@ -116,12 +128,7 @@ wick_status wick_model_generate(const wick_model* m, const char* prompt, const w
     const wick_generate_options o = options ? *options : wick_generate_defaults();
     models::GenerateOptions g;
     g.max_tokens = o.max_tokens;
-    g.sampling.temperature = o.temperature;
-    g.sampling.top_k = o.top_k;
-    g.sampling.top_p = o.top_p;
-    g.sampling.min_p = o.min_p;
-    g.sampling.repetition_penalty = o.repetition_penalty;
-    g.sampling.seed = o.seed;
+    g.sampling = sampling_of(o);
     const std::vector<std::vector<int32_t>> prompts{w.tokenizer.encode(text_in(prompt, "model_generate"))};
     models::TextStream text(w.tokenizer);
     auto each = [&](int64_t, int32_t token) {
@@ -180,12 +187,7 @@ wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* i
     }
     const wick_generate_options& o = r->options;
     q.max_tokens = o.max_tokens;
-    q.sampling.temperature = o.temperature;
-    q.sampling.top_k = o.top_k;
-    q.sampling.top_p = o.top_p;
-    q.sampling.min_p = o.min_p;
-    q.sampling.repetition_penalty = o.repetition_penalty;
-    q.sampling.seed = o.seed;
+    q.sampling = sampling_of(o);
     q.stop_at_end = r->stop_at_end != 0;
     if (r->n_stop > 0 && !r->stop) throw ArgumentError("engine_submit: stop is null with n_stop " + std::to_string(r->n_stop));
     for (size_t i = 0; i < r->n_stop; ++i) {
