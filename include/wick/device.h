@@ -91,4 +91,15 @@ void manual_seed(uint64_t seed, Device device = Device::cpu());
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
+// Batch-invariant kernels on the calling thread. With it on, each row of a product by a matrix that
+// every row shares (a linear layer: matmul by a weight broadcast over the batch, quant::qmatmul),
+// each row of a norm, and each query token of nn::paged_attention get the same bits whatever the
+// other rows of the call are and however many there are, on one device and build: a request's
+// logits do not depend on the requests batched beside it or on how its prompt was chunked. The
+// products then keep one reduction order for every row count (f32, f16 and bf16; other products
+// are unchanged), which costs speed (docs/serving.md measures it). Off by default. Returns the
+// previous setting.
+bool set_batch_invariant(bool on);
+bool batch_invariant();
+
 }  // namespace wick

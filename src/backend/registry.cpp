@@ -116,10 +116,14 @@ std::string describe_device(Device device) {
 
 namespace {
 std::atomic<bool> g_allow_tf32{false};
+thread_local bool t_batch_invariant = false;
 }  // namespace
 
 void set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool allow_tf32() { return g_allow_tf32; }
+
+bool set_batch_invariant(bool on) { return std::exchange(t_batch_invariant, on); }
+bool batch_invariant() { return t_batch_invariant; }
 
 void synchronize(Device device) { backend_for(device, "synchronize").synchronize(); }
 

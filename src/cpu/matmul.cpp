@@ -2,7 +2,9 @@
 // views), f16/bf16/f8e4m3 through f32 buffers (accumulating in f32). Small products of a large
 // batch run in parallel, one per thread; large ones run one after another on OpenBLAS's threads.
 // A few rows of f32/f16/bf16 times a matrix stored as rows (a linear layer's weight, b = W^T)
-// take the matvec.h loops instead, which read the weight once where a GEMM would pack it.
+// take the matvec.h loops instead, which read the weight once where a GEMM would pack it. In
+// batch-invariant mode (wick::batch_invariant()) every product of f32/f16/bf16 takes them, tiles of
+// kMatvecRows rows at a time, so that a row's bits never depend on how many rows came with it.
 
 #include <optional>
 
@@ -14,6 +16,7 @@
 #include "cpu/nn/rows.h"
 #include "cpu/scratch.h"
 #include "kernels/numeric.h"
+#include "wick/device.h"
 
 namespace wick::cpu {
 
@@ -65,14 +68,18 @@ void widen_matrix(const T* p, int64_t n_rows, int64_t cols, int64_t rs, int64_t 
 // products of a batch run a matrix per thread.
 constexpr int64_t kWideWeight = 1 << 16;
 
-// The few-row product of matvec.h for a (.., m, k) with m <= kMatvecRows and b (.., k, n) whose
-// columns are dense along k; false (nothing done) for other operands.
+// Weight bytes a task keeps in cache while every tile of rows passes over them.
+constexpr int64_t kRunBytes = 128 * 1024;
+
+// The product of matvec.h for a (.., m, k) and b (.., k, n) whose columns are dense along k: m up
+// to kMatvecRows, or any m in tiles of kMatvecRows rows where `any_rows`; false (nothing done) for
+// other operands.
 template <typename T>
-bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
+bool matvec_product(const View& a, const View& b, const Layout& out_l, T* po, bool any_rows) {
   constexpr bool kTakes = std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
   const int r = a.layout.rank();
   const int64_t m = a.layout.dim(r - 2), k = a.layout.dim(r - 1), n = b.layout.dim(r - 1);
-  if (!kTakes || m > kMatvecRows || (k > 1 && b.layout.stride(r - 2) != 1)) return false;
+  if (!kTakes || (m > kMatvecRows && !any_rows) || (k > 1 && b.layout.stride(r - 2) != 1)) return false;
   if constexpr (kTakes) {
     const int64_t ars = a.layout.stride(r - 2), acs = a.layout.stride(r - 1);
     const int64_t ldw = n > 1 ? b.layout.stride(r - 1) : k;
@@ -80,7 +87,9 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
     const T* pb = static_cast<const T*>(b.storage.data());
     // f32 rows of a dense along k are read in place; others are widened first.
     const bool a_in_place = std::is_same_v<T, float> && (acs == 1 || k <= 1);
-    const bool wide = n * k >= kWideWeight;
+    const bool wide = n * k >= kWideWeight || m > kMatvecRows;
+    // Columns a run of weight rows apart, each run met by every tile of rows while in cache.
+    const int64_t run = std::max<int64_t>(1, kRunBytes / std::max<int64_t>(k * static_cast<int64_t>(sizeof(T)), 1));
     for_each_matrix(out_l, a.layout, b.layout, !wide, [&](int64_t oo, int64_t oa, int64_t ob) {
       std::optional<Scratch<float>> fa, fc;  // only where a is widened, and for halves' results
       const float* a_rows = nullptr;
@@ -101,7 +110,12 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
       } else {
         c = fc.emplace(m * n).data();
       }
-      auto columns = [&](int64_t j0, int64_t j1) { matvec_rows(m, j0, j1, k, a_rows, lda, pb + ob, ldw, c, n); };
+      auto columns = [&](int64_t j0, int64_t j1) {
+        for (int64_t c0 = j0; c0 < j1; c0 += run)
+          for (int64_t i0 = 0; i0 < m; i0 += kMatvecRows)
+            matvec_rows(std::min(kMatvecRows, m - i0), c0, std::min(j1, c0 + run), k, a_rows + i0 * lda, lda, pb + ob,
+                        ldw, c + i0 * n, n);
+      };
       if (wide)
         parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), columns);
       else
@@ -110,6 +124,24 @@ bool few_rows(const View& a, const View& b, const Layout& out_l, T* po) {
     });
   }
   return true;
+}
+
+// b (.., k, n) copied to dense columns, (.., n, k) in memory, seen again as (.., k, n).
+StoragePtr dense_columns(CpuBackend& backend, const View& b, Layout* layout) {
+  const int r = b.layout.rank();
+  Shape shape = b.layout.shape();
+  Strides strides = b.layout.strides();
+  std::swap(shape[r - 1], shape[r - 2]);
+  std::swap(strides[r - 1], strides[r - 2]);
+  const Layout dense(shape);
+  StoragePtr held = backend.alloc(b.dtype, dense.numel());
+  backend.copy_strided(View{b.storage, Layout(shape, strides, b.layout.offset()), b.dtype},
+                       MutView{*held, dense, b.dtype});
+  Strides back = dense.strides();
+  std::swap(shape[r - 1], shape[r - 2]);
+  std::swap(back[r - 1], back[r - 2]);
+  *layout = Layout(shape, back, 0);
+  return held;
 }
 
 }  // namespace
@@ -125,9 +157,16 @@ StoragePtr CpuBackend::matmul(const View& a, const View& b) {
   // In double: m * n * k of a large view can pass 2^63.
   const bool parallel = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <= kSingleThreadedGemm;
 
+  const bool invariant = batch_invariant();
   dispatch(a.dtype, [&]<typename T>() {
-    if constexpr (kernels::is_float_v<T>) {
-      if (few_rows<T>(a, b, out_l, out->as<T>())) return;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      if (matvec_product<T>(a, b, out_l, out->as<T>(), invariant)) return;
+      if (invariant) {  // b's columns are not dense along k: copied so first
+        Layout dense;
+        const StoragePtr held = dense_columns(*this, b, &dense);
+        matvec_product<T>(a, View{*held, dense, b.dtype}, out_l, out->as<T>(), true);
+        return;
+      }
     }
     if constexpr (std::is_floating_point_v<T>) {
       // An operand BLAS cannot read in place (a stride-2 slice, a broadcast row) is copied first.

@@ -2,7 +2,9 @@
 // row-major or transposed views, other strides copied first; batch dims collapsed, so broadcast
 // batches (stride 0) and contiguous ones are a single strided-batched call. f8e4m3 goes through
 // f32. A few rows times a weight's transpose (a model's linear layer while decoding) is wick's
-// own kernel, which streams the weight at the memory's speed.
+// own kernel, which streams the weight at the memory's speed. In batch-invariant mode
+// (wick::batch_invariant()) products by a matrix every row shares keep one sum order for any row
+// count (invariant_rows below).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -12,8 +14,10 @@
 #include "core/dispatch.h"
 #include "gpu/blas.h"
 #include "gpu/elementwise.cuh"
+#include "gpu/gemm_rows.h"
 #include "gpu/gpu_backend.h"
 #include "kernels/numeric.h"
+#include "wick/device.h"
 
 namespace wick::gpu {
 
@@ -135,6 +139,43 @@ bool as_rows(const Layout& l, int64_t* ld) {
   return true;
 }
 
+// Queues gemv_rows_kernel for `rows` rows of x (rows <= kMaxGemvRows), instantiated for M rows where
+// m_fixed is M, else for the fewest of 1, 2, 4 and 8 that hold them. Rows as gemv_rows_kernel needs.
+void queue_gemv_rows(GpuBackend& backend, DType dtype, const void* x, int64_t ldx, int64_t rows, int m_fixed,
+                     const void* w, int64_t ldw, int64_t n, int64_t k, void* out) {
+  // k split over 1, 2, 4 or 8 groups of a block: the fewest that give the device 4 blocks per
+  // multiprocessor, so that a weight of few rows (4096 x 14336) still has enough loads in flight.
+  const int64_t enough = 4 * int64_t{backend.props().multiprocessors};
+  int splits = 1;
+  while (splits < kGemvGroups && (n + kGemvGroups / splits * kGemvR - 1) / (kGemvGroups / splits * kGemvR) < enough)
+    splits *= 2;
+  const int64_t rows_per_block = kGemvGroups / splits * kGemvR;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
+  auto go = [&]<typename T, int M>() {
+    gemv_rows_kernel<T, M><<<grid, kBlock, 0, backend.stream()>>>(static_cast<const T*>(x), ldx, static_cast<int>(rows),
+                                                                  static_cast<const T*>(w), ldw, n, k, splits,
+                                                                  static_cast<T*>(out));
+  };
+  const int m = m_fixed > 0 ? m_fixed : static_cast<int>(rows);
+  auto by_rows = [&]<typename T>() {
+    if (m == 1)
+      go.template operator()<T, 1>();
+    else if (m == 2)
+      go.template operator()<T, 2>();
+    else if (m <= 4)
+      go.template operator()<T, 4>();
+    else
+      go.template operator()<T, 8>();
+  };
+  dispatch(dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+      by_rows.template operator()<T>();
+  });
+  WICK_GPU_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // out = a b through gemv_rows_kernel where the product is a few rows times the transpose of a weight
 // stored row by row (b a (k, n) view with unit stride along k, broadcast over a's batch); false
 // where it is not.
@@ -153,34 +194,75 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
   const int64_t v = 16 / size;
   const auto* x = static_cast<const char*>(a.storage.data()) + a.layout.offset() * size;
   const auto* w = static_cast<const char*>(b.storage.data()) + b.layout.offset() * size;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (k % v != 0 || ldx % v != 0 || (n > 1 && ldw % v != 0) || !aligned(x) || !aligned(w)) return false;
-  // k split over 1, 2, 4 or 8 groups of a block: the fewest that give the device 4 blocks per
-  // multiprocessor, so that a weight of few rows (4096 x 14336) still has enough loads in flight.
-  const int64_t enough = 4 * int64_t{backend.props().multiprocessors};
-  int splits = 1;
-  while (splits < kGemvGroups && (n + kGemvGroups / splits * kGemvR - 1) / (kGemvGroups / splits * kGemvR) < enough)
-    splits *= 2;
-  const int64_t rows_per_block = kGemvGroups / splits * kGemvR;
-  const auto grid = static_cast<unsigned>(std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
-  auto go = [&]<typename T, int M>() {
-    gemv_rows_kernel<T, M><<<grid, kBlock, 0, backend.stream()>>>(reinterpret_cast<const T*>(x), ldx, static_cast<int>(rows),
-                                                                  reinterpret_cast<const T*>(w), ldw, n, k, splits,
-                                                                  static_cast<T*>(out.data()));
-  };
-  auto by_rows = [&]<typename T>() {
-    if (rows == 1)
-      go.template operator()<T, 1>();
-    else if (rows == 2)
-      go.template operator()<T, 2>();
-    else if (rows <= 4)
-      go.template operator()<T, 4>();
-    else
-      go.template operator()<T, 8>();
-  };
+  if (k % v != 0 || ldx % v != 0 || (n > 1 && ldw % v != 0) || !aligned16(x) || !aligned16(w)) return false;
+  queue_gemv_rows(backend, a.dtype, x, ldx, rows, 0, w, n > 1 ? ldw : k, n, k, out.data());
+  return true;
+}
+
+// One thread per output, k in order: the batch-invariant product where no faster kernel takes the
+// operands (rows of k not a whole number of 16-byte words).
+template <typename T>
+__global__ __launch_bounds__(kBlock) void rows_in_order_kernel(const T* x, int64_t ldx, int64_t m, const T* w,
+                                                               int64_t ldw, int64_t n, int64_t k, T* out) {
+  using M = kernels::opmath_t<T>;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < m * n; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = e / n, j = e % n;
+    M acc = 0;
+    for (int64_t l = 0; l < k; ++l) acc += kernels::to_opmath(x[t * ldx + l]) * kernels::to_opmath(w[j * ldw + l]);
+    out[e] = kernels::from_opmath<T>(acc);
+  }
+}
+
+// The batch-invariant product (wick::batch_invariant()) of rows of a by a matrix b every row shares:
+// each output the same sum in the same order whatever the rows. f16 and bf16 through
+// gemm_rows_invariant (gemm_rows.h); f32, and halves without matrix units, through gemv_rows_kernel
+// instantiated for kMaxGemvRows rows, that many rows at a time; rows of k not a whole number of
+// 16-byte words one output per thread. a's rows are copied to fresh storage unless dense and
+// aligned, b's columns unless dense along k, so that the kernel chosen depends on the weight alone.
+// False (nothing done) for other dtypes and for a b that is not shared by every row.
+bool invariant_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) {
+  const int r = a.layout.rank();
+  if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16) return false;
+  for (int d = 0; d + 2 < r; ++d)
+    if (b.layout.stride(d) != 0 && b.layout.dim(d) != 1) return false;
+  const int64_t k = a.layout.dim(r - 1), n = b.layout.dim(r - 1), m = a.layout.numel() / k;
+  const auto size = static_cast<int64_t>(dtype_size(a.dtype));
+  const int64_t v = 16 / size;
+  // The weight as rows (n, k).
+  StoragePtr held_w;
+  const char* w = static_cast<const char*>(b.storage.data()) + b.layout.offset() * size;
+  int64_t ldw = n > 1 ? b.layout.stride(r - 1) : k;
+  if (k > 1 && b.layout.stride(r - 2) != 1) {
+    const Layout rows({n, k}, {b.layout.stride(r - 1), b.layout.stride(r - 2)}, b.layout.offset());
+    held_w = backend.alloc(a.dtype, n * k);
+    backend.copy_strided(View{b.storage, rows, b.dtype}, MutView{*held_w, Layout({n, k}), b.dtype});
+    w = static_cast<const char*>(held_w->data());
+    ldw = k;
+  }
+  // The rows of x, in place where dense and aligned.
+  StoragePtr held_x;
+  int64_t ldx = 0;
+  const char* x = static_cast<const char*>(a.storage.data()) + a.layout.offset() * size;
+  if (!as_rows(a.layout, &ldx) || (m > 1 && ldx % v != 0) || !aligned16(x)) {
+    held_x = backend.alloc(a.dtype, m * k);
+    backend.copy_strided(a, MutView{*held_x, Layout(a.layout.shape()), a.dtype});
+    x = static_cast<const char*>(held_x->data());
+    ldx = k;
+  }
+  if (m == 1) ldx = k;
+  if (gemm_rows_invariant(backend, a.dtype, x, ldx, m, w, ldw, n, k, out.data())) return true;
+  char* o = static_cast<char*>(out.data());
+  if (k % v == 0 && ldw % v == 0 && aligned16(w)) {
+    for (int64_t t0 = 0; t0 < m; t0 += kMaxGemvRows)
+      queue_gemv_rows(backend, a.dtype, x + t0 * ldx * size, ldx, std::min<int64_t>(kMaxGemvRows, m - t0), kMaxGemvRows,
+                      w, ldw, n, k, o + t0 * n * size);
+    return true;
+  }
   dispatch(a.dtype, [&]<typename T>() {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
-      by_rows.template operator()<T>();  // the dtypes checked above
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      rows_in_order_kernel<T><<<grid_for(m * n), kBlock, 0, backend.stream()>>>(
+          reinterpret_cast<const T*>(x), ldx, m, reinterpret_cast<const T*>(w), ldw, n, k, reinterpret_cast<T*>(o));
+    }
   });
   WICK_GPU_CHECK_LAUNCH();
   return true;
@@ -213,6 +295,7 @@ StoragePtr GpuBackend::matmul(const View& a, const View& b) {
     WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(out_shape.numel()) * size, stream_));
     return out;
   }
+  if (batch_invariant() && invariant_rows(*this, a, b, *out)) return out;
   if (gemv_rows(*this, a, b, *out)) return out;
   constexpr int64_t kInt = std::numeric_limits<int>::max();
   WICK_CHECK(m <= kInt && n <= kInt && k <= kInt, NotSupportedError, "matmul", "dims m=", m, " n=", n, " k=", k,

@@ -15,7 +15,8 @@
 //   mma(c, a, b)          c += a b
 //   to_a<T>(c)            the accumulator rounded to T as an A operand (an S tile becomes the P of P V)
 //   round_to<T>(x)        f32 to T (f16 or bf16), rounded to nearest even
-//   copy_async_16, copy_async_commit, copy_async_wait_all: 16-byte copies from global to shared memory
+//   copy_async_16, copy_async_commit, copy_async_wait_all, copy_async_wait<N> (until at most N
+//                         groups are in flight): 16-byte copies from global to shared memory
 //   exp2_fast             2^x on the special-function unit
 //   f16_to_float          exact f16 to f32 conversion in hardware
 #pragma once

@@ -65,6 +65,11 @@ Isa set_isa_limit(Isa limit);
 // out[t * n + r]. Returns false, doing nothing, where active_isa() is None; the caller then runs
 // the portable loop.
 inline constexpr int64_t kMaxRows = 8;
+
+// The rows of x per call of simd_rows in batch-invariant mode (wick::batch_invariant()): every
+// kernel gives each row the same bits for any count up to this one (the AVX2 kernel changes its
+// sum order above 4 rows), so tiles of it, whatever m, give each row of x bits of its own.
+inline constexpr int64_t kInvariantRows = 4;
 bool simd_rows(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, int64_t m,
                float* out, int64_t n);
 

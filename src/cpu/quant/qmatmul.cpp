@@ -13,6 +13,7 @@
 #include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
 #include "kernels/quant.h"
+#include "wick/device.h"
 
 namespace wick::cpu {
 
@@ -136,7 +137,10 @@ StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t ro
 
 StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
   const int64_t m = x.layout.numel() / cols;
-  if (m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
+  // Batch-invariant: tiles of qdot::kInvariantRows rows of x through the few-row kernels, whatever m.
+  const bool invariant = batch_invariant();
+  const int64_t tile_rows = invariant ? qdot::kInvariantRows : qdot::kMaxRows;
+  if (!invariant && m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
     // Many rows and no SIMD kernels: the weight dequantized once to f32, then the GEMM (OpenBLAS).
     StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
@@ -168,11 +172,11 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
         parallel_for((rows + grain - 1) / grain, 1, [&](int64_t first, int64_t last) {
           const int64_t end = std::min(rows, last * grain);
           int64_t begin = first * grain;
-          if (m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, rows);
+          if (!invariant && m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, rows);
           for (int64_t r0 = begin; r0 < end; r0 += run) {
             const int64_t r1 = std::min(end, r0 + run);
-            for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
-              const int64_t tile = std::min(qdot::kMaxRows, m - t0);
+            for (int64_t t0 = 0; t0 < m; t0 += tile_rows) {
+              const int64_t tile = std::min(tile_rows, m - t0);
               const qdot::XRows xt(rx, t0, cols);
               if (!qdot::simd_rows(Q, blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows))
                 weight_rows<Q>(blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows);

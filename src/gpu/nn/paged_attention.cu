@@ -6,7 +6,8 @@
 // is one thread's dot product, the running maximum and sum are kept per head, then the tile's
 // values replace its keys and each (head, feature) of the output is one thread's weighted sum.
 // Where the tokens and heads alone would not fill the device (a decode step of a few sequences),
-// the keys are split over more blocks, whose partial sums a second kernel combines. Nothing
+// the keys are split over more blocks, whose partial sums a second kernel combines (in
+// batch-invariant mode, splits that follow from each token's own keys). Nothing
 // depends on the warp or wave size; indices are checked as they are read (KernelError, raised at
 // the next wait).
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/nn_kernels.h"
 #include "kernels/numeric.h"
+#include "wick/device.h"
 
 namespace wick::gpu {
 
@@ -26,6 +28,8 @@ namespace {
 constexpr int kThreads = 128;
 // Thread blocks of one launch: far below every GPU's grid limit (AMD's blocks x threads < 2^32).
 constexpr int64_t kMaxPagedTasks = int64_t{1} << 24;
+// The most runs a token's keys are split into in batch-invariant mode (wick::batch_invariant()).
+constexpr int64_t kInvariantSplits = 16;
 
 // The shared memory's shape for math type M and head dim d: the query heads a block takes, and
 // the keys of a tile. q and the output's sums take 2 * heads * d values, a tile tile * (d + 1) (a
@@ -50,7 +54,15 @@ struct PagedShape {
   int64_t qs0, qs1, qs2;  // q's strides
   int64_t heads, tile;    // Tiling's
   int64_t splits, split_keys;  // the keys a token sees, split_keys at a time over `splits` blocks
+  bool own_splits;             // split_keys from each token's own key count instead (see below)
 };
+
+// Batch-invariant splits: a token's keys in at most kInvariantSplits runs of whole tiles, their
+// length from the count of its own keys alone.
+__host__ __device__ inline int64_t own_split_keys(int64_t keys, int64_t tile) {
+  const int64_t tiles = (keys + tile - 1) / tile;
+  return (tiles + kInvariantSplits - 1) / kInvariantSplits * tile;
+}
 
 // With one split, the block writes the output; with more, its unnormalised sums acc and running
 // maximum and sum (m, l) per head go to `part` for paged_combine_kernel.
@@ -101,8 +113,9 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
   if (!bad) {
     const int32_t* table = tables + s * a.max_blocks;
     const int64_t lo = a.window > 0 ? (p - a.window + 1 > 0 ? p - a.window + 1 : 0) : 0;
-    const int64_t first = lo + split * a.split_keys;
-    const int64_t last = first + a.split_keys - 1 < p ? first + a.split_keys - 1 : p;
+    const int64_t split_keys = a.own_splits ? own_split_keys(p - lo + 1, a.tile) : a.split_keys;
+    const int64_t first = lo + split * split_keys;
+    const int64_t last = first + split_keys - 1 < p ? first + split_keys - 1 : p;
     for (int64_t j0 = first; j0 <= last; j0 += a.tile) {
       const int64_t n = a.tile < last - j0 + 1 ? a.tile : last - j0 + 1;
       // The row of position j in a pool: block table[j / block_size], slot j % block_size; kVec
@@ -225,8 +238,23 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
   StoragePtr out = b.alloc(q.dtype, q.layout.numel());
   const Shape& qs = q.layout.shape();
   const Shape& ps = k_pool.layout.shape();
-  PagedShape a{qs[0], qs[1], qs[2], ps[1], ps[2], ps[0], tables.layout.shape()[0], tables.layout.shape()[1],
-               args.window, q.layout.stride(0), q.layout.stride(1), q.layout.stride(2), 0, 0, 1, 0};
+  PagedShape a{qs[0],
+               qs[1],
+               qs[2],
+               ps[1],
+               ps[2],
+               ps[0],
+               tables.layout.shape()[0],
+               tables.layout.shape()[1],
+               args.window,
+               q.layout.stride(0),
+               q.layout.stride(1),
+               q.layout.stride(2),
+               0,
+               0,
+               1,
+               0,
+               false};
   dispatch(q.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, f8e4m3>) {
       using M = kernels::opmath_t<T>;
@@ -244,6 +272,14 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
       int64_t splits = std::clamp<int64_t>((wanted + blocks - 1) / blocks, 1, (keys + a.tile - 1) / a.tile);
       a.split_keys = ((keys + splits - 1) / splits + a.tile - 1) / a.tile * a.tile;
       a.splits = splits = (keys + a.split_keys - 1) / a.split_keys;
+      // Batch-invariant: each token's keys in kInvariantSplits runs (fewer where it has fewer
+      // tiles) whose length follows from its own key count, whatever the other tokens and the
+      // tables' width, so that a token's sums depend on its own keys alone (a token whose keys fill
+      // one run gets the same bits from the combining kernel as without it).
+      if (batch_invariant()) {
+        a.own_splits = true;
+        a.splits = splits = std::min<int64_t>(kInvariantSplits, (keys + a.tile - 1) / a.tile);
+      }
       const int64_t tasks = blocks * splits;
       if (tasks > kMaxPagedTasks)
         throw NotSupportedError(detail::str_cat("paged_attention: ", a.t, " tokens of ", a.h_kv, " KV heads in ",

@@ -1,9 +1,11 @@
 // GpuQuantKernels: dequantize and qmatmul on the GPU through the kernels of qmatmul.cuh.
+#include <algorithm>
 #include <type_traits>
 
 #include "core/dispatch.h"
 #include "gpu/quant/qmatmul.cuh"
 #include "gpu/quant/quant_kernels.h"
+#include "wick/device.h"
 
 namespace wick::gpu {
 
@@ -41,6 +43,21 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
   GpuBackend& b = backend_;
   b.activate();
   const int64_t m = x.layout.numel() / cols;
+  if (batch_invariant()) {
+    // Batch-invariant: the integer-dot kernels instantiated for one row where m is 1 (a decode step
+    // at full speed), else for kInvariantRows rows, that many rows of x at a time. Both take one
+    // weight row per group of lanes, so each row's sums keep one order.
+    StoragePtr out = b.alloc(x.dtype, m * rows);
+    const int64_t tile = m == 1 ? 1 : kInvariantRows;
+    dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
+      const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      for (int64_t t0 = 0; t0 < m; t0 += tile)
+        launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols, px + t0 * cols,
+                        static_cast<int>(std::min<int64_t>(tile, m - t0)), out->as<T>() + t0 * rows,
+                        static_cast<int>(tile));
+    });
+    return out;
+  }
   if (m > kMaxDotRows) {
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In
     // chunks of weight rows whose dequantized tile stays in the L2 cache it ran slower on an H100,
@@ -52,7 +69,7 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
   StoragePtr out = b.alloc(x.dtype, m * rows);
   dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
     launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
-                    static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m), out->as<T>());
+                    static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m), out->as<T>(), 0);
   });
   return out;
 }

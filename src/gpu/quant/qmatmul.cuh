@@ -527,11 +527,15 @@ inline unsigned resident_grid(const GpuBackend& b, const void* kernel, size_t sh
   return static_cast<unsigned>((units + per_block - 1) / per_block);
 }
 
+// m_fixed: the kernels instantiated for that many rows (m or more, one of dispatch_x_rows's), else
+// for the fewest that hold m.
 template <typename T>
-void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
+void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out,
+                     int m_fixed) {
   const Stream stream = b.stream();
+  const int instance = m_fixed > 0 ? m_fixed : m;
   if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-    dispatch_x_rows(m, [&]<int M>() {
+    dispatch_x_rows(instance, [&]<int M>() {
       const XRounding r = round_x_for(b, x, m, k, 0);
       const auto kernel = q4k_rows_kernel<M, T>;
       const unsigned grid =
@@ -543,7 +547,10 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
   }
   const int64_t row_bytes = quant::row_bytes(qtype, k);
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
-    dispatch_x_rows(m, [&]<int M>() {
+    // Batch-invariant mode (GpuQuantKernels::matmul) takes the instances for 1 and 8 rows of x as
+    // giving a row the same bits: both take one weight row per group, so the same units per lane.
+    static_assert(kMaxRows<Q, 1> == 1 && kMaxRows<Q, 8> == 1);
+    dispatch_x_rows(instance, [&]<int M>() {
       constexpr int kRows = kMaxRows<Q, M>;
       const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
       const XRounding r = round_x_for(b, x, m, k, stage);
@@ -573,9 +580,10 @@ extern template void launch_dequantize<float>(const GpuBackend&, QType, const ui
 extern template void launch_dequantize<f16>(const GpuBackend&, QType, const uint8_t*, int64_t, int64_t, f16*);
 extern template void launch_dequantize<bf16>(const GpuBackend&, QType, const uint8_t*, int64_t, int64_t, bf16*);
 extern template void launch_dot_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*, int,
-                                            float*);
-extern template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*);
+                                            float*, int);
+extern template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*,
+                                          int);
 extern template void launch_dot_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int,
-                                           bf16*);
+                                           bf16*, int);
 
 }  // namespace wick::gpu::qmm

@@ -5,6 +5,6 @@
 namespace wick::gpu::qmm {
 
 template void launch_dequantize<f16>(const GpuBackend&, QType, const uint8_t*, int64_t, int64_t, f16*);
-template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*);
+template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*, int);
 
 }  // namespace wick::gpu::qmm

@@ -5,6 +5,7 @@
 namespace wick::gpu::qmm {
 
 template void launch_dequantize<float>(const GpuBackend&, QType, const uint8_t*, int64_t, int64_t, float*);
-template void launch_dot_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*, int, float*);
+template void launch_dot_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*, int, float*,
+                                     int);
 
 }  // namespace wick::gpu::qmm

@@ -18,6 +18,8 @@ class GpuQuantKernels final : public QuantKernels {
 
   // The most rows of x the integer-dot kernel takes; more go through dequantize and the GEMM.
   static constexpr int64_t kMaxDotRows = 16;
+  // The rows of x per launch in batch-invariant mode (wick::batch_invariant()), every m.
+  static constexpr int64_t kInvariantRows = 8;
 
  private:
   GpuBackend& backend_;

@@ -163,6 +163,13 @@ __device__ inline void copy_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 #endif
 }
+// Waits until at most N committed groups are still in flight (the stages after the next one).
+template <int N>
+__device__ inline void copy_async_wait() {
+#if WICK_GPU_MMA
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 
 // f16 bits to f32 by the hardware's conversion (exact).
 __device__ inline float f16_to_float(uint16_t bits) {

@@ -183,6 +183,8 @@ __device__ inline void copy_async_16(void* shared_dst, const void* global_src) {
 }
 __device__ inline void copy_async_commit() {}
 __device__ inline void copy_async_wait_all() {}
+template <int N>
+__device__ inline void copy_async_wait() {}
 
 __device__ inline float f16_to_float(uint16_t bits) { return static_cast<float>(__builtin_bit_cast(_Float16, bits)); }
 
