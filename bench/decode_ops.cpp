@@ -12,8 +12,10 @@
 // printed beside a copy of 256 MiB timed alike.
 //
 //   bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]
+//                    [--deterministic]
 //
 // --product times only the products whose name holds NAME ("gate_up"), and no other op.
+// --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
 #include <algorithm>
@@ -121,6 +123,8 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--product" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--deterministic") {
+      set_batch_invariant(true);
     } else if (a == "--qtype" && i + 1 < argc) {
       products.emplace_back(argv[++i]);
       if (products.back() != "bf16" && !quant::parse_qtype(products.back())) {
@@ -130,7 +134,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]\n");
+          "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]"
+          " [--deterministic]\n");
       return 2;
     }
   }

@@ -375,6 +375,7 @@ void Engine::State::step() {
 }
 
 void Engine::State::loop() {
+  set_batch_invariant(options.deterministic);  // this thread runs every step
   for (;;) {
     std::vector<int64_t> cancel_ids;
     {

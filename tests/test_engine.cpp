@@ -23,12 +23,12 @@ using models::Request;
 class EngineTest : public ::testing::TestWithParam<Device> {
  protected:
   Device device() const { return GetParam(); }
-  std::shared_ptr<const models::Model> random_model(int64_t window = 0) const {
+  std::shared_ptr<const models::Model> random_model(int64_t window = 0, DType dtype = DType::F32) const {
     models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
     c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
     c.context = 512;
     c.window = window;
-    return std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 21));
+    return std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, device(), dtype, std::nullopt, 21));
   }
 };
 
@@ -59,10 +59,11 @@ std::vector<Request> requests(bool sampled) {
 }
 
 // Each request through its own engine, one at a time.
-std::vector<std::vector<int32_t>> alone(const std::shared_ptr<const models::Model>& m, const std::vector<Request>& rs) {
+std::vector<std::vector<int32_t>> alone(const std::shared_ptr<const models::Model>& m, const std::vector<Request>& rs,
+                                        const EngineOptions& options = {}) {
   std::vector<std::vector<int32_t>> out;
   for (const Request& r : rs) {
-    Engine e(m);
+    Engine e(m, options);
     const Engine::Result res = e.wait(e.submit(r));
     EXPECT_EQ(res.finish, Finish::Length);
     out.push_back(res.tokens);
@@ -92,6 +93,29 @@ TEST_P(EngineTest, RequestsTogetherGiveTheTokensEachGivesAlone) {
     EXPECT_EQ(s.blocks_used, 0);
     EXPECT_EQ(s.running + s.waiting, 0);
     EXPECT_GT(s.steps, 0);
+  }
+}
+
+// Deterministic steps, in bf16 (where sum orders show first): each request alone, its prompt whole,
+// against all at once with prompts chunked beside the others' decode steps, then all again with the
+// prefix cache holding their prompts and one prompt sharing another's beginning.
+TEST_P(EngineTest, DeterministicRequestsGiveTheirTokensAloneInAnyCompany) {
+  const auto m = random_model(0, DType::BF16);
+  EngineOptions o;
+  o.deterministic = true;
+  for (bool sampled : {false, true}) {
+    std::vector<Request> rs = requests(sampled);
+    Request shared = rs[3];
+    shared.prompt.resize(50);
+    shared.prompt.insert(shared.prompt.end(), {7, 8, 9});
+    rs.push_back(shared);
+    const auto want = alone(m, rs, o);
+    EngineOptions chunked = o;
+    chunked.step_tokens = 32;
+    Engine e(m, chunked);
+    EXPECT_EQ(together(e, rs), want) << (sampled ? "sampled" : "greedy");
+    EXPECT_EQ(together(e, rs), want) << (sampled ? "sampled" : "greedy") << ", the prefix cache warm";
+    EXPECT_GT(e.stats().prefix_hit_tokens, 0);
   }
 }
 

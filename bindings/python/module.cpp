@@ -549,59 +549,74 @@ PYBIND11_MODULE(_wick, m) {
   py::class_<models::Engine, std::shared_ptr<models::Engine>>(
       m, "Engine", "Many requests served at once by one model (continuous batching over a paged KV cache).")
       .def(py::init([](const Model& w, int64_t block_size, int64_t blocks, int64_t kv_memory, int64_t step_tokens,
-                       int64_t max_running, bool prefix_cache) {
-        models::EngineOptions o;
-        o.block_size = block_size;
-        o.blocks = blocks;
-        o.kv_memory = kv_memory;
-        o.step_tokens = step_tokens;
-        o.max_running = max_running;
-        o.prefix_cache = prefix_cache;
-        return std::make_shared<models::Engine>(w.model, o);
-      }), py::arg("model"), py::arg("block_size") = 16, py::arg("blocks") = 0, py::arg("kv_memory") = 0,
-         py::arg("step_tokens") = 512, py::arg("max_running") = 64, py::arg("prefix_cache") = true,
-         "blocks: the KV pool's; 0: as many as kv_memory bytes hold (0: 1 GiB on the CPU, 8 GiB on a GPU).")
-      .def("submit", [](models::Engine& e, const std::optional<std::string>& prompt, const std::optional<std::vector<int32_t>>& ids,
-                        int64_t max_tokens, double temperature, int64_t top_k, double top_p, double min_p,
-                        double repetition_penalty, uint64_t seed, const std::vector<std::string>& stop, bool stop_at_end) {
-        WICK_CHECK(prompt.has_value() != ids.has_value(), Error, "Engine.submit", "give one of prompt (text) and ids");
-        models::Request r;
-        if (prompt) r.text = *prompt;
-        if (ids) r.prompt = *ids;
-        r.max_tokens = max_tokens;
-        r.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, 64, seed};
-        r.stop_strings = stop;
-        r.stop_at_end = stop_at_end;
-        return e.submit(std::move(r));
-      }, py::arg("prompt") = py::none(), py::kw_only(), py::arg("ids") = py::none(), py::arg("max_tokens") = 128,
-         py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("min_p") = 0.0,
-         py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0, py::arg("stop") = std::vector<std::string>{},
-         py::arg("stop_at_end") = true, "Queues a request (text, or token ids) and returns its id.")
-      .def("next", [](models::Engine& e, int64_t id, std::optional<double> timeout) -> std::optional<models::Piece> {
-        models::Piece p;
-        bool got;
-        {
-          py::gil_scoped_release nogil;
-          const auto wait = timeout ? std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000))
-                                    : std::chrono::milliseconds::max();
-          got = e.next(id, p, wait);
-        }
-        if (!got) return std::nullopt;
-        return p;
-      }, py::arg("id"), py::arg("timeout") = py::none(),
-         "The request's next piece, waiting up to timeout seconds (None: until it comes; the GIL is released "
-         "meanwhile); None where none came, or the request is unknown or finished.")
+                       int64_t max_running, bool prefix_cache, bool deterministic) {
+             models::EngineOptions o;
+             o.block_size = block_size;
+             o.blocks = blocks;
+             o.kv_memory = kv_memory;
+             o.step_tokens = step_tokens;
+             o.max_running = max_running;
+             o.prefix_cache = prefix_cache;
+             o.deterministic = deterministic;
+             return std::make_shared<models::Engine>(w.model, o);
+           }),
+           py::arg("model"), py::arg("block_size") = 16, py::arg("blocks") = 0, py::arg("kv_memory") = 0,
+           py::arg("step_tokens") = 512, py::arg("max_running") = 64, py::arg("prefix_cache") = true,
+           py::arg("deterministic") = false,
+           "blocks: the KV pool's; 0: as many as kv_memory bytes hold (0: 1 GiB on the CPU, 8 GiB on a GPU). "
+           "deterministic: batch-invariant steps, each request's tokens and logits the same bits as alone.")
+      .def(
+          "submit",
+          [](models::Engine& e, const std::optional<std::string>& prompt,
+             const std::optional<std::vector<int32_t>>& ids, int64_t max_tokens, double temperature, int64_t top_k,
+             double top_p, double min_p, double repetition_penalty, uint64_t seed, const std::vector<std::string>& stop,
+             bool stop_at_end) {
+            WICK_CHECK(prompt.has_value() != ids.has_value(), Error, "Engine.submit",
+                       "give one of prompt (text) and ids");
+            models::Request r;
+            if (prompt) r.text = *prompt;
+            if (ids) r.prompt = *ids;
+            r.max_tokens = max_tokens;
+            r.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, 64, seed};
+            r.stop_strings = stop;
+            r.stop_at_end = stop_at_end;
+            return e.submit(std::move(r));
+          },
+          py::arg("prompt") = py::none(), py::kw_only(), py::arg("ids") = py::none(), py::arg("max_tokens") = 128,
+          py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("min_p") = 0.0,
+          py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0, py::arg("stop") = std::vector<std::string>{},
+          py::arg("stop_at_end") = true, "Queues a request (text, or token ids) and returns its id.")
+      .def(
+          "next",
+          [](models::Engine& e, int64_t id, std::optional<double> timeout) -> std::optional<models::Piece> {
+            models::Piece p;
+            bool got;
+            {
+              py::gil_scoped_release nogil;
+              const auto wait = timeout ? std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000))
+                                        : std::chrono::milliseconds::max();
+              got = e.next(id, p, wait);
+            }
+            if (!got) return std::nullopt;
+            return p;
+          },
+          py::arg("id"), py::arg("timeout") = py::none(),
+          "The request's next piece, waiting up to timeout seconds (None: until it comes; the GIL is released "
+          "meanwhile); None where none came, or the request is unknown or finished.")
       .def("cancel", &models::Engine::cancel, py::arg("id"), "Stops a request; False if unknown or finished.")
-      .def("stats", [](const models::Engine& e) {
-        const models::EngineStats s = e.stats();
-        py::dict d;
-        d["running"] = s.running, d["waiting"] = s.waiting, d["finished"] = s.finished;
-        d["blocks"] = s.blocks, d["blocks_used"] = s.blocks_used, d["blocks_cached"] = s.blocks_cached;
-        d["blocks_free"] = s.blocks_free, d["prompt_tokens"] = s.prompt_tokens;
-        d["prefix_hit_tokens"] = s.prefix_hit_tokens, d["computed_tokens"] = s.computed_tokens;
-        d["generated_tokens"] = s.generated_tokens, d["steps"] = s.steps, d["preemptions"] = s.preemptions;
-        d["first_token_seconds"] = s.first_token_seconds, d["first_tokens"] = s.first_tokens;
-        d["between_tokens_seconds"] = s.between_tokens_seconds, d["token_gaps"] = s.token_gaps;
-        return d;
-      }, "The engine's counters, as a dict.");
+      .def(
+          "stats",
+          [](const models::Engine& e) {
+            const models::EngineStats s = e.stats();
+            py::dict d;
+            d["running"] = s.running, d["waiting"] = s.waiting, d["finished"] = s.finished;
+            d["blocks"] = s.blocks, d["blocks_used"] = s.blocks_used, d["blocks_cached"] = s.blocks_cached;
+            d["blocks_free"] = s.blocks_free, d["prompt_tokens"] = s.prompt_tokens;
+            d["prefix_hit_tokens"] = s.prefix_hit_tokens, d["computed_tokens"] = s.computed_tokens;
+            d["generated_tokens"] = s.generated_tokens, d["steps"] = s.steps, d["preemptions"] = s.preemptions;
+            d["first_token_seconds"] = s.first_token_seconds, d["first_tokens"] = s.first_tokens;
+            d["between_tokens_seconds"] = s.between_tokens_seconds, d["token_gaps"] = s.token_gaps;
+            return d;
+          },
+          "The engine's counters, as a dict.");
 }

@@ -338,6 +338,7 @@ typedef struct wick_engine_options {
   int64_t step_tokens;  /* tokens of one step at most (512) */
   int64_t max_running;  /* sequences in the running batch at most (64) */
   int32_t prefix_cache; /* nonzero: reuse the blocks of prompts' shared beginnings (1) */
+  int32_t deterministic; /* nonzero: batch-invariant steps, a request's bits as alone (0) */
 } wick_engine_options;
 wick_engine_options wick_engine_defaults(void);
 /* An engine over model m (which it keeps; m may be freed). */

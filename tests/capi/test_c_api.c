@@ -328,7 +328,44 @@ int main(int argc, char** argv) {
       wick_engine_free(engine);
       wick_engine_free(engine);
       CHECK(says("%s: not a live wick_engine handle", "wick_engine_free"), "a second engine free");
-      DEAD_ARG(wick_engine_submit(engine, &q, &first), "e", "wick_engine");
+    }
+    /* A deterministic engine: a sampled request gives the same tokens beside another as alone. */
+    {
+      wick_engine_options eo = wick_engine_defaults();
+      CHECK(eo.deterministic == 0, "engines are not deterministic by default");
+      eo.blocks = 64;
+      eo.deterministic = 1;
+      wick_engine* engine = NULL;
+      OK(wick_engine_new(model, &eo, &engine));
+      wick_request q = wick_request_defaults();
+      q.text = "Hello world";
+      q.options.max_tokens = 6;
+      q.options.temperature = 0.8f;
+      q.options.seed = 7;
+      q.stop_at_end = 0;
+      int32_t runs[3][6];
+      int64_t ids[3];
+      OK(wick_engine_submit(engine, &q, &ids[0]));
+      OK(wick_engine_submit(engine, &q, &ids[1]));
+      for (int r = 0; r < 3; ++r) {
+        if (r == 2) OK(wick_engine_submit(engine, &q, &ids[2])); /* alone, after the two */
+        int n = 0;
+        for (;;) {
+          wick_piece pc;
+          int32_t got = 0;
+          OK(wick_engine_next(engine, ids[r], -1, &pc, &got));
+          if (!got) break;
+          if (pc.token >= 0 && n < 6) runs[r][n++] = pc.token;
+          const int done = pc.finish != WICK_FINISH_NONE;
+          wick_piece_clear(&pc);
+          if (done) break;
+        }
+        CHECK(n == 6, "a deterministic request's 6 tokens");
+      }
+      CHECK(memcmp(runs[0], runs[1], sizeof runs[0]) == 0 && memcmp(runs[0], runs[2], sizeof runs[0]) == 0,
+            "a deterministic request's tokens beside another and alone");
+      wick_engine_free(engine);
+      DEAD_ARG(wick_engine_submit(engine, &q, &ids[0]), "e", "wick_engine");
     }
     CHECK(wick_model_open("/nonexistent.gguf", cpu, WICK_F32, &model) != WICK_OK, "a missing file");
     CHECK(strstr(wick_last_error(), "/nonexistent.gguf") != NULL, "the message names the file");

@@ -191,6 +191,16 @@ def test_engine_serves_requests_at_once(tiny_model):
         e.submit("Hello", top_p=2.0)
 
 
+def test_deterministic_engine_gives_a_request_its_tokens_alone(tiny_model):
+    e = wick.Engine(wick.Model(tiny_model), blocks=64, deterministic=True)
+    ask = dict(max_tokens=6, temperature=0.8, seed=3, stop_at_end=False)
+    pair = [e.submit("Hello world", **ask), e.submit("GNU General Public License", **ask)]
+    beside = [p.token for p in wick.stream(e, pair[0])][:6]
+    list(wick.stream(e, pair[1]))
+    alone = [p.token for p in wick.stream(e, e.submit("Hello world", **ask))][:6]
+    assert len(beside) == 6 and beside == alone
+
+
 def test_engine_streams_to_asyncio(tiny_model):
     import asyncio
 

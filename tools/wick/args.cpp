@@ -79,6 +79,7 @@ commands:
                           options (defaults 16; 1 GiB on the CPU, 8 GiB on a GPU; 512; 64)
       --seed N            of the prompts' tokens
       --no-graph          on a GPU, decode steps through forward_paged instead of recorded steps
+      --deterministic     batch-invariant steps (each request's bits as if alone; slower)
       --csv FILE          append one row (model, device, dtype, requests, concurrency, prompt,
                           gen, share, output t/s, all t/s, TTFT p50/p99 ms, TBT p50/p99 ms,
                           peak blocks, blocks, prefix-hit tokens, preemptions)

@@ -79,6 +79,8 @@ int cmd_bench_serve(int argc, char** argv) {
       eo.max_running = o.int_value();
     } else if (o.is("--no-graph")) {
       eo.graphs = false;
+    } else if (o.is("--deterministic")) {
+      eo.deterministic = true;
     } else if (o.is("--csv")) {
       csv = o.value();
     } else {
@@ -173,6 +175,7 @@ int cmd_bench_serve(int argc, char** argv) {
   const double ttft50 = percentile(first_token, 0.5) * 1e3, ttft99 = percentile(first_token, 0.99) * 1e3;
   const double tbt50 = percentile(between, 0.5) * 1e3, tbt99 = percentile(between, 0.99) * 1e3;
   const std::string dt(dtype_name(model->dtype()));
+  if (eo.deterministic) name += " (deterministic)";
   std::printf("| model | device | dtype | requests | concurrency | prompt | gen | shared | output t/s | prompt+output t/s "
               "| TTFT p50 ms | TTFT p99 ms | TBT p50 ms | TBT p99 ms | peak blocks |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");

@@ -34,6 +34,11 @@ struct EngineOptions {
   // Decode steps (every running sequence's one token, nothing else) replayed from a recording per
   // batch size where the model has them (Model::paged_steps: a GPU).
   bool graphs = true;
+  // Batch-invariant kernels (wick::set_batch_invariant) for every step: a request's tokens and
+  // logits are the same bits alone or beside any others, wherever it sits in the batch, however its
+  // prompt is chunked and whatever the prefix cache held (on one device and build). Slower:
+  // docs/serving.md measures it.
+  bool deterministic = false;
 };
 
 struct Request {
