@@ -421,6 +421,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
     throw ShapeError(detail::str_cat("engine: block_size ", options.block_size, ", step_tokens ", options.step_tokens,
                                      ", max_running ", options.max_running, " must be at least 1, blocks ",
                                      options.blocks, " and kv_memory ", options.kv_memory, " at least 0"));
+  if (!(options.kv_fraction >= 0 && options.kv_fraction < 1))
+    throw ShapeError(detail::str_cat("engine: kv_fraction ", options.kv_fraction, " must be in [0, 1)"));
   s.model = std::move(model);
   s.options = options;
   s.tokenizer = s.model->tokenizer();
@@ -428,18 +430,24 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
   if (s.tokenizer != nullptr && s.tokenizer->size() < s.pickable) s.pickable = s.tokenizer->size();
   const int64_t per_block = s.model->paged_block_bytes(options.block_size);
   int64_t blocks = options.blocks;
+  int64_t budget = 0;
   if (blocks == 0) {
-    const int64_t budget = options.kv_memory > 0        ? options.kv_memory
-                           : s.model->device().is_cpu() ? int64_t{1} << 30
-                                                        : int64_t{8} << 30;
+    const bool given = options.kv_memory > 0 || options.kv_fraction > 0;
+    const Device device = s.model->device();
+    if (options.kv_memory > 0)
+      budget = options.kv_memory;
+    else if (options.kv_fraction > 0)
+      budget = static_cast<int64_t>(options.kv_fraction * static_cast<double>(device_memory(device).free));
+    else
+      budget = device.is_cpu() ? int64_t{1} << 30 : device_memory(device).free / 4;
     blocks = budget / std::max<int64_t>(per_block, 1);
     const int64_t context = std::max<int64_t>(s.model->context(), 1);
     const int64_t most = options.max_running * ((context + options.block_size - 1) / options.block_size) + 1;
-    if (options.kv_memory == 0) blocks = std::min(blocks, most);
+    if (!given) blocks = std::min(blocks, most);
   }
   if (blocks < 1)
-    throw ShapeError(detail::str_cat("engine: a pool of ", options.kv_memory, " bytes holds no block of ",
-                                     options.block_size, " positions (", per_block, " bytes)"));
+    throw ShapeError(detail::str_cat("engine: a pool of ", budget, " bytes holds no block of ", options.block_size,
+                                     " positions (", per_block, " bytes)"));
   // One block more than KvBlocks hands out: the scratch block of recorded steps' padding rows.
   s.cache = s.model->make_paged_cache(blocks + 1, options.block_size);
   s.cache.scratch = static_cast<int32_t>(blocks);

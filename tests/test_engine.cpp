@@ -203,6 +203,35 @@ TEST_P(EngineTest, CancellingGivesEveryBlockBack) {
   EXPECT_EQ(s.running + s.waiting, 0);
 }
 
+// The pool from a fraction of the device's free memory, from a byte budget, and by default; a
+// fraction outside [0, 1) is refused.
+TEST_P(EngineTest, ThePoolComesFromABudgetOrAFractionOfFreeMemory) {
+  const auto m = random_model();
+  const DeviceMemory mem = device_memory(device());
+  EXPECT_GT(mem.total, 0);
+  EXPECT_GT(mem.free, 0);
+  EXPECT_LE(mem.free, mem.total);
+  const int64_t per_block = m->paged_block_bytes(16);
+  EngineOptions o;
+  o.kv_fraction = 1e-4;
+  const int64_t want = static_cast<int64_t>(1e-4 * static_cast<double>(mem.free)) / per_block;
+  const int64_t got = Engine(m, o).stats().blocks;  // free memory moves a little between the reads
+  EXPECT_GT(got, 0);
+  EXPECT_NEAR(static_cast<double>(got), static_cast<double>(want), 0.2 * static_cast<double>(want) + 2);
+  o = {};
+  o.kv_memory = 100 * per_block + 5;
+  EXPECT_EQ(Engine(m, o).stats().blocks, 100);
+  // By default: capped at max_running sequences of the whole context (512 positions, 32 blocks).
+  o = {};
+  o.max_running = 3;
+  EXPECT_EQ(Engine(m, o).stats().blocks, 3 * 32 + 1);
+  for (double bad : {-0.1, 1.0, 2.0}) {
+    o = {};
+    o.kv_fraction = bad;
+    WICK_EXPECT_ERROR(Engine(m, o), ShapeError, "kv_fraction");
+  }
+}
+
 TEST_P(EngineTest, BadRequestsAreRefusedAtSubmit) {
   const auto m = random_model();
   Engine e(m);

@@ -146,8 +146,14 @@ wick_status wick_model_generate(const wick_model* m, const char* prompt, const w
 
 wick_engine_options wick_engine_defaults(void) {
   const models::EngineOptions o;
-  return {o.block_size,           o.blocks, o.kv_memory, o.step_tokens, o.max_running, o.prefix_cache ? 1 : 0,
-          o.deterministic ? 1 : 0};
+  return {o.block_size,
+          o.blocks,
+          o.kv_memory,
+          o.step_tokens,
+          o.max_running,
+          o.prefix_cache ? 1 : 0,
+          o.deterministic ? 1 : 0,
+          o.kv_fraction};
 }
 
 wick_status wick_engine_new(const wick_model* m, const wick_engine_options* options, wick_engine** out) {
@@ -163,6 +169,7 @@ wick_status wick_engine_new(const wick_model* m, const wick_engine_options* opti
     eo.max_running = o.max_running;
     eo.prefix_cache = o.prefix_cache != 0;
     eo.deterministic = o.deterministic != 0;
+    eo.kv_fraction = o.kv_fraction;
     auto engine = std::make_shared<models::Engine>(held->model, eo);
     *out = handle_of<wick_engine>(engine_handles().add(std::move(engine)));
   });

@@ -549,7 +549,7 @@ PYBIND11_MODULE(_wick, m) {
   py::class_<models::Engine, std::shared_ptr<models::Engine>>(
       m, "Engine", "Many requests served at once by one model (continuous batching over a paged KV cache).")
       .def(py::init([](const Model& w, int64_t block_size, int64_t blocks, int64_t kv_memory, int64_t step_tokens,
-                       int64_t max_running, bool prefix_cache, bool deterministic) {
+                       int64_t max_running, bool prefix_cache, bool deterministic, double kv_fraction) {
              models::EngineOptions o;
              o.block_size = block_size;
              o.blocks = blocks;
@@ -558,12 +558,14 @@ PYBIND11_MODULE(_wick, m) {
              o.max_running = max_running;
              o.prefix_cache = prefix_cache;
              o.deterministic = deterministic;
+             o.kv_fraction = kv_fraction;
              return std::make_shared<models::Engine>(w.model, o);
            }),
            py::arg("model"), py::arg("block_size") = 16, py::arg("blocks") = 0, py::arg("kv_memory") = 0,
            py::arg("step_tokens") = 512, py::arg("max_running") = 64, py::arg("prefix_cache") = true,
-           py::arg("deterministic") = false,
-           "blocks: the KV pool's; 0: as many as kv_memory bytes hold (0: 1 GiB on the CPU, 8 GiB on a GPU). "
+           py::arg("deterministic") = false, py::arg("kv_fraction") = 0.0,
+           "blocks: the KV pool's; 0: as many as kv_memory bytes hold, else kv_fraction of the device's free memory, "
+           "else 1 GiB on the CPU and a quarter of a GPU's free memory. "
            "deterministic: batch-invariant steps, each request's tokens and logits the same bits as alone.")
       .def(
           "submit",

@@ -73,6 +73,15 @@ struct MemoryUse {
 MemoryUse memory_use(Device device);
 void reset_peak_memory(Device device);
 
+// The device's memory: `free`, what it could still hand out (a GPU's after giving back what wick's
+// allocator keeps for reuse, which this waits for the device's work to do; the CPU's available
+// physical memory), and `total`.
+struct DeviceMemory {
+  int64_t free = 0;
+  int64_t total = 0;
+};
+DeviceMemory device_memory(Device device);
+
 // Blocks until all work queued on the device is done (a no-op on the CPU).
 void synchronize(Device device);
 

@@ -334,11 +334,13 @@ typedef struct wick_engine wick_engine;
 typedef struct wick_engine_options {
   int64_t block_size;   /* positions per block of the KV pool (16) */
   int64_t blocks;       /* the pool's blocks; 0: as many as kv_memory holds */
-  int64_t kv_memory;    /* bytes; 0: 1 GiB on the CPU, 8 GiB on a GPU */
+  int64_t kv_memory;    /* bytes; 0: kv_fraction of the free memory, else 1 GiB on the CPU, a
+                           quarter of a GPU's free memory */
   int64_t step_tokens;  /* tokens of one step at most (512) */
   int64_t max_running;  /* sequences in the running batch at most (64) */
   int32_t prefix_cache; /* nonzero: reuse the blocks of prompts' shared beginnings (1) */
   int32_t deterministic; /* nonzero: batch-invariant steps, a request's bits as alone (0) */
+  double kv_fraction;    /* of the device's free memory for the pool, in [0, 1) (0) */
 } wick_engine_options;
 wick_engine_options wick_engine_defaults(void);
 /* An engine over model m (which it keeps; m may be freed). */

@@ -105,6 +105,8 @@ class Backend {
   }
   // Gives memory the backend keeps for reuse back to the system.
   virtual void empty_cache() {}
+  // wick::device_memory's free and total bytes: the host's physical memory unless overridden.
+  virtual DeviceMemory device_memory();
   // Turns the testing aid on or off; returns false if the backend has none. guard_violations
   // counts freed allocations whose guard bytes had changed.
   virtual bool set_alloc_check(AllocCheck check) {

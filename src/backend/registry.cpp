@@ -129,6 +129,7 @@ void synchronize(Device device) { backend_for(device, "synchronize").synchronize
 
 MemoryUse memory_use(Device device) { return backend_for(device, "memory_use").memory_use(); }
 void reset_peak_memory(Device device) { backend_for(device, "reset_peak_memory").reset_peak_memory(); }
+DeviceMemory device_memory(Device device) { return backend_for(device, "device_memory").device_memory(); }
 
 void* native_stream(Device device) {
   backend_for(device, "native_stream");

@@ -1,5 +1,7 @@
 #include "backend/storage.h"
 
+#include <unistd.h>
+
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
 #include "backend/quant_kernels.h"
@@ -12,6 +14,11 @@ Storage::~Storage() {
 }
 
 Device Storage::device() const { return backend_->device(); }
+
+DeviceMemory Backend::device_memory() {
+  const auto page = static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+  return {static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * page, static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * page};
+}
 
 StoragePtr Backend::alloc(DType dtype, int64_t numel) {
   int64_t bytes = 0;

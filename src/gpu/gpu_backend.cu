@@ -140,6 +140,13 @@ void GpuBackend::empty_cache() {
   WICK_GPU_CHECK(pool_release_cached(index_));
 }
 
+DeviceMemory GpuBackend::device_memory() {
+  empty_cache();
+  size_t free = 0, total = 0;
+  WICK_GPU_CHECK(mem_get_info(&free, &total));
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
 bool GpuBackend::set_alloc_check(AllocCheck check) {
   WICK_CHECK(check.guard_bytes <= kMaxAllocBytes, Error, "set_alloc_check", "guard of ", check.guard_bytes,
              " bytes is too large (", name(), ")");

@@ -37,6 +37,7 @@ class GpuBackend final : public Backend {
   void synchronize() override;
   void release(void* data, size_t nbytes) noexcept override;
   void empty_cache() override;
+  DeviceMemory device_memory() override;
   bool set_alloc_check(AllocCheck check) override;
   int64_t guard_violations() const override { return guard_violations_; }
   // Events recorded on the device's stream.

@@ -75,8 +75,9 @@ commands:
       --device D, --dtype T   as for generate
       --requests N, --concurrency C, --prompt P, --gen G   (defaults 64, 16, 128, 64)
       --prefix-share F    the first F of each prompt shared by all requests (default 0)
-      --block-size N, --kv-memory MIB, --step-tokens N, --max-running N   the engine's
-                          options (defaults 16; 1 GiB on the CPU, 8 GiB on a GPU; 512; 64)
+      --block-size N, --kv-memory MIB, --kv-fraction F, --step-tokens N, --max-running N
+                          the engine's options (defaults 16; 1 GiB on the CPU, a quarter of a
+                          GPU's free memory; none; 512; 64)
       --seed N            of the prompts' tokens
       --no-graph          on a GPU, decode steps through forward_paged instead of recorded steps
       --deterministic     batch-invariant steps (each request's bits as if alone; slower)

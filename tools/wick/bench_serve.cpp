@@ -73,6 +73,8 @@ int cmd_bench_serve(int argc, char** argv) {
       eo.block_size = o.int_value();
     } else if (o.is("--kv-memory")) {
       eo.kv_memory = o.int_value() << 20;
+    } else if (o.is("--kv-fraction")) {
+      eo.kv_fraction = o.float_value();
     } else if (o.is("--step-tokens")) {
       eo.step_tokens = o.int_value();
     } else if (o.is("--max-running")) {

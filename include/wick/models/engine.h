@@ -23,11 +23,13 @@ namespace wick::models {
 
 struct EngineOptions {
   int64_t block_size = 16;  // positions per block of the pool
-  // The pool: `blocks` blocks where given, else as many as kv_memory bytes hold, else (both 0) as
-  // many as a quarter of the device's free memory holds on a GPU, 1 GiB on the CPU; capped where
-  // max_running sequences of the model's whole context fit.
+  // The pool: `blocks` blocks where given, else as many as kv_memory bytes hold, else kv_fraction
+  // of the device's free memory when the engine is made (wick::device_memory; (0, 1)), else (all
+  // 0) a quarter of a GPU's free memory or 1 GiB on the CPU, capped where max_running sequences of
+  // the model's whole context fit.
   int64_t blocks = 0;
   int64_t kv_memory = 0;
+  double kv_fraction = 0;
   int64_t step_tokens = 512;  // tokens of one step at most (decode tokens first, then prompt chunks)
   int64_t max_running = 64;   // sequences in the running batch at most
   bool prefix_cache = true;

@@ -95,6 +95,7 @@ inline Status pool_release_cached(int d) {
   return cudaMemPoolTrimTo(pool, 0);
 }
 inline Status malloc_async(void** p, size_t n, Stream s) { return cudaMallocAsync(p, n, s); }
+inline Status mem_get_info(size_t* free, size_t* total) { return cudaMemGetInfo(free, total); }
 inline Status free_async(void* p, Stream s) { return cudaFreeAsync(p, s); }
 inline Status host_alloc_pinned(void** p, size_t n) { return cudaMallocHost(p, n); }
 inline Status host_free_pinned(void* p) { return cudaFreeHost(p); }

@@ -95,6 +95,7 @@ inline Status pool_release_cached(int d) {
   return hipMemPoolTrimTo(pool, 0);
 }
 inline Status malloc_async(void** p, size_t n, Stream s) { return hipMallocAsync(p, n, s); }
+inline Status mem_get_info(size_t* free, size_t* total) { return hipMemGetInfo(free, total); }
 inline Status free_async(void* p, Stream s) { return hipFreeAsync(p, s); }
 inline Status host_alloc_pinned(void** p, size_t n) { return hipHostMalloc(p, n, hipHostMallocDefault); }
 inline Status host_free_pinned(void* p) { return hipHostFree(p); }
