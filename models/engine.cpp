@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "wick/models/kv_blocks.h"
+#include "wick/ops.h"
 
 namespace wick::models {
 
@@ -322,10 +323,23 @@ void Engine::State::step() {
       (o.temperature == 0 && o.repetition_penalty == 1 ? greedy : rows).push_back(static_cast<int64_t>(k));
     }
     if (!greedy.empty()) {
+      // Each row's id and maximum in one download (ids below 2^24 are exact in f32); every row of
+      // the step, in order, needs no gather.
       const auto n = static_cast<int64_t>(greedy.size());
-      const Tensor g = all.index_select(Tensor::from_vector(greedy, {n}, all.device()), 0).narrow(1, 0, pickable);
-      const std::vector<int64_t> ids = g.argmax(-1).to_dtype(DType::I64).to_vector<int64_t>();
-      const std::vector<float> top = g.max(-1).to_vector<float>();
+      const bool every_row = n == all.shape()[0];
+      const Tensor g = (every_row ? all : all.index_select(Tensor::from_vector(greedy, {n}, all.device()), 0))
+                           .narrow(1, 0, pickable);
+      std::vector<int64_t> ids(greedy.size());
+      std::vector<float> top(greedy.size());
+      if (pickable <= (int64_t{1} << 24)) {
+        const std::vector<float> both =
+            cat({g.argmax(-1).to_dtype(DType::F32).unsqueeze(1), g.max(-1).to_dtype(DType::F32).unsqueeze(1)}, 1)
+                .to_vector<float>();
+        for (size_t j = 0; j < greedy.size(); ++j) ids[j] = static_cast<int64_t>(both[2 * j]), top[j] = both[2 * j + 1];
+      } else {  // ids past 2^24 are not all f32s: apart
+        ids = g.argmax(-1).to_dtype(DType::I64).to_vector<int64_t>();
+        top = g.max(-1).to_dtype(DType::F32).to_vector<float>();
+      }
       for (size_t j = 0; j < greedy.size(); ++j) {
         if (std::isnan(top[j]))
           rows.push_back(greedy[j]);
