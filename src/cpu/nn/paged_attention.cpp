@@ -1,8 +1,9 @@
 // Paged attention (nn::paged_attention): a task takes one query token and one KV head (the query
 // heads of its group together, so that each key row read serves all of them), reads the keys its
 // token sees through the sequence's block table, and takes a two-pass softmax over the scores in
-// a per-thread buffer. Keys and values are read where they lie in the pool; the front end has
-// checked every index this reads.
+// a per-thread buffer (f32 math in rows.h's vector loops, whose lanes are fixed: the same bits on
+// every machine). Keys and values are read where they lie in the pool; the front end has checked
+// every index this reads.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,7 @@
 
 #include "core/dispatch.h"
 #include "cpu/nn/nn_kernels.h"
+#include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
 #include "kernels/numeric.h"
 
@@ -34,8 +36,11 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
   const auto* pos = static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset();
   const M scale = static_cast<M>(a.scale);
   // Work per task: the keys it reads times the group's heads.
+  // f32 math (f32 and the halves) in rows.h's vector loops, a key or value row widened once for
+  // every head of the group; f64 in plain loops.
+  constexpr bool kRows = rows::kTakes<T>;
   parallel_for(t * h_kv, 1, [&](int64_t begin, int64_t end) {
-    std::vector<M> qm(static_cast<size_t>(group * d)), acc(qm.size()), scores;
+    std::vector<M> qm(static_cast<size_t>(group * d)), acc(qm.size()), scores, widened(static_cast<size_t>(d));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t i = task / h_kv, g = task % h_kv;
       const int64_t p = pos[i], lo = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0, n = p - lo + 1;
@@ -50,6 +55,12 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
       };
       for (int64_t j = 0; j < n; ++j) {
         const T* kr = key_row(kd, lo + j);
+        if constexpr (kRows) {
+          const float* k = rows::widen(kr, d, widened.data());
+          for (int64_t r = 0; r < group; ++r)
+            scores[static_cast<size_t>(r * n + j)] = rows::dot(qm.data() + r * d, k, d) * scale;
+          continue;
+        }
         for (int64_t r = 0; r < group; ++r) {
           const M* qr = qm.data() + r * d;
           M s = 0;
@@ -68,6 +79,10 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
         for (int64_t j = 0; j < n; ++j) {
           const T* vr = key_row(vd, lo + j);
           const M w = sr[j] * inv;
+          if constexpr (kRows) {
+            rows::add_scaled(rows::widen(vr, d, widened.data()), d, w, o);
+            continue;
+          }
           for (int64_t c = 0; c < d; ++c) o[c] += w * kernels::to_opmath(vr[c]);
         }
       }

@@ -93,6 +93,29 @@ WICK_CPU_CLONES float sum_of(const float* x, int64_t n) {
       plus);
 }
 
+WICK_CPU_CLONES float dot(const float* x, const float* y, int64_t n) {
+  return reduce(
+      x, n, 0.f,
+      [&](Vec& acc, const Vec& v, int64_t i) {
+        Vec w;
+        load(y + i, w);
+        acc += v * w;
+      },
+      [&](float acc, float v, int64_t i) { return acc + v * y[i]; }, plus);
+}
+
+WICK_CPU_CLONES void add_scaled(const float* x, int64_t n, float s, float* y) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec v, w;
+    load(x + i, v);
+    load(y + i, w);
+    w += s * v;
+    store(y + i, w);
+  }
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
 WICK_CPU_CLONES float sum_squared_deviations(const float* x, int64_t n, float mean) {
   return reduce(
       x, n, 0.f, [&](Vec& acc, const Vec& v, int64_t) { acc += (v - mean) * (v - mean); },

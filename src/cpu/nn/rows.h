@@ -23,6 +23,10 @@ float max_of(const float* x, int64_t n);
 float sum_exp(const float* x, int64_t n, float max, float* e);
 // The sum of x, and the sum of (x - mean)^2.
 float sum_of(const float* x, int64_t n);
+// The sum of x[i] * y[i].
+float dot(const float* x, const float* y, int64_t n);
+// y[i] += s * x[i].
+void add_scaled(const float* x, int64_t n, float s, float* y);
 float sum_squared_deviations(const float* x, int64_t n, float mean);
 // x[i] *= s.
 void scale(float* x, int64_t n, float s);
