@@ -189,9 +189,9 @@ bool gemm_rows_invariant(GpuBackend& backend, DType dtype, const void* x, int64_
     return true;
   };
   // Stages of 64 values, as many in flight as 48 KiB of shared memory holds, more where the device
-  // gives more. (On an H200, 16 rows of x times 4096-28672 rows of bf16 weights read them at 0.58-0.80
-  // of copy bandwidth in stages of 64 values, 4 deep; longer stages, 128 or 256 values 4 or 3 deep,
-  // ran slower: 0.48-0.63 and 0.34-0.42.)
+  // gives more. (On an H200, 1 row of x times 4096-28672 rows of bf16 weights read them at
+  // 0.58-0.80 of copy bandwidth in stages of 64 values, 4 deep; longer stages, 128 or 256 values 4
+  // or 3 deep, ran slower: 0.48-0.63 and 0.34-0.42.)
   auto by_rows = [&]<typename T>() {
     if (m <= 16) {
       go.template operator()<T, Shape<1, 64, 4>>();
