@@ -442,7 +442,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
   s.tokenizer = s.model->tokenizer();
   s.pickable = s.model->vocab();
   if (s.tokenizer != nullptr && s.tokenizer->size() < s.pickable) s.pickable = s.tokenizer->size();
-  const int64_t per_block = s.model->paged_block_bytes(options.block_size);
+  const int64_t per_block = s.model->paged_block_bytes(options.block_size, options.kv_type);
   int64_t blocks = options.blocks;
   int64_t budget = 0;
   if (blocks == 0) {
@@ -463,7 +463,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
     throw ShapeError(detail::str_cat("engine: a pool of ", budget, " bytes holds no block of ", options.block_size,
                                      " positions (", per_block, " bytes)"));
   // One block more than KvBlocks hands out: the scratch block of recorded steps' padding rows.
-  s.cache = s.model->make_paged_cache(blocks + 1, options.block_size);
+  s.cache = s.model->make_paged_cache(blocks + 1, options.block_size, options.kv_type);
   s.cache.scratch = static_cast<int32_t>(blocks);
   s.blocks.emplace(blocks, options.block_size, options.prefix_cache);
   if (options.graphs) s.steps = s.model->paged_steps(s.cache, options.max_running);

@@ -66,6 +66,17 @@ std::unique_ptr<DecodeSteps> Model::decode_steps(std::vector<nn::KvCache>& cache
 
 std::unique_ptr<PagedSteps> Model::paged_steps(PagedKvCache&, int64_t) const { return nullptr; }
 
+const char* kv_type_name(KvType type) { return type == KvType::Q8_0 ? "q8_0" : "model"; }
+
+bool parse_kv_type(std::string_view name, KvType& type) {
+  for (KvType t : {KvType::Model, KvType::Q8_0})
+    if (name == kv_type_name(t)) {
+      type = t;
+      return true;
+    }
+  return false;
+}
+
 ModelFile ModelFile::open(const std::string& path) {
   auto s = std::make_shared<Source>();
   s->path = path;

@@ -211,7 +211,7 @@ TEST_P(EngineTest, ThePoolComesFromABudgetOrAFractionOfFreeMemory) {
   EXPECT_GT(mem.total, 0);
   EXPECT_GT(mem.free, 0);
   EXPECT_LE(mem.free, mem.total);
-  const int64_t per_block = m->paged_block_bytes(16);
+  const int64_t per_block = m->paged_block_bytes(16, models::KvType::Model);
   EngineOptions o;
   o.kv_fraction = 1e-4;
   const int64_t want = static_cast<int64_t>(1e-4 * static_cast<double>(mem.free)) / per_block;
@@ -230,6 +230,38 @@ TEST_P(EngineTest, ThePoolComesFromABudgetOrAFractionOfFreeMemory) {
     o.kv_fraction = bad;
     WICK_EXPECT_ERROR(Engine(m, o), ShapeError, "kv_fraction");
   }
+}
+
+// A Q8_0 cache: 34 bytes for every 32 values a block held in f32 (128), the deterministic
+// requests' tokens alone and together (chunked, prefix cache warm) the same, and a model whose head
+// dim is not a multiple of 32 refused.
+TEST_P(EngineTest, AQ8_0CacheHoldsMorePositionsAndGivesTokensAloneInAnyCompany) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 128, c.hidden = 256, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 32;
+  c.context = 512;
+  const auto m =
+      std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 23));
+  EXPECT_EQ(m->paged_block_bytes(16, models::KvType::Q8_0) * 128, m->paged_block_bytes(16, models::KvType::Model) * 34);
+  EngineOptions o;
+  o.kv_type = models::KvType::Q8_0;
+  o.deterministic = true;
+  o.kv_memory = 200 * m->paged_block_bytes(16, models::KvType::Q8_0);
+  std::vector<Request> rs = requests(false);
+  Request shared = rs[3];
+  shared.prompt.resize(50);
+  shared.prompt.insert(shared.prompt.end(), {7, 8, 9});
+  rs.push_back(shared);
+  const auto want = alone(m, rs, o);
+  EngineOptions chunked = o;
+  chunked.step_tokens = 32;
+  Engine e(m, chunked);
+  EXPECT_EQ(e.stats().blocks, 200);
+  EXPECT_EQ(together(e, rs), want);
+  EXPECT_EQ(together(e, rs), want) << "the prefix cache warm";
+  EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+  EngineOptions bad;
+  bad.kv_type = models::KvType::Q8_0;
+  WICK_EXPECT_ERROR(Engine(random_model(), bad), ShapeError, "multiple of 32");
 }
 
 TEST_P(EngineTest, BadRequestsAreRefusedAtSubmit) {

@@ -240,7 +240,7 @@ TEST_P(InvariantTest, ModelLogitsDoNotDependOnTheBatch) {
     for (int64_t n : prompt) tokens.push_back(random_tokens(n + decode + 4));
     // Runs batches of (sequence, position count) in order; returns sequence 0's logits per position.
     auto run = [&](const std::vector<std::vector<std::pair<int32_t, int64_t>>>& steps, bool recorded) {
-      models::PagedKvCache pool = m.make_paged_cache(3 * 8 + 1, bs);
+      models::PagedKvCache pool = m.make_paged_cache(3 * 8 + 1, bs, models::KvType::Model);
       pool.scratch = 24;
       std::optional<models::PagedDecodeGraph> graph;
       if (recorded) graph.emplace(m, pool, 4);

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "test_util.h"
 #include "wick/models/llama.h"
 #include "wick/nn.h"
+#include "wick/quant.h"
 
 namespace wick::test {
 namespace {
@@ -124,6 +126,90 @@ TEST_P(PagedTest, WindowsAndHalvesEqualContiguousAttention) {
   expect_paged_equals_contiguous(device(), DType::F16, {50, 9}, 4, 4, 2, 80, 16, 0, 5e-3);
 }
 
+// Q8_0 pools: paged_write puts quant::quantize's bytes at each slot and leaves every other byte,
+// and paged_attention over them equals attention over the values quant::dequantize gives.
+TEST_P(PagedTest, Q8_0PoolsHoldQuantizesBytesAndAttendOverTheirValues) {
+  const Device dev = device();
+  const int64_t blocks = 6, bs = 8, h_kv = 2, d = 64, h = 8, len = 37, rb = nn::paged_q8_0_row_bytes(d);
+  ASSERT_EQ(rb, 68);
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor k_pool = Tensor::full({blocks, bs, h_kv, rb}, 0xAB, DType::U8, dev);
+    Tensor v_pool = Tensor::full({blocks, bs, h_kv, rb}, 0xCD, DType::U8, dev);
+    // Positions 0 .. len-1 in blocks 4, 1, 5, 0, 2 (block 3 untouched), scaled well past 1.
+    const std::vector<int32_t> table = {4, 1, 5, 0, 2};
+    std::vector<int64_t> slots;
+    for (int64_t p = 0; p < len; ++p) slots.push_back(int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs);
+    const Tensor k = Tensor::rand_normal({len, h_kv, d}, 0, 3, dt, dev);
+    const Tensor v = Tensor::rand_normal({len, h_kv, d}, 0, 40, dt, dev);
+    nn::paged_write(k_pool, v_pool, k, v, Tensor::from_vector(slots, {len}, dev));
+    for (const auto& [pool, x, poison] : {std::tuple{&k_pool, &k, 0xAB}, std::tuple{&v_pool, &v, 0xCD}}) {
+      const std::vector<uint8_t> got = pool->to_device(Device::cpu()).to_vector<uint8_t>();
+      const std::vector<uint8_t> want =
+          quant::quantize(x->to_dtype(DType::F32).reshape({len * h_kv, d}), quant::QType::Q8_0)
+              .bytes()
+              .to_device(Device::cpu())
+              .to_vector<uint8_t>();
+      std::vector<bool> written(static_cast<size_t>(blocks * bs), false);
+      for (int64_t p = 0; p < len; ++p) {
+        const auto slot = static_cast<size_t>(slots[static_cast<size_t>(p)]);
+        written[slot] = true;
+        ASSERT_TRUE(std::equal(want.begin() + p * h_kv * rb, want.begin() + (p + 1) * h_kv * rb,
+                               got.begin() + static_cast<std::ptrdiff_t>(slot) * h_kv * rb))
+            << "position " << p;
+      }
+      for (size_t slot = 0; slot < written.size(); ++slot) {
+        if (written[slot]) continue;
+        for (int64_t c = 0; c < h_kv * rb; ++c)
+          ASSERT_EQ(got[slot * static_cast<size_t>(h_kv * rb) + static_cast<size_t>(c)], poison) << "slot " << slot;
+      }
+    }
+    // Decode tokens at positions 36 and 20, and a window of 9 for the first.
+    const auto values = [&](const Tensor& x) {
+      const quant::QTensor q8 = quant::quantize(x.to_dtype(DType::F32).reshape({len * h_kv, d}), quant::QType::Q8_0);
+      return quant::dequantize(q8, DType::F32).reshape({len, h_kv, d}).transpose(0, 1).unsqueeze(0);
+    };
+    const Tensor keys = values(k), vals = values(v);
+    const Tensor q = Tensor::rand_normal({2, h, d}, 0, 1, dt, dev);
+    for (int64_t window : {int64_t{0}, int64_t{9}}) {
+      nn::PagedAttentionOptions o;
+      o.window = window;
+      const Tensor out = nn::paged_attention(q, k_pool, v_pool, Tensor::from_vector(table, {1, 5}, dev),
+                                             Tensor::from_vector<int32_t>({0, 0}, {2}, dev),
+                                             Tensor::from_vector<int32_t>({36, 20}, {2}, dev), o);
+      const std::vector<int64_t> at = {36, 20};
+      for (int64_t i = 0; i < 2; ++i) {
+        nn::AttentionOptions a;
+        a.causal = true;
+        a.window = window;
+        // The query as the last of n positions: keys 0 .. n-1 (the last `window` of them).
+        const int64_t n = at[static_cast<size_t>(i)] + 1;
+        const Tensor qi = q.narrow(0, i, 1).to_dtype(DType::F32).transpose(0, 1).unsqueeze(0);
+        const Tensor want = nn::scaled_dot_product_attention(qi, keys.narrow(2, 0, n), vals.narrow(2, 0, n), a)
+                                .squeeze(0)
+                                .transpose(0, 1);
+        EXPECT_LT(max_abs_diff(out.narrow(0, i, 1), want), dt == DType::F32 ? 1e-4 : 0.5)
+            << "token " << i << ", window " << window;
+      }
+    }
+  }
+  // Misfits: a head dim that is not a multiple of 32, a Q8_0 pool beside a float one, integer rows.
+  Tensor k_pool = Tensor::zeros({2, 4, 1, 34}, DType::U8, dev), v_pool = Tensor::zeros({2, 4, 1, 34}, DType::U8, dev);
+  const Tensor slot = Tensor::from_vector<int64_t>({1}, {1}, dev);
+  const Tensor k16 = Tensor::zeros({1, 1, 16}, DType::F32, dev), k32 = Tensor::zeros({1, 1, 32}, DType::F32, dev);
+  EXPECT_THROW(nn::paged_write(k_pool, v_pool, k16, k16, slot), ShapeError);
+  Tensor float_pool = Tensor::zeros({2, 4, 1, 34}, DType::F32, dev);
+  EXPECT_THROW(nn::paged_write(k_pool, float_pool, k32, k32, slot), DTypeError);
+  EXPECT_THROW(nn::paged_write(k_pool, v_pool, k32.to_dtype(DType::I32), k32.to_dtype(DType::I32), slot), DTypeError);
+  nn::paged_write(k_pool, v_pool, k32, k32, slot);
+  const Tensor one = Tensor::from_vector<int32_t>({0}, {1}, dev);
+  const Tensor table = Tensor::from_vector<int32_t>({0, 1}, {1, 2}, dev);
+  EXPECT_THROW(nn::paged_attention(Tensor::zeros({1, 1, 16}, DType::F32, dev), k_pool, v_pool, table, one, one),
+               ShapeError);
+  EXPECT_THROW(nn::paged_attention(Tensor::zeros({1, 1, 32}, DType::F32, dev), k_pool, float_pool, table, one, one),
+               Error);
+}
+
 TEST_P(PagedTest, IndicesOutOfRangeAreIndexErrors) {
   const Device dev = device();
   const Pool pool({20, 5}, 8, 2, 16, DType::F32, dev, 3);
@@ -187,7 +273,7 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
       for (int32_t& x : tokens.back()) x = id(rng);
     }
     const int64_t bs = 8;
-    models::PagedKvCache pool = m.make_paged_cache(12, bs);
+    models::PagedKvCache pool = m.make_paged_cache(12, bs, models::KvType::Model);
     // Blocks handed out backwards: sequence 0 gets 11, 10, ...; sequence 1 after it.
     std::vector<std::vector<int32_t>> table(2);
     int32_t next = 11;
@@ -229,6 +315,43 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   }
 }
 
+// forward_paged over a Q8_0 cache, a chunk at a time, against forward() over a KvCache in f32: close
+// (the keys and values rounded to 8 bits per 32), and not equal (the cache is Q8_0).
+TEST_P(PagedTest, ForwardPagedOverAQ8_0CacheIsCloseToForwards) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 128, c.hidden = 256, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 32;
+  c.context = 256;
+  const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 6);
+  const std::vector<int32_t> tokens = {5, 17, 90, 3, 3, 41, 60, 2, 77, 12, 8, 33, 51, 19, 64, 70, 1, 9, 44, 28};
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t bs = 4;
+  models::PagedKvCache pool = m.make_paged_cache(8, bs, models::KvType::Q8_0);
+  ASSERT_EQ(pool.keys[0].dtype(), DType::U8);
+  const std::vector<int32_t> table = {6, 0, 3, 7, 1};
+  std::vector<float> paged;
+  for (int64_t done = 0; int64_t chunk : {7, 1, 12}) {
+    models::PagedBatch b;
+    b.max_blocks = 5;
+    b.tables = table;
+    for (int64_t p = done; p < done + chunk; ++p) {
+      b.logits_of.push_back(p - done);
+      b.tokens.push_back(tokens[static_cast<size_t>(p)]);
+      b.seqs.push_back(0);
+      b.positions.push_back(static_cast<int32_t>(p));
+      b.slots.push_back(int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs);
+    }
+    const std::vector<float> logits = m.forward_paged(b, pool).to_device(Device::cpu()).to_vector<float>();
+    paged.insert(paged.end(), logits.begin(), logits.end());
+    done += chunk;
+  }
+  auto cache = m.make_cache(1, n);
+  const Tensor want = m.forward(Tensor::from_vector(tokens, {1, n}), cache).reshape({n, 96});
+  const float diff = max_abs_diff(Tensor::from_vector(paged, {n, 96}), want);
+  const float scale = want.abs().max().item<float>();
+  EXPECT_LT(diff, 0.05f * scale);
+  EXPECT_GT(diff, 0.f);
+}
+
 // Recorded decode steps (PagedDecodeGraph, also on the CPU, where a replay runs the ops again)
 // against forward_paged on a copy of the same pool: batches of 1, 3 and 5 sequences (run at sizes
 // 1, 4 and 8, the extra rows on the scratch block), steps replayed, positions crossing blocks.
@@ -237,8 +360,8 @@ TEST_P(PagedTest, RecordedDecodeStepsGiveForwardPagedsLogits) {
   c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 64;
   const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 8);
   const int64_t bs = 4, seqs = 5;
-  models::PagedKvCache graph_pool = m.make_paged_cache(seqs * 16 + 1, bs),
-                       plain = m.make_paged_cache(seqs * 16 + 1, bs);
+  models::PagedKvCache graph_pool = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model),
+                       plain = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model);
   graph_pool.scratch = plain.scratch = static_cast<int32_t>(seqs * 16);
   models::PagedDecodeGraph steps(m, graph_pool, 8);
   std::mt19937 rng(4);

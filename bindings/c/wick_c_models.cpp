@@ -153,7 +153,8 @@ wick_engine_options wick_engine_defaults(void) {
           o.max_running,
           o.prefix_cache ? 1 : 0,
           o.deterministic ? 1 : 0,
-          o.kv_fraction};
+          o.kv_fraction,
+          o.kv_type == models::KvType::Q8_0 ? WICK_KV_Q8_0 : WICK_KV_MODEL};
 }
 
 wick_status wick_engine_new(const wick_model* m, const wick_engine_options* options, wick_engine** out) {
@@ -170,6 +171,10 @@ wick_status wick_engine_new(const wick_model* m, const wick_engine_options* opti
     eo.prefix_cache = o.prefix_cache != 0;
     eo.deterministic = o.deterministic != 0;
     eo.kv_fraction = o.kv_fraction;
+    if (o.kv_type != WICK_KV_MODEL && o.kv_type != WICK_KV_Q8_0)
+      throw ShapeError(
+          detail::str_cat("engine_new: kv_type ", o.kv_type, " is neither WICK_KV_MODEL (0) nor WICK_KV_Q8_0 (1)"));
+    eo.kv_type = o.kv_type == WICK_KV_Q8_0 ? models::KvType::Q8_0 : models::KvType::Model;
     auto engine = std::make_shared<models::Engine>(held->model, eo);
     *out = handle_of<wick_engine>(engine_handles().add(std::move(engine)));
   });

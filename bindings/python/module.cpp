@@ -549,7 +549,8 @@ PYBIND11_MODULE(_wick, m) {
   py::class_<models::Engine, std::shared_ptr<models::Engine>>(
       m, "Engine", "Many requests served at once by one model (continuous batching over a paged KV cache).")
       .def(py::init([](const Model& w, int64_t block_size, int64_t blocks, int64_t kv_memory, int64_t step_tokens,
-                       int64_t max_running, bool prefix_cache, bool deterministic, double kv_fraction) {
+                       int64_t max_running, bool prefix_cache, bool deterministic, double kv_fraction,
+                       const std::string& kv_type) {
              models::EngineOptions o;
              o.block_size = block_size;
              o.blocks = blocks;
@@ -559,14 +560,17 @@ PYBIND11_MODULE(_wick, m) {
              o.prefix_cache = prefix_cache;
              o.deterministic = deterministic;
              o.kv_fraction = kv_fraction;
+             if (!models::parse_kv_type(kv_type, o.kv_type))
+               throw ShapeError("Engine: kv_type '" + kv_type + "' is neither 'model' nor 'q8_0'");
              return std::make_shared<models::Engine>(w.model, o);
            }),
            py::arg("model"), py::arg("block_size") = 16, py::arg("blocks") = 0, py::arg("kv_memory") = 0,
            py::arg("step_tokens") = 512, py::arg("max_running") = 64, py::arg("prefix_cache") = true,
-           py::arg("deterministic") = false, py::arg("kv_fraction") = 0.0,
+           py::arg("deterministic") = false, py::arg("kv_fraction") = 0.0, py::arg("kv_type") = "model",
            "blocks: the KV pool's; 0: as many as kv_memory bytes hold, else kv_fraction of the device's free memory, "
            "else 1 GiB on the CPU and a quarter of a GPU's free memory. "
-           "deterministic: batch-invariant steps, each request's tokens and logits the same bits as alone.")
+           "deterministic: batch-invariant steps, each request's tokens and logits the same bits as alone. "
+           "kv_type: 'model' (keys and values in the model's dtype) or 'q8_0' (in Q8_0 rows, about half the bytes).")
       .def(
           "submit",
           [](models::Engine& e, const std::optional<std::string>& prompt,

@@ -168,20 +168,27 @@ class KvCache {
 // block tables[s, p / block_size] at slot p % block_size (models::KvBlocks keeps the tables). The
 // calls below take packed query tokens of many sequences at once (a batch of decode steps and
 // prompt chunks), each token with its sequence and position.
+//
+// A pool may instead hold its rows in Q8_0, GGUF's 8-bit block format, at a bit over half the
+// bytes of bf16: a u8 pool (blocks, block_size, h_kv, paged_q8_0_row_bytes(d)) whose every head row
+// is d / 32 blocks of an f16 scale and 32 int8 values (d a multiple of 32). paged_write rounds the
+// rows as quant::quantize does (the same bytes); paged_attention reads the values as
+// quant::dequantize gives them.
+constexpr int64_t paged_q8_0_row_bytes(int64_t d) { return d / 32 * 34; }
+
 struct PagedAttentionOptions {
   std::optional<double> scale;  // the factor of q k^T; default 1 / sqrt(d)
   int64_t window = 0;           // a query at position p sees keys above p - window; 0: no window
 };
 
 // Attention of query tokens q (t, h, d) over their sequences' keys and values in the pools k_pool
-// and v_pool (blocks, block_size, h_kv, d), h a multiple of h_kv (grouped-query attention, as
-// scaled_dot_product_attention). tables (s, max_blocks) i32 lists each sequence's blocks; seqs (t)
-// i32 names each token's sequence and positions (t) i32 its position. Query i sees the keys at
-// positions 0 .. positions[i] of sequence seqs[i] (causal: its own key, written by paged_write
-// before this call, included), or the last `window` of them. Only the table entries of the blocks a
-// query reads are looked at (the rest may be anything, -1 say). Result (t, h, d), q's dtype; f64,
-// f32, f16, bf16 (halves accumulate in f32). Errors: ShapeError, DTypeError and DeviceError for
-// operands that do not fit; IndexError naming the token for a sequence outside [0, s), a position
+// and v_pool (blocks, block_size, h_kv, d), or both Q8_0 pools (above), h a multiple of h_kv
+// (grouped-query attention, as scaled_dot_product_attention). tables (s, max_blocks) i32 lists each sequence's blocks;
+// seqs (t) i32 names each token's sequence and positions (t) i32 its position. Query i sees the keys at positions 0 ..
+// positions[i] of sequence seqs[i] (causal: its own key, written by paged_write before this call, included), or the
+// last `window` of them. Only the table entries of the blocks a query reads are looked at (the rest may be anything, -1
+// say). Result (t, h, d), q's dtype; f64, f32, f16, bf16 (halves accumulate in f32). Errors: ShapeError, DTypeError and
+// DeviceError for operands that do not fit; IndexError naming the token for a sequence outside [0, s), a position
 // outside [0, max_blocks * block_size), or a block outside [0, blocks): at once where the indices
 // lie in host memory, else when the device is next waited for (the token's result is then zeros).
 Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool, const Tensor& tables,
@@ -189,8 +196,9 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
 
 // Writes keys k and values v (t, h_kv, d; any strided views) into the pools (blocks, block_size,
 // h_kv, d) at slots (t) i64, slot = block * block_size + position % block_size; a slot equal to
-// i64's maximum is skipped. Errors as Tensor::scatter_set's: an IndexError for a slot outside the
-// pool (at the next wait on a device), and ShapeError or DTypeError for operands that do not fit.
+// i64's maximum is skipped. Into Q8_0 pools, k and v (f32, f16, bf16 or f64) are rounded to Q8_0
+// first. Errors as Tensor::scatter_set's: an IndexError for a slot outside the pool (at the next
+// wait on a device), and ShapeError or DTypeError for operands that do not fit.
 void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots);
 
 }  // namespace wick::nn

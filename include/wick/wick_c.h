@@ -341,7 +341,10 @@ typedef struct wick_engine_options {
   int32_t prefix_cache; /* nonzero: reuse the blocks of prompts' shared beginnings (1) */
   int32_t deterministic; /* nonzero: batch-invariant steps, a request's bits as alone (0) */
   double kv_fraction;    /* of the device's free memory for the pool, in [0, 1) (0) */
+  int32_t kv_type;       /* WICK_KV_MODEL: keys and values in the model's dtype (the default);
+                            WICK_KV_Q8_0: in Q8_0 rows, a bit over half of bf16's bytes */
 } wick_engine_options;
+enum { WICK_KV_MODEL = 0, WICK_KV_Q8_0 = 1 };
 wick_engine_options wick_engine_defaults(void);
 /* An engine over model m (which it keeps; m may be freed). */
 wick_status wick_engine_new(const wick_model* m, const wick_engine_options* options, wick_engine** out);

@@ -332,23 +332,38 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
 
 // ---- the paged cache -----------------------------------------------------------------------------
 
-PagedKvCache LlamaModel::make_paged_cache(int64_t blocks, int64_t block_size) const {
+namespace {
+
+// A pool's rows: head_dim values of the model's dtype, or their Q8_0 bytes.
+int64_t kv_row_bytes(int64_t head_dim, DType dtype, KvType type) {
+  return type == KvType::Q8_0 ? nn::paged_q8_0_row_bytes(head_dim) : head_dim * dtype_size(dtype);
+}
+
+}  // namespace
+
+PagedKvCache LlamaModel::make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const {
   if (blocks < 1 || block_size < 1)
     throw ShapeError(detail::str_cat("llama: make_paged_cache: ", blocks, " blocks of ", block_size,
                                      " positions (at least 1 of at least 1)"));
+  if (type == KvType::Q8_0 && config_.head_dim % 32 != 0)
+    throw ShapeError(
+        detail::str_cat("llama: make_paged_cache: a Q8_0 cache needs a head dim that is a multiple of 32, ",
+                        "this model's is ", config_.head_dim));
   PagedKvCache cache;
   cache.blocks = blocks;
   cache.block_size = block_size;
-  const Shape pool = {blocks, block_size, kv_heads_, config_.head_dim};
+  const bool q8 = type == KvType::Q8_0;
+  const Shape pool = {blocks, block_size, kv_heads_,
+                      q8 ? nn::paged_q8_0_row_bytes(config_.head_dim) : config_.head_dim};
   for (int64_t i = 0; i < config_.layers; ++i) {
-    cache.keys.push_back(Tensor::zeros(pool, dtype_, device_));
-    cache.values.push_back(Tensor::zeros(pool, dtype_, device_));
+    cache.keys.push_back(Tensor::zeros(pool, q8 ? DType::U8 : dtype_, device_));
+    cache.values.push_back(Tensor::zeros(pool, q8 ? DType::U8 : dtype_, device_));
   }
   return cache;
 }
 
-int64_t LlamaModel::paged_block_bytes(int64_t block_size) const {
-  return 2 * config_.layers * block_size * kv_heads_ * config_.head_dim * dtype_size(dtype_);
+int64_t LlamaModel::paged_block_bytes(int64_t block_size, KvType type) const {
+  return 2 * config_.layers * block_size * kv_heads_ * kv_row_bytes(config_.head_dim, dtype_, type);
 }
 
 std::pair<Tensor, Tensor> LlamaModel::rope_tables_at(const std::vector<int32_t>& positions) const {

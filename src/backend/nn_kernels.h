@@ -74,15 +74,20 @@ class NnKernels {
   virtual StoragePtr attention(const View& q, const View& k, const View& v, const View* mask,
                                const AttentionArgs& args) const;
 
-  // nn::paged_attention: q (t, h, d); k_pool and v_pool (blocks, block_size, h_kv, d) contiguous;
-  // tables (s, max_blocks), seqs (t) and positions (t) i32 contiguous. Query i reads the keys at
-  // positions lo .. positions[i] (lo = 0, or positions[i] - window + 1 with a window) of sequence
-  // seqs[i] through its table. The front end has checked the indices where they lie in host
-  // memory; a backend whose memory is the device's checks them as it reads them, and reports one
-  // out of range as an IndexError at the next wait (that token's result zeros). Result (t, h, d),
-  // contiguous.
+  // nn::paged_attention: q (t, h, d); k_pool and v_pool (blocks, block_size, h_kv, d) contiguous,
+  // or both u8 Q8_0 pools (blocks, block_size, h_kv, d / 32 * 34; nn.h) whose values are read as
+  // quant::dequantize gives them; tables (s, max_blocks), seqs (t) and positions (t) i32
+  // contiguous. Query i reads the keys at positions lo .. positions[i] (lo = 0, or positions[i] -
+  // window + 1 with a window) of sequence seqs[i] through its table. The front end has checked the
+  // indices where they lie in host memory; a backend whose memory is the device's checks them as
+  // it reads them, and reports one out of range as an IndexError at the next wait (that token's
+  // result zeros). Result (t, h, d), contiguous.
   virtual StoragePtr paged_attention(const View& q, const View& k_pool, const View& v_pool, const View& tables,
                                      const View& seqs, const View& positions, const AttentionArgs& args) const;
+  // Rows of values (x contiguous (n, d), f32, f16 or bf16, d a multiple of 32) rounded to Q8_0 as
+  // kernels/quant.h's quantize_q8_0 rounds them: new contiguous u8 storage (n, d / 32 * 34), the
+  // bytes of quant::quantize. nullptr (the default): no kernel, the front end runs quant::quantize.
+  virtual StoragePtr quantize_q8_0(const View& x) const;
 
   // silu(gate) * up, computed in the math type and rounded once: the gated unit of a SwiGLU
   // feed-forward layer. gate and up of one shape.
@@ -101,6 +106,7 @@ class NnKernels {
       const override;                                                                                                 \
   StoragePtr paged_attention(const View& q, const View& k_pool, const View& v_pool, const View& tables,               \
                              const View& seqs, const View& positions, const AttentionArgs& args) const override;      \
+  StoragePtr quantize_q8_0(const View& x) const override;                                                             \
   StoragePtr silu_mul(const View& gate, const View& up) const override;
 
 }  // namespace wick

@@ -61,6 +61,8 @@ StoragePtr NnKernels::paged_attention(const View&, const View&, const View&, con
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::PagedAttention).name(), ": this backend has no fused kernel"));
 }
 
+StoragePtr NnKernels::quantize_q8_0(const View&) const { return nullptr; }
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }

@@ -375,6 +375,13 @@ WICK_HD inline ActScale quantize_act(const float* x, int8_t* q) {
   return {d, d * static_cast<float>(sum0), d * static_cast<float>(sum1)};
 }
 
+// One Q8_0 block of 32 values as ggml's reference quantizer writes it (quant::quantize's bytes):
+// quantize_act's values, and its scale rounded to f16 (the values were rounded against the f32
+// scale, as ggml does). The paged KV cache's Q8_0 rows are written with it on every backend.
+WICK_HD inline void quantize_q8_0(const float* x, BlockQ8_0& b) {
+  b.d = detail::f32_to_f16_bits(quantize_act(x, b.qs).d);
+}
+
 // The sum of the four byte products of a and b (signed bytes): the GPU's dp4a / sdot4 where the
 // caller provides one, this loop on the host.
 WICK_HD inline int dot4_bytes(uint32_t a, uint32_t b, int c) {

@@ -10,12 +10,21 @@
 #include "nn/nn_ops.h"
 #include "wick/nn.h"
 #include "wick/ops.h"
+#include "wick/quant.h"
 
 namespace wick::nn {
 
 namespace {
 
 constexpr const char* kOp = "paged_attention";
+
+bool is_q8_0_pool(const Tensor& pool) { return pool.defined() && pool.dtype() == DType::U8; }
+
+// A Q8_0 pool's rows hold d values: d a multiple of 32, paged_q8_0_row_bytes(d) bytes a row.
+void check_q8_0_row(const char* op, int64_t d, const Tensor& pool) {
+  WICK_CHECK(d % 32 == 0 && pool.dim(3) == paged_q8_0_row_bytes(d), ShapeError, op, "a Q8_0 pool ", ops::describe(pool),
+             " holds rows of a head dim that is a multiple of 32 in d / 32 * 34 bytes, not ", d, " values");
+}
 
 void check_index_operand(const char* what, const Tensor& t, const Tensor& q, int64_t rank) {
   ops::check_defined(kOp, t);
@@ -30,17 +39,22 @@ void check_arguments(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool
   ops::check_defined(kOp, k_pool);
   ops::check_defined(kOp, v_pool);
   ops::check_same_device(kOp, {&q, &k_pool, &v_pool});
+  const bool q8 = is_q8_0_pool(k_pool);
   for (const Tensor* t : {&k_pool, &v_pool})
-    WICK_CHECK(t->dtype() == q.dtype(), DTypeError, kOp, t == &k_pool ? "k_pool " : "v_pool ", ops::describe(*t),
-               " must have the dtype of q ", ops::describe(q));
+    WICK_CHECK(t->dtype() == (q8 ? DType::U8 : q.dtype()), DTypeError, kOp, t == &k_pool ? "k_pool " : "v_pool ",
+               ops::describe(*t), q8 ? " must be u8 as k_pool is (Q8_0 pools)" : " must have the dtype of q ",
+               ops::describe(q));
   WICK_CHECK(q.rank() == 3 && k_pool.rank() == 4, ShapeError, kOp,
              "needs q (t, h, d) and pools (blocks, block_size, h_kv, d), got q ", ops::describe(q), ", k_pool ",
              ops::describe(k_pool));
   WICK_CHECK(k_pool.shape() == v_pool.shape(), ShapeError, kOp, "k_pool ", ops::describe(k_pool), " and v_pool ",
              ops::describe(v_pool), " must have one shape");
   const int64_t h = q.dim(1), h_kv = k_pool.dim(2);
-  WICK_CHECK(q.dim(2) == k_pool.dim(3), ShapeError, kOp, "q ", ops::describe(q), " and k_pool ", ops::describe(k_pool),
-             " differ in the head dim d");
+  if (q8)
+    check_q8_0_row(kOp, q.dim(2), k_pool);
+  else
+    WICK_CHECK(q.dim(2) == k_pool.dim(3), ShapeError, kOp, "q ", ops::describe(q), " and k_pool ",
+               ops::describe(k_pool), " differ in the head dim d");
   WICK_CHECK(h_kv > 0 ? h % h_kv == 0 : h == 0, ShapeError, kOp, "the query heads of q ", ops::describe(q),
              " must be a multiple of the key and value heads of k_pool ", ops::describe(k_pool));
   check_index_operand("tables", tables, q, 2);
@@ -53,6 +67,14 @@ void check_arguments(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool
     WICK_CHECK(std::isfinite(*o.scale) && *o.scale > 0, ShapeError, kOp, "scale must be finite and above 0, got ",
                *o.scale, " (q ", ops::describe(q), ")");
   WICK_CHECK(o.window >= 0, ShapeError, kOp, "window must be at least 0 (0: none), got ", o.window);
+}
+
+// The values of a Q8_0 pool (blocks, block_size, h_kv, d) as `dtype`, quant::dequantize's.
+Tensor dequantized(const Tensor& pool, int64_t d, DType dtype) {
+  const int64_t rows = pool.dim(0) * pool.dim(1) * pool.dim(2);
+  const DType wide = dtype == DType::F64 ? DType::F32 : dtype;  // exact: the values are f32's
+  const Tensor v = quant::dequantize(quant::QTensor(quant::QType::Q8_0, rows, d, pool), wide);
+  return v.to_dtype(dtype).reshape({pool.dim(0), pool.dim(1), pool.dim(2), d});
 }
 
 // The first position query i sees.
@@ -150,8 +172,27 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
         kernels->paged_attention(ops::view_of(q), ops::view_of(k_pool.contiguous()), ops::view_of(v_pool.contiguous()),
                                  ops::view_of(table), ops::view_of(seq), ops::view_of(pos), args),
         out, q.dtype());
+  if (is_q8_0_pool(k_pool))
+    return paged_composed(q, dequantized(k_pool, d, q.dtype()), dequantized(v_pool, d, q.dtype()), table_h, max_blocks,
+                          seq_h, pos_h, args);
   return paged_composed(q, k_pool, v_pool, table_h, max_blocks, seq_h, pos_h, args);
 }
+
+namespace {
+
+// x (t, h_kv, d) rounded to Q8_0 rows: (t, h_kv, d / 32 * 34) u8, quant::quantize's bytes, by the
+// backend's kernel where it has one.
+Tensor q8_0_rows(const Tensor& x) {
+  const int64_t n = x.dim(0) * x.dim(1), d = x.dim(2);
+  const Shape out = {x.dim(0), x.dim(1), paged_q8_0_row_bytes(d)};
+  const Tensor flat = (x.dtype() == DType::F64 ? x.to_dtype(DType::F32) : x).reshape({n, d}).contiguous();
+  const NnKernels* kernels = ops::backend_of(flat).nn();
+  if (StoragePtr bytes = kernels != nullptr ? kernels->quantize_q8_0(ops::view_of(flat)) : nullptr)
+    return ops::wrap(std::move(bytes), out, DType::U8);
+  return quant::quantize(flat.to_dtype(DType::F32), quant::QType::Q8_0).bytes().reshape(out);
+}
+
+}  // namespace
 
 void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots) {
   constexpr const char* op = "paged_write";
@@ -161,23 +202,34 @@ void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& 
   WICK_CHECK(k_pool.rank() == 4 && k_pool.shape() == v_pool.shape(), ShapeError, op,
              "needs pools (blocks, block_size, h_kv, d) of one shape, got k_pool ", ops::describe(k_pool), ", v_pool ",
              ops::describe(v_pool));
-  const int64_t rows = k_pool.dim(0) * k_pool.dim(1), h_kv = k_pool.dim(2), d = k_pool.dim(3);
+  const bool q8 = is_q8_0_pool(k_pool);
+  const int64_t rows = k_pool.dim(0) * k_pool.dim(1), h_kv = k_pool.dim(2), row = k_pool.dim(3);
+  const int64_t d = q8 && k.rank() == 3 ? k.dim(2) : row;
   WICK_CHECK(k.rank() == 3 && k.shape() == v.shape() && k.dim(1) == h_kv && k.dim(2) == d, ShapeError, op, "k ",
-             ops::describe(k), " and v ", ops::describe(v), " must be (t, ", h_kv, ", ", d, ") for pools ",
-             ops::describe(k_pool));
+             ops::describe(k), " and v ", ops::describe(v), " must be (t, ", h_kv, ", ", q8 ? "d" : std::to_string(d),
+             ") for pools ", ops::describe(k_pool));
+  if (q8) check_q8_0_row(op, d, k_pool);
   WICK_CHECK(slots.dtype() == DType::I64 && slots.rank() == 1 && slots.dim(0) == k.dim(0), ShapeError, op, "slots ",
              ops::describe(slots), " must be i64 (", k.dim(0), "): one per row of k ", ops::describe(k));
-  for (const Tensor* x : {static_cast<const Tensor*>(&v_pool), &k, &v})
-    WICK_CHECK(x->dtype() == k_pool.dtype(), DTypeError, op, ops::describe(*x), " must have the dtype of k_pool ",
-               ops::describe(k_pool));
+  if (q8) {
+    WICK_CHECK(v_pool.dtype() == DType::U8, DTypeError, op, "v_pool ", ops::describe(v_pool),
+               " must be u8 as k_pool is (Q8_0 pools)");
+    for (const Tensor* x : {&k, &v})
+      WICK_CHECK(is_float(x->dtype()) && x->dtype() != DType::F8E4M3 && x->dtype() == k.dtype(), DTypeError, op,
+                 ops::describe(*x), " must be f64, f32, f16 or bf16, the dtype of k, to be rounded to Q8_0");
+  } else {
+    for (const Tensor* x : {static_cast<const Tensor*>(&v_pool), &k, &v})
+      WICK_CHECK(x->dtype() == k_pool.dtype(), DTypeError, op, ops::describe(*x), " must have the dtype of k_pool ",
+                 ops::describe(k_pool));
+  }
   if (k.dim(0) == 0) return;
-  // The pools as rows of (h_kv, d): a view of their storage, so that the scatter writes there.
+  // The pools as rows of (h_kv, row): a view of their storage, so that the scatter writes there.
   WICK_CHECK(k_pool.is_contiguous() && v_pool.is_contiguous(), ShapeError, op, "pools must be contiguous, got ",
              ops::describe(k_pool));
-  Tensor k_rows = k_pool.reshape({rows, h_kv, d}), v_rows = v_pool.reshape({rows, h_kv, d});
-  const Tensor ids = slots.reshape({k.dim(0), 1, 1}).broadcast_as(k.shape());
-  k_rows.scatter_set(ids, k, 0);
-  v_rows.scatter_set(ids, v, 0);
+  Tensor k_rows = k_pool.reshape({rows, h_kv, row}), v_rows = v_pool.reshape({rows, h_kv, row});
+  const Tensor ids = slots.reshape({k.dim(0), 1, 1}).broadcast_as({k.dim(0), h_kv, row});
+  k_rows.scatter_set(ids, q8 ? q8_0_rows(k) : k, 0);
+  v_rows.scatter_set(ids, q8 ? q8_0_rows(v) : v, 0);
 }
 
 }  // namespace wick::nn

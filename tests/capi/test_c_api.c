@@ -367,6 +367,36 @@ int main(int argc, char** argv) {
       wick_engine_free(engine);
       DEAD_ARG(wick_engine_submit(engine, &q, &ids[0]), "e", "wick_engine");
     }
+    /* A Q8_0 cache serves a request; a kv_type outside the enum is refused. */
+    {
+      wick_engine_options eo = wick_engine_defaults();
+      CHECK(eo.kv_type == WICK_KV_MODEL, "the cache holds the model's dtype by default");
+      eo.blocks = 64;
+      eo.kv_type = WICK_KV_Q8_0;
+      wick_engine* engine = NULL;
+      OK(wick_engine_new(model, &eo, &engine));
+      wick_request q = wick_request_defaults();
+      q.text = "Hello world";
+      q.options.max_tokens = 5;
+      q.stop_at_end = 0;
+      int64_t id = 0;
+      OK(wick_engine_submit(engine, &q, &id));
+      int n = 0, finish = WICK_FINISH_NONE;
+      while (finish == WICK_FINISH_NONE) {
+        wick_piece pc;
+        int32_t got = 0;
+        OK(wick_engine_next(engine, id, -1, &pc, &got));
+        if (!got) break;
+        n += pc.token >= 0;
+        finish = pc.finish;
+        wick_piece_clear(&pc);
+      }
+      CHECK(n == 5 && finish == WICK_FINISH_LENGTH, "a request through a Q8_0 cache gives its 5 tokens");
+      wick_engine_free(engine);
+      eo.kv_type = 7;
+      CHECK(wick_engine_new(model, &eo, &engine) == WICK_ERROR_SHAPE && strstr(wick_last_error(), "kv_type") != NULL,
+            "an unknown kv_type is refused, named");
+    }
     CHECK(wick_model_open("/nonexistent.gguf", cpu, WICK_F32, &model) != WICK_OK, "a missing file");
     CHECK(strstr(wick_last_error(), "/nonexistent.gguf") != NULL, "the message names the file");
     CHECK(wick_model_encode(model, "Hello", NULL, 4, &n) == WICK_ERROR_ARGUMENT && says("%s is null", "ids"),

@@ -1,7 +1,7 @@
 // Cases for paged attention (nn::paged_attention): sequences of different lengths whose keys and
 // values lie in shuffled blocks of one pool, queried by decode tokens (one per sequence) and
 // prompt chunks (many, causal, after the sequence's cached positions), with grouped heads,
-// windows, head dims of each tiling and strided queries. The reference backend composes the op
+// windows, head dims of each tiling, strided queries and Q8_0 pools. The reference backend composes the op
 // (the sequence's keys gathered by slot, then the composed attention); a backend with a kernel is
 // compared with that.
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "parity/cases.h"
 #include "wick/nn.h"
+#include "wick/quant.h"
 
 namespace wick::parity {
 
@@ -22,6 +23,7 @@ struct PagedVariant {
   int64_t h = 4, h_kv = 2, d = 16, block_size = 16;
   int64_t window = 0;
   bool strided_q = false;  // q a (t, h, d) view of (h, t, d) storage
+  bool q8 = false;         // Q8_0 pools (nn.h): random values rounded by quant::quantize
 };
 
 std::vector<PagedVariant> paged_variants() {
@@ -42,6 +44,14 @@ std::vector<PagedVariant> paged_variants() {
   };
   for (int64_t d : {8, 80, 96, 256, 512}) v.push_back({"head_dim", {45, 9}, 2, 4, 2, d, 16, 0, d == 80});
   v.push_back({"head_dim", {20, 3}, 1, 2, 1, 600, 8});  // past kPagedMaxHeadDim: composed everywhere
+  // Q8_0 pools, whose head dims are multiples of 32 (and one past the kernels' 512, composed).
+  for (const PagedVariant& x : std::vector<PagedVariant>(v))
+    if (x.d % 32 == 0 && x.d <= 512) {
+      PagedVariant y = x;
+      y.q8 = true;
+      v.push_back(y);
+    }
+  v.push_back({"head_dim", {20, 3}, 1, 2, 1, 544, 8, 0, false, true});
   return v;
 }
 
@@ -59,10 +69,11 @@ void add_paged(std::vector<Case>& cases, DType dt) {
     std::string extra = "kv " + std::to_string(v.h_kv) + " blocks " + std::to_string(blocks) + "x" +
                         std::to_string(v.block_size) + " seqs " + std::to_string(s);
     if (v.window) extra += " window " + std::to_string(v.window);
+    if (v.q8) extra += " q8_0";
     cases.push_back({OpKey(NnOp::PagedAttention).name(),
                      label(dt),
                      shape_label({t, v.h, v.d}, extra),
-                     v.strided_q ? v.name + ".strided" : v.name,
+                     v.name + (v.strided_q ? ".strided" : "") + (v.q8 ? ".q8_0" : ""),
                      NnOp::PagedAttention,
                      {dt},
                      Compare::Float,
@@ -85,9 +96,18 @@ void add_paged(std::vector<Case>& cases, DType dt) {
                          }
                        }
                        const Shape pool = {blocks, v.block_size, v.h_kv, v.d};
-                       const Tensor k(c.input(dt, pool).storage, Layout(pool), dt);
-                       const Arg va = c.input(dt, pool);
-                       const Tensor val(va.storage, va.layout, dt);
+                       // A pool of random values, or those values in Q8_0 rows.
+                       auto make_pool = [&] {
+                         const DType pdt = v.q8 ? DType::F32 : dt;
+                         const Arg a = c.input(pdt, pool);
+                         const Tensor x(a.storage, a.layout, pdt);
+                         if (!v.q8) return x;
+                         return quant::quantize(x.reshape({blocks * v.block_size * v.h_kv, v.d}), quant::QType::Q8_0)
+                             .bytes()
+                             .reshape({blocks, v.block_size, v.h_kv, nn::paged_q8_0_row_bytes(v.d)});
+                       };
+                       const Tensor k = make_pool();
+                       const Tensor val = make_pool();
                        Tensor q;
                        if (v.strided_q) {
                          const Arg qa = c.input(dt, {v.h, t, v.d});

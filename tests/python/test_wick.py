@@ -201,6 +201,14 @@ def test_deterministic_engine_gives_a_request_its_tokens_alone(tiny_model):
     assert len(beside) == 6 and beside == alone
 
 
+def test_engine_with_a_q8_0_cache(tiny_model):
+    e = wick.Engine(wick.Model(tiny_model), blocks=64, kv_type="q8_0")
+    pieces = list(wick.stream(e, e.submit("Hello world", max_tokens=5, stop_at_end=False)))
+    assert len([p for p in pieces if p.token >= 0]) == 5 and pieces[-1].finish == "length"
+    with pytest.raises(wick.ShapeError, match="kv_type"):
+        wick.Engine(wick.Model(tiny_model), blocks=64, kv_type="q4_0")
+
+
 def test_engine_streams_to_asyncio(tiny_model):
     import asyncio
 

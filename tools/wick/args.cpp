@@ -81,6 +81,8 @@ commands:
       --seed N            of the prompts' tokens
       --no-graph          on a GPU, decode steps through forward_paged instead of recorded steps
       --deterministic     batch-invariant steps (each request's bits as if alone; slower)
+      --kv-type T         the pool's keys and values: model (the model's dtype, the default) or
+                          q8_0 (Q8_0 rows: a bit over half of bf16's bytes)
       --csv FILE          append one row (model, device, dtype, requests, concurrency, prompt,
                           gen, share, output t/s, all t/s, TTFT p50/p99 ms, TBT p50/p99 ms,
                           peak blocks, blocks, prefix-hit tokens, preemptions)

@@ -75,6 +75,8 @@ int cmd_bench_serve(int argc, char** argv) {
       eo.kv_memory = o.int_value() << 20;
     } else if (o.is("--kv-fraction")) {
       eo.kv_fraction = o.float_value();
+    } else if (o.is("--kv-type")) {
+      if (!models::parse_kv_type(o.value(), eo.kv_type)) o.fail("must be model or q8_0");
     } else if (o.is("--step-tokens")) {
       eo.step_tokens = o.int_value();
     } else if (o.is("--max-running")) {
@@ -177,6 +179,7 @@ int cmd_bench_serve(int argc, char** argv) {
   const double ttft50 = percentile(first_token, 0.5) * 1e3, ttft99 = percentile(first_token, 0.99) * 1e3;
   const double tbt50 = percentile(between, 0.5) * 1e3, tbt99 = percentile(between, 0.99) * 1e3;
   const std::string dt(dtype_name(model->dtype()));
+  if (eo.kv_type != models::KvType::Model) name += std::string(" (kv ") + models::kv_type_name(eo.kv_type) + ")";
   if (eo.deterministic) name += " (deterministic)";
   std::printf("| model | device | dtype | requests | concurrency | prompt | gen | shared | output t/s | prompt+output t/s "
               "| TTFT p50 ms | TTFT p99 ms | TBT p50 ms | TBT p99 ms | peak blocks |\n");

@@ -30,6 +30,9 @@ struct EngineOptions {
   int64_t blocks = 0;
   int64_t kv_memory = 0;
   double kv_fraction = 0;
+  // Keys and values in the model's dtype, or as Q8_0 rows: a bit over half of bf16's bytes, so
+  // nearly twice the positions in one budget, for a small error in attention (docs/serving.md).
+  KvType kv_type = KvType::Model;
   int64_t step_tokens = 512;  // tokens of one step at most (decode tokens first, then prompt chunks)
   int64_t max_running = 64;   // sequences in the running batch at most
   bool prefix_cache = true;

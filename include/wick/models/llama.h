@@ -166,8 +166,8 @@ class LlamaModel : public Model {
   // position alone, (b, 1, vocab), which spares the head's product over a prompt.
   Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
                  bool last_only = false) const override;
-  PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size) const override;
-  int64_t paged_block_bytes(int64_t block_size) const override;
+  PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const override;
+  int64_t paged_block_bytes(int64_t block_size, KvType type) const override;
   Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
   // PagedDecodeGraph on a GPU where the model is not split; nullptr (forward_paged) otherwise.
   std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const override;

@@ -51,10 +51,17 @@ class DecodeSteps {
   virtual const std::string& recording_error() const = 0;
 };
 
+// How a paged cache holds keys and values: in the model's activation dtype, or as Q8_0 rows (nn.h:
+// 34 bytes for 32 values, a bit over half of bf16's; head dims that are multiples of 32).
+enum class KvType : uint8_t { Model, Q8_0 };
+const char* kv_type_name(KvType type);  // "model", "q8_0"
+// The KvType of a name kv_type_name gives; false for any other.
+bool parse_kv_type(std::string_view name, KvType& type);
+
 // The engine's KV cache: for every layer, the keys and values of `blocks` blocks of `block_size`
-// positions, (blocks, block_size, kv_heads, head_dim) each, on the model's device, in its dtype
-// (nn::paged_attention reads them). Which blocks hold which sequence's positions is KvBlocks's
-// bookkeeping.
+// positions, (blocks, block_size, kv_heads, head_dim) each, on the model's device, in its dtype, or
+// u8 Q8_0 pools (blocks, block_size, kv_heads, nn::paged_q8_0_row_bytes(head_dim)) (nn::paged_attention
+// reads either). Which blocks hold which sequence's positions is KvBlocks's bookkeeping.
 struct PagedKvCache {
   int64_t blocks = 0, block_size = 0;
   std::vector<Tensor> keys, values;  // one per layer
@@ -125,10 +132,11 @@ class Model {
   virtual std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const;
 
   // The paged cache: pools of `blocks` blocks of `block_size` positions for every layer (this
-  // rank's KV heads), and the bytes one block takes over every layer (to size a pool from a
-  // budget).
-  virtual PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size) const = 0;
-  virtual int64_t paged_block_bytes(int64_t block_size) const = 0;
+  // rank's KV heads) holding keys and values as `type` says, and the bytes one block takes over
+  // every layer (to size a pool from a budget). ShapeError for a Q8_0 cache of a head dim that is
+  // not a multiple of 32.
+  virtual PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const = 0;
+  virtual int64_t paged_block_bytes(int64_t block_size, KvType type) const = 0;
   // The logits (n, vocab), f32, of the tokens batch.logits_of names, their keys and values written
   // into `cache` at their slots. ShapeError for a batch whose vectors disagree in length or a cache
   // not this model's; IndexError for a token outside the vocabulary, and as nn::paged_attention

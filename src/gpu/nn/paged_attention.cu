@@ -19,6 +19,7 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/nn_kernels.h"
 #include "kernels/numeric.h"
+#include "kernels/quant.h"
 #include "wick/device.h"
 
 namespace wick::gpu {
@@ -55,6 +56,7 @@ struct PagedShape {
   int64_t heads, tile;    // Tiling's
   int64_t splits, split_keys;  // the keys a token sees, split_keys at a time over `splits` blocks
   bool own_splits;             // split_keys from each token's own key count instead (see below)
+  int64_t row_bytes;           // a row's bytes in Q8_0 pools
 };
 
 // Batch-invariant splits: a token's keys in at most kInvariantSplits runs of whole tiles, their
@@ -66,11 +68,13 @@ __host__ __device__ inline int64_t own_split_keys(int64_t keys, int64_t tile) {
 
 // With one split, the block writes the output; with more, its unnormalised sums acc and running
 // maximum and sum (m, l) per head go to `part` for paged_combine_kernel.
-template <typename T, typename M, bool kVec>
-__global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, const T* k_pool, const T* v_pool,
-                                                                  const int32_t* tables, const int32_t* seqs,
-                                                                  const int32_t* positions, PagedShape a, M scale,
-                                                                  T* out, M* part, KernelError* err) {
+// P: the pools' element, T's or uint8_t for Q8_0 pools (nn.h), whose rows are staged as
+// quant::dequantize gives them (scale times value in f32), 8 values a step.
+template <typename T, typename M, bool kVec, typename P = T>
+__global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, const P* k_pool, const P* v_pool,
+                                                                   const int32_t* tables, const int32_t* seqs,
+                                                                   const int32_t* positions, PagedShape a, M scale,
+                                                                   T* out, M* part, KernelError* err) {
   extern __shared__ unsigned char smem_raw[];
   M* q_s = reinterpret_cast<M*>(smem_raw);
   M* acc = q_s + a.heads * a.d;
@@ -120,8 +124,9 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
       const int64_t n = a.tile < last - j0 + 1 ? a.tile : last - j0 + 1;
       // The row of position j in a pool: block table[j / block_size], slot j % block_size; kVec
       // moves 16 bytes (V values) a load.
-      constexpr int64_t V = kVec ? 16 / static_cast<int64_t>(sizeof(T)) : 1;
-      auto stage = [&](const T* pool) {
+      constexpr bool kQ8 = std::is_same_v<P, uint8_t>;
+      constexpr int64_t V = kQ8 ? 8 : kVec ? 16 / static_cast<int64_t>(sizeof(T)) : 1;
+      auto stage = [&](const P* pool) {
         const int64_t per_row = a.d / V;
         for (int64_t e = tid; e < n * per_row; e += kThreads) {
           const int64_t jj = e / per_row, c = e % per_row * V, j = j0 + jj;
@@ -131,8 +136,23 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
             bad = 1;
             b = 0;
           }
-          const T* src = pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.d + c;
           M* dst = tile + jj * ld + c;
+          if constexpr (kQ8) {
+            // Block c / 32 of the row: its f16 scale, then 32 values; 8 of them as four 2-byte
+            // words (a row, a block and these values all start on even bytes).
+            const uint8_t* blk =
+                pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.row_bytes + c / 32 * 34;
+            const float unit = detail::f16_bits_to_f32(*reinterpret_cast<const uint16_t*>(blk));
+            const auto* words = reinterpret_cast<const uint16_t*>(blk + 2 + c % 32);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+              const uint16_t w = words[x];
+              dst[2 * x] = static_cast<M>(unit * static_cast<float>(static_cast<int8_t>(w & 0xff)));
+              dst[2 * x + 1] = static_cast<M>(unit * static_cast<float>(static_cast<int8_t>(w >> 8)));
+            }
+            continue;
+          }
+          const P* src = pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.d + c;
           if constexpr (kVec) {
             union {
               uint4 raw;
@@ -229,7 +249,41 @@ __global__ __launch_bounds__(kBlock) void paged_combine_kernel(const M* part, Pa
   }
 }
 
+// Rows rounded to Q8_0 for the paged cache: a thread per block of 32 values (kernels/quant.h's
+// quantize_q8_0, the bytes of quant::quantize).
+template <typename T>
+__global__ __launch_bounds__(kBlock) void quantize_q8_0_kernel(const T* x, int64_t blocks,
+                                                               kernels::quant::BlockQ8_0* out) {
+  for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < blocks; b += int64_t{gridDim.x} * blockDim.x) {
+    float v[32];
+#pragma unroll
+    for (int c = 0; c < 32; ++c) v[c] = kernels::to_opmath(x[b * 32 + c]);
+    kernels::quant::BlockQ8_0 blk;
+    kernels::quant::quantize_q8_0(v, blk);
+    out[b] = blk;
+  }
+}
+
 }  // namespace
+
+StoragePtr GpuNnKernels::quantize_q8_0(const View& x) const {
+  GpuBackend& b = backend_;
+  b.activate();
+  const int64_t n = x.layout.shape()[0], d = x.layout.shape()[1], blocks = n * (d / 32);
+  StoragePtr out = b.alloc(DType::U8, static_cast<size_t>(blocks * 34));
+  auto* dst = static_cast<kernels::quant::BlockQ8_0*>(out->data());
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      if (blocks == 0) return;
+      const T* src = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      quantize_q8_0_kernel<T><<<grid_for(blocks), kBlock, 0, b.stream()>>>(src, blocks, dst);
+      WICK_GPU_CHECK_LAUNCH();
+    } else {
+      throw DTypeError(detail::str_cat("paged_write: Q8_0 rows from ", x.dtype, " (f32, f16 or bf16)"));
+    }
+  });
+  return out;
+}
 
 StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, const View& v_pool, const View& tables,
                                          const View& seqs, const View& positions, const AttentionArgs& args) const {
@@ -254,7 +308,8 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
                0,
                1,
                0,
-               false};
+               false,
+               ps[3]};
   dispatch(q.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, f8e4m3>) {
       using M = kernels::opmath_t<T>;
@@ -289,8 +344,11 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
       if (splits > 1) part = b.alloc(static_cast<size_t>(a.t * a.h * splits * (a.d + 2)) * sizeof(M));
       M* pp = part ? static_cast<M*>(part->data()) : nullptr;
       const T* qd = static_cast<const T*>(q.storage.data()) + q.layout.offset();
-      const T* kd = static_cast<const T*>(k_pool.storage.data()) + k_pool.layout.offset();
-      const T* vd = static_cast<const T*>(v_pool.storage.data()) + v_pool.layout.offset();
+      const bool q8 = k_pool.dtype == DType::U8;
+      const auto* kd =
+          static_cast<const unsigned char*>(k_pool.storage.data()) + k_pool.layout.offset() * dtype_size(k_pool.dtype);
+      const auto* vd =
+          static_cast<const unsigned char*>(v_pool.storage.data()) + v_pool.layout.offset() * dtype_size(v_pool.dtype);
       const auto* td = static_cast<const int32_t*>(tables.storage.data()) + tables.layout.offset();
       const auto* sd = static_cast<const int32_t*>(seqs.storage.data()) + seqs.layout.offset();
       const auto* pd = static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset();
@@ -299,12 +357,17 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
                        reinterpret_cast<uintptr_t>(vd) % 16 == 0;
       const auto grid = static_cast<unsigned>(tasks);
       const size_t shared = tiling.bytes(a.d);
-      if (vec)
-        paged_attention_kernel<T, M, true><<<grid, kThreads, shared, b.stream()>>>(
+      const auto* kt = reinterpret_cast<const T*>(kd);
+      const auto* vt = reinterpret_cast<const T*>(vd);
+      if (q8)
+        paged_attention_kernel<T, M, false, uint8_t><<<grid, kThreads, shared, b.stream()>>>(
             qd, kd, vd, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
+      else if (vec)
+        paged_attention_kernel<T, M, true><<<grid, kThreads, shared, b.stream()>>>(
+            qd, kt, vt, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       else
         paged_attention_kernel<T, M, false><<<grid, kThreads, shared, b.stream()>>>(
-            qd, kd, vd, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
+            qd, kt, vt, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       WICK_GPU_CHECK_LAUNCH();
       if (splits > 1) {
         paged_combine_kernel<T, M><<<grid_for(a.t * a.h * a.d), kBlock, 0, b.stream()>>>(pp, a, out->as<T>());
