@@ -257,60 +257,71 @@ TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
   EXPECT_EQ(out.shape(), Shape({0, 2, 8}));
 }
 
-// forward_paged, a chunk at a time for two sequences at once, against forward() over a KvCache.
+// forward_paged, a chunk at a time for several sequences at once, against forward() over a
+// KvCache: short chunks (paged_attention only), and chunks of kChunkAttention tokens or more (the
+// fused attention kernel over keys gathered from the pool) beside short ones in one step.
 TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
   c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 256;
-  for (int64_t window : {int64_t{0}, int64_t{7}}) {
-    c.window = window;
-    const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
-    std::mt19937 rng(9);
-    std::uniform_int_distribution<int32_t> id(0, 95);
-    const std::vector<int64_t> lengths = {37, 20};
-    std::vector<std::vector<int32_t>> tokens;
-    for (int64_t n : lengths) {
-      tokens.emplace_back(static_cast<size_t>(n));
-      for (int32_t& x : tokens.back()) x = id(rng);
-    }
-    const int64_t bs = 8;
-    models::PagedKvCache pool = m.make_paged_cache(12, bs, models::KvType::Model);
-    // Blocks handed out backwards: sequence 0 gets 11, 10, ...; sequence 1 after it.
-    std::vector<std::vector<int32_t>> table(2);
-    int32_t next = 11;
-    for (size_t s = 0; s < 2; ++s)
-      for (int64_t j = 0; j < (lengths[s] + bs - 1) / bs; ++j) table[s].push_back(next--);
-    std::vector<int64_t> done(2, 0);
-    std::vector<std::vector<float>> paged(2);  // the logits of every position, in order
-    for (int64_t chunk : {9, 1, 13, 1, 100}) {
-      models::PagedBatch b;
-      b.max_blocks = 5;
-      b.tables.assign(10, -1);
-      for (size_t s = 0; s < 2; ++s) {
-        std::copy(table[s].begin(), table[s].end(), b.tables.begin() + static_cast<std::ptrdiff_t>(s * 5));
-        const int64_t n = std::min(chunk, lengths[s] - done[s]);
-        for (int64_t p = done[s]; p < done[s] + n; ++p) {
-          b.logits_of.push_back(static_cast<int64_t>(b.tokens.size()));
-          b.tokens.push_back(tokens[s][static_cast<size_t>(p)]);
-          b.seqs.push_back(static_cast<int32_t>(s));
-          b.positions.push_back(static_cast<int32_t>(p));
-          b.slots.push_back(int64_t{table[s][static_cast<size_t>(p / bs)]} * bs + p % bs);
+  struct Schedule {
+    std::vector<int64_t> lengths, chunks;
+  };
+  const Schedule schedules[] = {{{37, 20}, {9, 1, 13, 1, 100}}, {{90, 5, 50}, {20, 1, 30, 100}}};
+  static_assert(models::LlamaModel::kChunkAttention <= 20);
+  for (const Schedule& plan : schedules) {
+    for (int64_t window : {int64_t{0}, int64_t{7}}) {
+      c.window = window;
+      const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
+      std::mt19937 rng(9);
+      std::uniform_int_distribution<int32_t> id(0, 95);
+      const std::vector<int64_t>& lengths = plan.lengths;
+      const size_t sequences = lengths.size();
+      std::vector<std::vector<int32_t>> tokens;
+      for (int64_t n : lengths) {
+        tokens.emplace_back(static_cast<size_t>(n));
+        for (int32_t& x : tokens.back()) x = id(rng);
+      }
+      const int64_t bs = 8, max_blocks = 12, blocks = 24;
+      models::PagedKvCache pool = m.make_paged_cache(blocks, bs, models::KvType::Model);
+      // Blocks handed out backwards: sequence 0 gets the last ones; the next sequence after it.
+      std::vector<std::vector<int32_t>> table(sequences);
+      auto next = static_cast<int32_t>(blocks - 1);
+      for (size_t s = 0; s < sequences; ++s)
+        for (int64_t j = 0; j < (lengths[s] + bs - 1) / bs; ++j) table[s].push_back(next--);
+      std::vector<int64_t> done(sequences, 0);
+      std::vector<std::vector<float>> paged(sequences);  // the logits of every position, in order
+      for (int64_t chunk : plan.chunks) {
+        models::PagedBatch b;
+        b.max_blocks = max_blocks;
+        b.tables.assign(sequences * max_blocks, -1);
+        for (size_t s = 0; s < sequences; ++s) {
+          std::copy(table[s].begin(), table[s].end(), b.tables.begin() + static_cast<std::ptrdiff_t>(s * max_blocks));
+          const int64_t n = std::min(chunk, lengths[s] - done[s]);
+          for (int64_t p = done[s]; p < done[s] + n; ++p) {
+            b.logits_of.push_back(static_cast<int64_t>(b.tokens.size()));
+            b.tokens.push_back(tokens[s][static_cast<size_t>(p)]);
+            b.seqs.push_back(static_cast<int32_t>(s));
+            b.positions.push_back(static_cast<int32_t>(p));
+            b.slots.push_back(int64_t{table[s][static_cast<size_t>(p / bs)]} * bs + p % bs);
+          }
+        }
+        const std::vector<float> logits = m.forward_paged(b, pool).to_device(Device::cpu()).to_vector<float>();
+        ASSERT_EQ(logits.size(), b.tokens.size() * 96);
+        for (size_t i = 0; i < b.tokens.size(); ++i) {
+          const auto s = static_cast<size_t>(b.seqs[i]);
+          paged[s].insert(paged[s].end(), logits.begin() + static_cast<std::ptrdiff_t>(i * 96),
+                          logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * 96));
+          ++done[s];
         }
       }
-      const std::vector<float> logits = m.forward_paged(b, pool).to_device(Device::cpu()).to_vector<float>();
-      ASSERT_EQ(logits.size(), b.tokens.size() * 96);
-      for (size_t i = 0; i < b.tokens.size(); ++i) {
-        const auto s = static_cast<size_t>(b.seqs[i]);
-        paged[s].insert(paged[s].end(), logits.begin() + static_cast<std::ptrdiff_t>(i * 96),
-                        logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * 96));
-        ++done[s];
+      for (size_t s = 0; s < sequences; ++s) {
+        ASSERT_EQ(done[s], lengths[s]);
+        auto cache = m.make_cache(1, lengths[s]);
+        const Tensor want = m.forward(Tensor::from_vector(tokens[s], {1, lengths[s]}), cache).reshape({lengths[s], 96});
+        const Tensor got = Tensor::from_vector(paged[s], {lengths[s], 96});
+        EXPECT_LT(max_abs_diff(got, want), 1e-4)
+            << "lengths " << lengths[0] << ".., window " << window << ", sequence " << s;
       }
-    }
-    for (size_t s = 0; s < 2; ++s) {
-      ASSERT_EQ(done[s], lengths[s]);
-      auto cache = m.make_cache(1, lengths[s]);
-      const Tensor want = m.forward(Tensor::from_vector(tokens[s], {1, lengths[s]}), cache).reshape({lengths[s], 96});
-      const Tensor got = Tensor::from_vector(paged[s], {lengths[s], 96});
-      EXPECT_LT(max_abs_diff(got, want), 1e-4) << "window " << window << ", sequence " << s;
     }
   }
 }
@@ -322,16 +333,18 @@ TEST_P(PagedTest, ForwardPagedOverAQ8_0CacheIsCloseToForwards) {
   c.vocab = 96, c.dim = 128, c.hidden = 256, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 32;
   c.context = 256;
   const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 6);
-  const std::vector<int32_t> tokens = {5, 17, 90, 3, 3, 41, 60, 2, 77, 12, 8, 33, 51, 19, 64, 70, 1, 9, 44, 28};
+  std::vector<int32_t> tokens = {5, 17, 90, 3, 3, 41, 60, 2, 77, 12, 8, 33, 51, 19, 64, 70, 1, 9, 44, 28};
+  for (int32_t i = 0; i < 20; ++i) tokens.push_back((i * 37 + 11) % 96);
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t bs = 4;
-  models::PagedKvCache pool = m.make_paged_cache(8, bs, models::KvType::Q8_0);
+  models::PagedKvCache pool = m.make_paged_cache(12, bs, models::KvType::Q8_0);
   ASSERT_EQ(pool.keys[0].dtype(), DType::U8);
-  const std::vector<int32_t> table = {6, 0, 3, 7, 1};
+  const std::vector<int32_t> table = {6, 0, 3, 7, 1, 11, 2, 9, 4, 10};
   std::vector<float> paged;
-  for (int64_t done = 0; int64_t chunk : {7, 1, 12}) {
+  // Short chunks, and one of kChunkAttention tokens or more, whose keys are dequantized rows.
+  for (int64_t done = 0; int64_t chunk : {7, 1, 12, 20}) {
     models::PagedBatch b;
-    b.max_blocks = 5;
+    b.max_blocks = 10;
     b.tables = table;
     for (int64_t p = done; p < done + chunk; ++p) {
       b.logits_of.push_back(p - done);

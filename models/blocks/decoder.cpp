@@ -402,27 +402,89 @@ Tensor LlamaModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) c
                    Tensor::from_vector(batch.slots, {t}, device_),
                    Tensor::from_vector(batch.tables, {sequences, batch.max_blocks}, device_),
                    Tensor::from_vector(batch.seqs, {t}, device_), Tensor::from_vector(batch.positions, {t}, device_),
-                   cache,
-                   Tensor::from_vector(batch.logits_of, {static_cast<int64_t>(batch.logits_of.size())}, device_));
+                   cache, Tensor::from_vector(batch.logits_of, {static_cast<int64_t>(batch.logits_of.size())}, device_),
+                   chunk_runs(batch, cache));
+}
+
+std::vector<LlamaModel::ChunkRun> LlamaModel::chunk_runs(const PagedBatch& batch, const PagedKvCache& cache) const {
+  std::vector<ChunkRun> runs;
+  if (batch_invariant()) return runs;
+  const auto t = static_cast<int64_t>(batch.tokens.size());
+  const auto sequences = static_cast<int64_t>(batch.tables.size()) / batch.max_blocks;
+  const int64_t bs = cache.block_size;
+  const auto at = [](int64_t j) { return static_cast<size_t>(j); };
+  for (int64_t i = 0; i < t;) {
+    int64_t j = i + 1;
+    while (j < t && batch.seqs[at(j)] == batch.seqs[at(i)] && batch.positions[at(j)] == batch.positions[at(j - 1)] + 1)
+      ++j;
+    const int64_t first = batch.positions[at(i)], n = j - i, row = batch.seqs[at(i)];
+    // Indices out of range are left to paged_attention, which names them.
+    const bool valid = row >= 0 && row < sequences && first >= 0 && first + n <= batch.max_blocks * bs;
+    if (n >= kChunkAttention && valid) {
+      // The slots of positions 0 .. the chunk's last, through the sequence's table.
+      std::vector<int64_t> slots(static_cast<size_t>(first + n));
+      bool blocks_valid = true;
+      for (int64_t p = 0; p < first + n; ++p) {
+        const int32_t b = batch.tables[at(row * batch.max_blocks + p / bs)];
+        blocks_valid = blocks_valid && b >= 0 && b < cache.blocks;
+        slots[at(p)] = int64_t{b} * bs + p % bs;
+      }
+      if (blocks_valid) runs.push_back({i, n, first, Tensor::from_vector(slots, {first + n}, device_)});
+    }
+    i = j;
+  }
+  return runs;
 }
 
 Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
                              const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
-                             const Tensor& rows) const {
+                             const Tensor& rows, const std::vector<ChunkRun>& runs) const {
   const LlamaConfig& c = config_;
   const int64_t t = tokens.numel();
   auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   nn::PagedAttentionOptions options;
   options.window = c.window;
-  // q, k, v arrive as (1, heads, t, head_dim): the pool and the kernel take (t, heads, head_dim).
+  // Tokens [begin, end) through paged_attention.
+  auto paged = [&](size_t i, const Tensor& q, int64_t begin, int64_t end) {
+    return nn::paged_attention(q.narrow(0, begin, end - begin), cache.keys[i], cache.values[i], tables,
+                               seqs.narrow(0, begin, end - begin), positions.narrow(0, begin, end - begin), options);
+  };
+  // A chunk's queries (n, heads, head_dim) over its sequence's keys gathered from the pool (Q8_0
+  // rows dequantized), causal: the fused attention kernel.
+  auto chunk = [&](size_t i, const Tensor& q, const ChunkRun& r) {
+    const int64_t n = r.first + r.n;
+    auto gather = [&](const Tensor& pool) {
+      const Tensor got = pool.reshape({pool.dim(0) * pool.dim(1), pool.dim(2), pool.dim(3)}).index_select(r.keys, 0);
+      if (pool.dtype() != DType::U8) return got.permute({1, 0, 2}).unsqueeze(0);
+      const DType wide = dtype_ == DType::F64 ? DType::F32 : dtype_;
+      const Tensor x = quant::dequantize(quant::QTensor(quant::QType::Q8_0, n * kv_heads_, c.head_dim, got), wide);
+      return x.to_dtype(dtype_).reshape({n, kv_heads_, c.head_dim}).permute({1, 0, 2}).unsqueeze(0);
+    };
+    nn::AttentionOptions o;
+    o.causal = true;  // query j of the chunk sits at position r.first + j, the last r.n of n
+    o.window = c.window;
+    const Tensor qr = q.narrow(0, r.begin, r.n).transpose(0, 1).unsqueeze(0);
+    return nn::scaled_dot_product_attention(qr, gather(cache.keys[i]), gather(cache.values[i]), o)
+        .squeeze(0)
+        .transpose(0, 1);
+  };
+  // q, k, v arrive as (1, heads, t, head_dim): the pool and the kernels take (t, heads, head_dim).
   const Tensor logits = run(
       embed(tokens).reshape({1, t, c.dim}),
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
         nn::paged_write(cache.keys[i], cache.values[i], turn(k).squeeze(0).transpose(0, 1),
                         v.squeeze(0).transpose(0, 1), slots);
-        const Tensor a = nn::paged_attention(turn(q).squeeze(0).transpose(0, 1), cache.keys[i], cache.values[i], tables,
-                                             seqs, positions, options);
-        return a.transpose(0, 1).unsqueeze(0);
+        const Tensor qt = turn(q).squeeze(0).transpose(0, 1);
+        if (runs.empty()) return paged(i, qt, 0, t).transpose(0, 1).unsqueeze(0);
+        std::vector<Tensor> parts;  // the tokens' results in order
+        int64_t done = 0;
+        for (const ChunkRun& r : runs) {
+          if (r.begin > done) parts.push_back(paged(i, qt, done, r.begin));
+          parts.push_back(chunk(i, qt, r));
+          done = r.begin + r.n;
+        }
+        if (done < t) parts.push_back(paged(i, qt, done, t));
+        return (parts.size() == 1 ? parts[0] : cat(parts, 0)).transpose(0, 1).unsqueeze(0);
       },
       false, rows);
   return logits.squeeze(0);

@@ -174,6 +174,11 @@ class LlamaModel : public Model {
   // DecodeGraph on a GPU where the model is not split; forward() one position at a time otherwise.
   std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
+  // forward_paged reads a prompt chunk of at least this many tokens of one sequence through the
+  // fused attention kernel over its keys gathered from the pool (which shares each tile of keys
+  // among the chunk's queries), shorter ones and decode tokens through nn::paged_attention.
+  static constexpr int64_t kChunkAttention = 16;
+
  private:
   friend class DecodeGraph;
   friend class PagedDecodeGraph;
@@ -215,13 +220,25 @@ class LlamaModel : public Model {
   Tensor run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows = {}) const;
   // cos and sin (n, head_dim / 2) for the given positions.
   std::pair<Tensor, Tensor> rope_tables_at(const std::vector<int32_t>& positions) const;
+  // A run of a step's tokens that is one sequence's prompt chunk: tokens [begin, begin + n) at
+  // positions first .. first + n - 1, whose attention reads the sequence's keys gathered from the
+  // pool (keys: the slots of positions 0 .. first + n - 1, i64 on the device) through the fused
+  // attention kernel, which shares each tile of keys among the chunk's queries.
+  struct ChunkRun {
+    int64_t begin, n, first;
+    Tensor keys;
+  };
+  // The runs of a step that take that way: chunks of at least kChunkAttention tokens, on every
+  // device, except in batch-invariant mode (where every token takes paged_attention, whatever the
+  // chunk it came in, so that its result does not depend on how the engine split its prompt).
+  std::vector<ChunkRun> chunk_runs(const PagedBatch& batch, const PagedKvCache& cache) const;
   // forward_paged over inputs on the model's device: tokens and slots (t) i64, tables (s,
   // max_blocks), seqs and positions (t) i32, cos and sin (t, head_dim / 2) of the positions; the
-  // logits (t or rows, vocab), f32, of the tokens `rows` (i64) names where defined. Nothing is read
-  // on the host.
+  // logits (t or rows, vocab), f32, of the tokens `rows` (i64) names where defined. Tokens of
+  // `runs` take the fused attention kernel, the rest paged_attention. Nothing is read on the host.
   Tensor run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
                    const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
-                   const Tensor& rows) const;
+                   const Tensor& rows, const std::vector<ChunkRun>& runs = {}) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;
