@@ -11,6 +11,7 @@
 #include "test_util.h"
 #include "wick/models/engine.h"
 #include "wick/models/llama.h"
+#include "wick/models/tensor_parallel.h"
 
 namespace wick::test {
 namespace {
@@ -363,6 +364,79 @@ TEST_P(EngineTest, TextPiecesAddUpAndStopAtStopStrings) {
   const Engine::Result res = e.wait(e.submit(s));
   EXPECT_EQ(res.finish, Finish::Stop);
   EXPECT_EQ(res.text, text.substr(0, text.find(stop)));
+}
+
+// The engine over a model split across a tensor-parallel group (TensorParallelModel): the tokens of
+// the whole model, greedy and sampled, requests together with prompts in chunks, the prefix cache
+// warm; 2 and 4 CPU ranks, and 2 GPUs where present (f32).
+void expect_group_gives_whole_models_tokens(const std::vector<Device>& devices) {
+  const auto n = static_cast<int>(devices.size());
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 128, c.hidden = 256, c.layers = 2, c.heads = 8, c.kv_heads = 4, c.head_dim = 16;
+  c.context = 512;
+  const auto whole =
+      std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, devices[0], DType::F32, std::nullopt, 21));
+  const std::vector<dist::Communicator> comms = dist::Communicator::local(devices);
+  std::vector<std::shared_ptr<const models::Model>> parts;
+  for (int r = 0; r < n; ++r)
+    parts.push_back(std::make_shared<models::LlamaModel>(models::LlamaModel::random(
+        c, devices[static_cast<size_t>(r)], DType::F32, std::nullopt, 21, comms[static_cast<size_t>(r)])));
+  const auto group = std::make_shared<models::TensorParallelModel>(parts);
+  EXPECT_FALSE(group->communicator().defined());
+  EXPECT_EQ(group->ranks(), n);
+  for (bool sampled : {false, true}) {
+    const std::vector<Request> rs = requests(sampled);
+    const auto want = alone(whole, rs);
+    EngineOptions o;
+    o.step_tokens = 32;
+    Engine e(group, o);
+    EXPECT_EQ(together(e, rs), want) << n << " ranks, " << (sampled ? "sampled" : "greedy");
+    EXPECT_EQ(together(e, rs), want) << n << " ranks, the prefix cache warm";
+    EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+    EXPECT_EQ(e.stats().blocks_used, 0);
+  }
+  // generate() over the group's contiguous caches too.
+  models::GenerateOptions g;
+  g.max_tokens = 8;
+  g.stop_at_end = false;
+  const std::vector<std::vector<int32_t>> prompts = {random_prompt(9, 2), random_prompt(4, 3)};
+  EXPECT_EQ(models::generate(*group, prompts, g).tokens, models::generate(*whole, prompts, g).tokens);
+}
+
+TEST(EngineTensorParallel, AGroupOfCpuRanksGivesTheWholeModelsTokens) {
+  for (int n : {2, 4})
+    expect_group_gives_whole_models_tokens(std::vector<Device>(static_cast<size_t>(n), Device::cpu()));
+}
+
+TEST(EngineTensorParallel, AGroupOfTwoGpusGivesTheWholeModelsTokens) {
+  std::vector<Device> gpus;
+  for (Device d : devices())
+    if (!d.is_cpu()) gpus.push_back(d);
+  if (gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
+  expect_group_gives_whole_models_tokens({gpus[0], gpus[1]});
+}
+
+TEST(EngineTensorParallel, PartsThatAreNotOneGroupAreRefused) {
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
+  const auto whole = std::make_shared<models::LlamaModel>(models::LlamaModel::random(c));
+  WICK_EXPECT_ERROR(models::TensorParallelModel({whole}), ShapeError, "a group has at least 2 ranks");
+  WICK_EXPECT_ERROR(models::TensorParallelModel({whole, whole}), ShapeError, "part 0 is not rank 0 of a group of 2");
+  const std::vector<dist::Communicator> comms = dist::Communicator::local({Device::cpu(), Device::cpu()});
+  std::vector<std::shared_ptr<const models::Model>> parts;
+  for (int r : {1, 0})
+    parts.push_back(std::make_shared<models::LlamaModel>(
+        models::LlamaModel::random(c, Device::cpu(), DType::F32, std::nullopt, 0, comms[static_cast<size_t>(r)])));
+  WICK_EXPECT_ERROR(models::TensorParallelModel{parts}, ShapeError,
+                    "part 0 is not rank 0 of a group of 2 (it is rank 1 of 2)");
+  // A cache that is not the group's.
+  std::swap(parts[0], parts[1]);
+  const models::TensorParallelModel group(parts);
+  models::PagedKvCache odd = whole->make_paged_cache(4, 16, models::KvType::Model);
+  odd.keys.push_back(odd.keys[0]);
+  odd.values.push_back(odd.values[0]);
+  models::PagedBatch b;
+  WICK_EXPECT_ERROR(group.forward_paged(b, odd), ShapeError, "a cache of 3 layers is not one of this group's 2 ranks'");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EngineTest, ::testing::ValuesIn(devices()), device_name);

@@ -72,7 +72,8 @@ commands:
                           time to first token and between tokens (p50, p99), the pool's use
       --model PATH        as for generate (default: wick's tiny model), or --shape NAME [--qtype Q]
                           as for bench-model
-      --device D, --dtype T   as for generate
+      --device D, --devices LIST, --dtype T   as for generate (split over devices: one engine
+                          over the tensor-parallel group; the pool's budget is each device's)
       --requests N, --concurrency C, --prompt P, --gen G   (defaults 64, 16, 128, 64)
       --prefix-share F    the first F of each prompt shared by all requests (default 0)
       --block-size N, --kv-memory MIB, --kv-fraction F, --step-tokens N, --max-running N

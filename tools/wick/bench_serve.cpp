@@ -3,6 +3,8 @@
 // one submitted as each finishes), greedy, through models::Engine. Reports output tokens/s over
 // the whole run, time to first token and between tokens (p50, p99), and the pool's use, as a table
 // and a CSV row.
+#include "bench_serve.h"
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -16,10 +18,10 @@
 #include <vector>
 
 #include "args.h"
-#include "bench_serve.h"
 #include "generate.h"
 #include "wick/models/engine.h"
 #include "wick/models/llama.h"
+#include "wick/models/tensor_parallel.h"
 
 namespace wick::cli {
 
@@ -40,6 +42,7 @@ int cmd_bench_serve(int argc, char** argv) {
   std::string model_path, shape, csv;
   std::optional<quant::QType> qtype;
   Device device = Device::cpu();
+  std::vector<Device> devices;  // --devices: the model split over these (a TensorParallelModel)
   std::optional<DType> dtype;
   int64_t requests = 64, concurrency = 16, prompt = 128, gen = 64;
   double share = 0;
@@ -54,6 +57,8 @@ int cmd_bench_serve(int argc, char** argv) {
       qtype = o.qtype_value();
     } else if (o.is("--device")) {
       device = o.device_value();
+    } else if (o.is("--devices")) {
+      devices = o.device_list_value();
     } else if (o.is("--dtype")) {
       dtype = o.dtype_value();
     } else if (o.is("--requests")) {
@@ -94,12 +99,23 @@ int cmd_bench_serve(int argc, char** argv) {
   if (!model_path.empty() && !shape.empty()) throw std::runtime_error("bench-serve: --model and --shape exclude each other");
   if (requests < 1 || concurrency < 1 || prompt < 1 || gen < 1)
     throw std::runtime_error("bench-serve: --requests, --concurrency, --prompt and --gen must be positive");
+  if (!devices.empty()) device = devices[0];  // a split model's pool is sized on its first device
+  const bool split = devices.size() > 1;
+  std::string where = device.to_string();
+  for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());  // a CSV field
+  const std::vector<dist::Communicator> comms =
+      split ? dist::Communicator::local(devices) : std::vector<dist::Communicator>(1);
   std::shared_ptr<const models::Model> model;
   std::string name;
   if (!shape.empty()) {
-    const DType dt = dtype.value_or(models::default_dtype(device));
-    model = std::make_shared<models::LlamaModel>(
-        models::LlamaModel::random(models::LlamaConfig::preset(shape), device, dt, qtype, 0));
+    // One model, or its parts one after another (every rank makes the whole weights from the seed).
+    std::vector<std::shared_ptr<const models::Model>> parts;
+    for (size_t r = 0; r < comms.size(); ++r) {
+      const Device d = split ? devices[r] : device;
+      parts.push_back(std::make_shared<models::LlamaModel>(models::LlamaModel::random(
+          models::LlamaConfig::preset(shape), d, dtype.value_or(models::default_dtype(d)), qtype, 0, comms[r])));
+    }
+    model = split ? std::make_shared<models::TensorParallelModel>(parts) : parts[0];
     name = shape + (qtype ? std::string(" ") + std::string(quant::qtype_name(*qtype)) : "");
   } else {
     if (model_path.empty()) {
@@ -109,7 +125,8 @@ int cmd_bench_serve(int argc, char** argv) {
     models::LoadOptions lo;
     lo.device = device;
     lo.dtype = dtype;
-    model = models::ModelFile::open(model_path).load(lo);
+    const models::ModelFile file = models::ModelFile::open(model_path);
+    model = split ? models::TensorParallelModel::load(file, devices, lo) : file.load(lo);
     name = model_path;
   }
   const int64_t context = model->context();
@@ -184,11 +201,11 @@ int cmd_bench_serve(int argc, char** argv) {
   std::printf("| model | device | dtype | requests | concurrency | prompt | gen | shared | output t/s | prompt+output t/s "
               "| TTFT p50 ms | TTFT p99 ms | TBT p50 ms | TBT p99 ms | peak blocks |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %s | %s | %s | %lld | %lld | %lld | %lld | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %lld of %lld |\n",
-              name.c_str(), device.to_string().c_str(), dt.c_str(), static_cast<long long>(requests),
-              static_cast<long long>(concurrency), static_cast<long long>(prompt), static_cast<long long>(gen), share,
-              out_rate, all_rate, ttft50, ttft99, tbt50, tbt99, static_cast<long long>(peak_blocks),
-              static_cast<long long>(st.blocks));
+  std::printf(
+      "| %s | %s | %s | %lld | %lld | %lld | %lld | %.2f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %lld of %lld |\n",
+      name.c_str(), where.c_str(), dt.c_str(), static_cast<long long>(requests), static_cast<long long>(concurrency),
+      static_cast<long long>(prompt), static_cast<long long>(gen), share, out_rate, all_rate, ttft50, ttft99, tbt50,
+      tbt99, static_cast<long long>(peak_blocks), static_cast<long long>(st.blocks));
   std::printf("\n%.2f s; %lld steps, %lld tokens computed, %lld prompt tokens found in the prefix cache, %lld preemptions; "
               "blocks of %lld positions\n",
               seconds, static_cast<long long>(st.steps), static_cast<long long>(st.computed_tokens),
@@ -197,9 +214,10 @@ int cmd_bench_serve(int argc, char** argv) {
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-serve: cannot write " + csv);
-    f << name << "," << device << "," << dt << "," << requests << "," << concurrency << "," << prompt << "," << gen << ","
-      << share << "," << out_rate << "," << all_rate << "," << ttft50 << "," << ttft99 << "," << tbt50 << "," << tbt99
-      << "," << peak_blocks << "," << st.blocks << "," << st.prefix_hit_tokens << "," << st.preemptions << "\n";
+    f << name << "," << where << "," << dt << "," << requests << "," << concurrency << "," << prompt << "," << gen
+      << "," << share << "," << out_rate << "," << all_rate << "," << ttft50 << "," << ttft99 << "," << tbt50 << ","
+      << tbt99 << "," << peak_blocks << "," << st.blocks << "," << st.prefix_hit_tokens << "," << st.preemptions
+      << "\n";
   }
   return 0;
 }

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wick/models/model.h"
+
+namespace wick::models {
+
+// A model split over the ranks of one tensor-parallel group (the parts ModelFile::load makes with
+// the communicators of dist::Communicator::local, one per device), run as one Model: the engine,
+// generation and the bindings drive it as they drive a model on one device.
+//
+// Each call runs every rank's part at once, rank 0 on the calling thread and each other rank on a
+// thread of its own that lives as long as the group (so that a CPU rank keeps one OpenMP team),
+// with the caller's batch-invariant setting; the answer is rank 0's (every rank's logits are the
+// same bits: the parts gather them). The caches it makes hold every rank's layers, rank 0's first;
+// a block of the paged cache takes paged_block_bytes() on each device.
+class TensorParallelModel : public Model {
+ public:
+  // ShapeError unless parts are ranks 0 .. n-1 of one communicator of n >= 2 ranks, each with the
+  // same architecture, vocabulary, context and dtype.
+  explicit TensorParallelModel(std::vector<std::shared_ptr<const Model>> parts);
+  ~TensorParallelModel() override;
+  TensorParallelModel(const TensorParallelModel&) = delete;
+  TensorParallelModel& operator=(const TensorParallelModel&) = delete;
+
+  // The model of `file` split over `devices` (at least 2), options.comm ignored: the group's
+  // communicators are made here (dist::Communicator::local).
+  static std::shared_ptr<const TensorParallelModel> load(const ModelFile& file, const std::vector<Device>& devices,
+                                                         const LoadOptions& options = {});
+
+  int ranks() const { return static_cast<int>(parts_.size()); }
+  const Model& part(int rank) const { return *parts_.at(static_cast<size_t>(rank)); }
+
+  const std::string& architecture() const override { return parts_[0]->architecture(); }
+  int64_t vocab() const override { return parts_[0]->vocab(); }
+  int64_t context() const override { return parts_[0]->context(); }
+  int64_t parameters() const override { return parts_[0]->parameters(); }
+  int64_t weight_bytes() const override;                          // every rank's
+  Device device() const override { return parts_[0]->device(); }  // rank 0's
+  DType dtype() const override { return parts_[0]->dtype(); }
+  // Undefined: to its caller the group is one model, which no other rank drives.
+  const dist::Communicator& communicator() const override { return none_; }
+
+  std::vector<nn::KvCache> make_cache(int64_t batch, int64_t capacity) const override;
+  Tensor forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask = {},
+                 bool last_only = false) const override;
+  PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const override;
+  int64_t paged_block_bytes(int64_t block_size, KvType type) const override;  // on each device
+  Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
+
+ private:
+  class Threads;
+  // Runs f(rank) for every rank at once; rethrows the lowest rank's exception.
+  void on_ranks(const std::function<void(int)>& f) const;
+  // The layers of rank r in a cache of the group's: [r * layers, (r + 1) * layers).
+  size_t layers_of(size_t total) const;
+
+  std::vector<std::shared_ptr<const Model>> parts_;
+  dist::Communicator none_;
+  std::unique_ptr<Threads> threads_;
+};
+
+}  // namespace wick::models
