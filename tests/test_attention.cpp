@@ -119,6 +119,26 @@ TEST_P(AttentionTest, CausalAndWindowEqualTheirMasks) {
   EXPECT_EQ(values(sdpa(q, k, v, true, {}, 1)), values(v));
 }
 
+// library = false (an engine's prompt chunks, whose shapes change every step): wick's own kernels,
+// on prefill shapes that cuDNN would otherwise take (128 queries and more, f16 and bf16), give
+// what the library's path and the f32 result give.
+TEST_P(AttentionTest, WithoutTheLibraryPrefillGivesTheSameResult) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (std::pair<int64_t, int64_t> sizes : {std::pair<int64_t, int64_t>{128, 128}, {160, 300}, {257, 700}}) {
+      const int64_t t_q = sizes.first, t_kv = sizes.second;
+      const Tensor q = randn({1, 8, t_q, 128}), k = randn({1, 2, t_kv, 128}), v = randn({1, 2, t_kv, 128});
+      nn::AttentionOptions o;
+      o.causal = true;
+      const Tensor want = nn::scaled_dot_product_attention(q, k, v, o);
+      const Tensor library = nn::scaled_dot_product_attention(q.to_dtype(dt), k.to_dtype(dt), v.to_dtype(dt), o);
+      o.library = false;
+      const Tensor own = nn::scaled_dot_product_attention(q.to_dtype(dt), k.to_dtype(dt), v.to_dtype(dt), o);
+      expect_close(own.to_dtype(DType::F32), want, tolerance(dt));
+      expect_close(own.to_dtype(DType::F32), library.to_dtype(DType::F32), tolerance(dt));
+    }
+  }
+}
+
 TEST_P(AttentionTest, GroupedHeadsEqualRepeatedHeads) {
   for (int64_t h_kv : {1, 2, 8}) {
     const int64_t h = 8, g = h / h_kv;

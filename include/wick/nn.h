@@ -96,6 +96,11 @@ struct AttentionOptions {
   // Sliding window (Mistral): a query at position p sees only keys at positions above p - window.
   // 0: no window.
   int64_t window = 0;
+  // Whether a vendor library's fused attention (cuDNN) may serve the call, where it serves the
+  // shape. It plans each new shape on its first call (tens of milliseconds) and keeps the plan:
+  // false for calls whose shapes change from call to call (an engine's prompt chunks), which then
+  // take wick's own kernels.
+  bool library = true;
 };
 
 // softmax(q k^T * scale + mask) v, without a (t_q, t_kv) score tensor in memory on the backends

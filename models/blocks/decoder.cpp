@@ -461,6 +461,7 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tens
       return x.to_dtype(dtype_).reshape({n, kv_heads_, c.head_dim}).permute({1, 0, 2}).unsqueeze(0);
     };
     nn::AttentionOptions o;
+    o.library = false;  // the chunk's shapes change every step: no plan per shape
     o.causal = true;  // query j of the chunk sits at position r.first + j, the last r.n of n
     o.window = c.window;
     const Tensor qr = q.narrow(0, r.begin, r.n).transpose(0, 1).unsqueeze(0);

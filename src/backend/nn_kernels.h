@@ -24,6 +24,7 @@ struct AttentionArgs {
   double scale;
   bool causal;
   int64_t window;
+  bool library = true;  // nn::AttentionOptions::library
 };
 
 class NnKernels {

@@ -104,7 +104,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (q.numel() == 0 || t_kv == 0) return Tensor::zeros(out, q.dtype(), q.device());
   // A window as long as the keys hides none of them (and bounds the positions' arithmetic).
   const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), options.causal,
-                           options.window < t_kv ? options.window : 0};
+                           options.window < t_kv ? options.window : 0, options.library};
   if (const NnKernels* kernels = detail::fused(NnOp::Attention, q)) {
     // The mask as a (b, h, t_q, t_kv) view, stride 0 where it broadcasts.
     const Tensor mask = options.mask.defined() ? options.mask.broadcast_as({b, h, t_q, t_kv}) : Tensor();

@@ -459,7 +459,7 @@ void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
     const GpuBackend::AttentionPath path = b.attention_path();
     // cuDNN plans each shape once, on its first call: prefill, not decoding, whose every step
     // would be a new shape.
-    if (path == GpuBackend::AttentionPath::Library && g.t_q >= kLibraryMinQueries &&
+    if (path == GpuBackend::AttentionPath::Library && g.library && g.t_q >= kLibraryMinQueries &&
         nn::launch_attention_cudnn(g, dtype_of<T>, b))
       return;
     if (path != GpuBackend::AttentionPath::Rows && mma::available(b.props()) && nn::launch_attention_mma<T>(g, b))
@@ -555,6 +555,7 @@ StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, 
   }
   g.scale = args.scale;
   g.causal = args.causal;
+  g.library = args.library;
   g.window = args.window;
   const int64_t elems = 16 / dtype_size(q.dtype);
   g.vec_q = packed_rows(q, elems);

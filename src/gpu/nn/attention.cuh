@@ -28,6 +28,7 @@ struct AttentionGeom {
   int64_t window;
   double scale;
   bool causal;
+  bool library;  // cuDNN may serve it (nn::AttentionOptions::library)
   // Rows of q, k, v (and out) can be read in 16-byte packs: d a whole number of packs, features
   // contiguous, every row 16-byte aligned.
   bool vec_q, vec_k, vec_v, vec_out;
