@@ -1,10 +1,13 @@
 // Paged attention (nn::paged_attention) on a GPU, as flash decoding: a thread block takes one query
 // token, one KV head, up to Tiling::heads of that head's query heads and one split of the keys the
 // token sees, and walks them a tile at a time through its sequence's block table with an online
-// softmax: the tile's keys are staged in shared memory in the math type (16 bytes a load, rows
-// padded by one value so that a warp's dot products read distinct banks), each (head, key) score
-// is one thread's dot product, the running maximum and sum are kept per head, then the tile's
-// values replace its keys and each (head, feature) of the output is one thread's weighted sum.
+// softmax: the tile's block numbers are read first (one trip to memory), then its keys and values
+// are staged together in shared memory in the math type (16 bytes a load, every load of a thread
+// in flight before the first is used, rows padded by one value so that a warp's dot products read
+// distinct banks); each (head, key) score is one thread's dot product, the running maximum and sum
+// are kept per head, and each (head, feature) of the output is one thread's weighted sum. A
+// decode step's block has one tile or a few: its time is the trips to memory in a row, so there
+// are three (the token's sequence and position, the tile's blocks, its keys and values).
 // Where the tokens and heads alone would not fill the device (a decode step of a few sequences),
 // the keys are split over more blocks, whose partial sums a second kernel combines (in
 // batch-invariant mode, splits that follow from each token's own keys). Nothing
@@ -33,19 +36,20 @@ constexpr int64_t kMaxPagedTasks = int64_t{1} << 24;
 constexpr int64_t kInvariantSplits = 16;
 
 // The shared memory's shape for math type M and head dim d: the query heads a block takes, and
-// the keys of a tile. q and the output's sums take 2 * heads * d values, a tile tile * (d + 1) (a
-// row padded by one value), the scores heads * tile, and three values per head: at most 41 KiB for
-// d up to kPagedMaxHeadDim.
+// the keys of a tile. q and the output's sums take 2 * heads * d values (at most 8 KiB), the keys
+// and values of a tile 2 * tile * (d + 1) (a row padded by one value; about 32 KiB), the scores
+// heads * tile, and three values per head: at most 44 KiB for d up to kPagedMaxHeadDim.
+constexpr int64_t kMaxTile = 64;
 template <typename M>
 struct Tiling {
   int64_t heads, tile;
   Tiling(int64_t group, int64_t d) {
-    const int64_t qa = 8192 / static_cast<int64_t>(sizeof(M)), keys = 16384 / static_cast<int64_t>(sizeof(M));
+    const int64_t qa = 4096 / static_cast<int64_t>(sizeof(M)), keys = 16384 / static_cast<int64_t>(sizeof(M));
     heads = std::clamp<int64_t>(qa / d, 1, std::min<int64_t>(group, 128 / static_cast<int64_t>(sizeof(M))));
-    tile = std::clamp<int64_t>(keys / d, 1, 64);
+    tile = std::clamp<int64_t>(keys / d, 1, kMaxTile);
   }
   size_t bytes(int64_t d) const {
-    return static_cast<size_t>((2 * heads * d + tile * (d + 1) + heads * tile + 3 * heads) *
+    return static_cast<size_t>((2 * heads * d + 2 * tile * (d + 1) + heads * tile + 3 * heads) *
                                static_cast<int64_t>(sizeof(M)));
   }
 };
@@ -79,12 +83,14 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
   M* q_s = reinterpret_cast<M*>(smem_raw);
   M* acc = q_s + a.heads * a.d;
   const int64_t ld = a.d + 1;  // a tile's row: one value of padding
-  M* tile = acc + a.heads * a.d;
-  M* sc = tile + a.tile * ld;
+  M* tile = acc + a.heads * a.d;  // the keys of a tile
+  M* vals = tile + a.tile * ld;   // and their values
+  M* sc = vals + a.tile * ld;
   M* m_s = sc + a.heads * a.tile;
   M* l_s = m_s + a.heads;
   M* f_s = l_s + a.heads;
   __shared__ int bad;
+  __shared__ int64_t block_of[kMaxTile];  // the pool block of each key of the tile
 
   const int64_t group = a.h / a.h_kv, chunks = (group + a.heads - 1) / a.heads;
   const int64_t split = blockIdx.x % a.splits, task = blockIdx.x / a.splits;
@@ -122,57 +128,92 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
     const int64_t last = first + split_keys - 1 < p ? first + split_keys - 1 : p;
     for (int64_t j0 = first; j0 <= last; j0 += a.tile) {
       const int64_t n = a.tile < last - j0 + 1 ? a.tile : last - j0 + 1;
-      // The row of position j in a pool: block table[j / block_size], slot j % block_size; kVec
-      // moves 16 bytes (V values) a load.
+      // The row of position j in a pool: block table[j / block_size], slot j % block_size.
+      for (int64_t jj = tid; jj < n; jj += kThreads) {
+        int64_t b = table[(j0 + jj) / a.block_size];
+        if (b < 0 || b >= a.blocks) {
+          report_paged_error(err, 2, b, a.blocks);
+          bad = 1;
+          b = 0;
+        }
+        block_of[jj] = b;
+      }
+      __syncthreads();
+      // Keys and values at once, kU loads of each a thread in flight before the first is used;
+      // kVec moves 16 bytes (V values) a load.
       constexpr bool kQ8 = std::is_same_v<P, uint8_t>;
       constexpr int64_t V = kQ8 ? 8 : kVec ? 16 / static_cast<int64_t>(sizeof(T)) : 1;
-      auto stage = [&](const P* pool) {
-        const int64_t per_row = a.d / V;
-        for (int64_t e = tid; e < n * per_row; e += kThreads) {
-          const int64_t jj = e / per_row, c = e % per_row * V, j = j0 + jj;
-          int64_t b = table[j / a.block_size];
-          if (b < 0 || b >= a.blocks) {
-            if (c == 0) report_paged_error(err, 2, b, a.blocks);
-            bad = 1;
-            b = 0;
-          }
-          M* dst = tile + jj * ld + c;
-          if constexpr (kQ8) {
-            // Block c / 32 of the row: its f16 scale, then 32 values; 8 of them as four 2-byte
-            // words (a row, a block and these values all start on even bytes).
-            const uint8_t* blk =
-                pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.row_bytes + c / 32 * 34;
-            const float unit = detail::f16_bits_to_f32(*reinterpret_cast<const uint16_t*>(blk));
-            const auto* words = reinterpret_cast<const uint16_t*>(blk + 2 + c % 32);
+      constexpr int kU = 4;
+      using Raw = std::conditional_t<kQ8, uint4, std::conditional_t<kVec, uint4, P>>;
+      const int64_t per_row = a.d / V, count = n * per_row;
+      auto row_of = [&](int64_t e) {
+        return (block_of[e / per_row] * a.block_size + (j0 + e / per_row) % a.block_size) * a.h_kv + g;
+      };
+      auto load = [&](const P* pool, int64_t e) {
+        const int64_t c = e % per_row * V;
+        Raw r;
+        if constexpr (kQ8) {
+          // Block c / 32 of the row: its f16 scale, then 32 values; these 8 as four 2-byte words
+          // (a row, a block and these values all start on even bytes), the scale's bits in w.
+          const uint8_t* blk = pool + row_of(e) * a.row_bytes + c / 32 * 34;
+          const auto* words = reinterpret_cast<const uint16_t*>(blk + 2 + c % 32);
+          r.x = uint32_t{words[0]} | uint32_t{words[1]} << 16;
+          r.y = uint32_t{words[2]} | uint32_t{words[3]} << 16;
+          r.z = *reinterpret_cast<const uint16_t*>(blk);
+          r.w = 0;
+        } else if constexpr (kVec) {
+          r = *reinterpret_cast<const uint4*>(pool + row_of(e) * a.d + c);
+        } else {
+          r = pool[row_of(e) * a.d + c];
+        }
+        return r;
+      };
+      auto store = [&](M* dst_tile, int64_t e, const Raw& r) {
+        M* dst = dst_tile + e / per_row * ld + e % per_row * V;
+        if constexpr (kQ8) {
+          const float unit = detail::f16_bits_to_f32(static_cast<uint16_t>(r.z));
+          const uint32_t w[2] = {r.x, r.y};
 #pragma unroll
-            for (int x = 0; x < 4; ++x) {
-              const uint16_t w = words[x];
-              dst[2 * x] = static_cast<M>(unit * static_cast<float>(static_cast<int8_t>(w & 0xff)));
-              dst[2 * x + 1] = static_cast<M>(unit * static_cast<float>(static_cast<int8_t>(w >> 8)));
-            }
-            continue;
-          }
-          const P* src = pool + ((b * a.block_size + j % a.block_size) * a.h_kv + g) * a.d + c;
-          if constexpr (kVec) {
-            union {
-              uint4 raw;
-              T v[V];
-            } u;
-            u.raw = *reinterpret_cast<const uint4*>(src);
+          for (int x = 0; x < 8; ++x)
+            dst[x] = static_cast<M>(unit * static_cast<float>(static_cast<int8_t>(w[x / 4] >> (8 * (x % 4)) & 0xff)));
+        } else if constexpr (kVec) {
+          union {
+            uint4 raw;
+            T v[V];
+          } u;
+          u.raw = r;
 #pragma unroll
-            for (int64_t x = 0; x < V; ++x) dst[x] = kernels::to_opmath(u.v[x]);
-          } else {
-            dst[0] = kernels::to_opmath(src[0]);
-          }
+          for (int64_t x = 0; x < V; ++x) dst[x] = kernels::to_opmath(u.v[x]);
+        } else {
+          dst[0] = kernels::to_opmath(r);
         }
       };
-      stage(k_pool);
+      for (int64_t e0 = tid; e0 < count; e0 += kU * kThreads) {
+        Raw kr[kU], vr[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int64_t e = e0 + u * kThreads;
+          if (e < count) {
+            kr[u] = load(k_pool, e);
+            vr[u] = load(v_pool, e);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int64_t e = e0 + u * kThreads;
+          if (e < count) {
+            store(tile, e, kr[u]);
+            store(vals, e, vr[u]);
+          }
+        }
+      }
       __syncthreads();
       for (int64_t e = tid; e < heads * n; e += kThreads) {
         const int64_t r = e / n, jj = e % n;
         const M* qr = q_s + r * a.d;
         const M* kr = tile + jj * ld;
         M dot = 0;
+#pragma unroll 8
         for (int64_t c = 0; c < a.d; ++c) dot += qr[c] * kr[c];
         sc[r * a.tile + jj] = dot * scale;
       }
@@ -191,13 +232,12 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
         f_s[r] = f;
       }
       __syncthreads();
-      stage(v_pool);
-      __syncthreads();
       for (int64_t e = tid; e < heads * a.d; e += kThreads) {
         const int64_t r = e / a.d, c = e % a.d;
         const M* sr = sc + r * a.tile;
         M o = acc[e] * f_s[r];
-        for (int64_t jj = 0; jj < n; ++jj) o += sr[jj] * tile[jj * ld + c];
+#pragma unroll 8
+        for (int64_t jj = 0; jj < n; ++jj) o += sr[jj] * vals[jj * ld + c];
         acc[e] = o;
       }
       __syncthreads();
@@ -225,27 +265,43 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
 }
 
 // The splits' partial sums of each (token, head) combined: each scaled by exp(m_split - m) for
-// the largest m, the sum of the l's likewise; a thread per output value.
+// the largest m, the sum of the l's likewise. A block takes one (token, head): its splits' maxima
+// and weights are found once, in shared memory (splits values), then each thread sums a feature
+// over the splits with several loads in flight.
 template <typename T, typename M>
-__global__ __launch_bounds__(kBlock) void paged_combine_kernel(const M* part, PagedShape a, T* out) {
-  const int64_t rows = a.t * a.h * a.splits, total = a.t * a.h * a.d;
-  const M* ml = part + rows * a.d;
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total; e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t th = e / a.d, c = e % a.d;
-    M m = -INFINITY;
-    for (int64_t sp = 0; sp < a.splits; ++sp) {
-      const M ms = ml[2 * (th * a.splits + sp)];
-      m = ms > m ? ms : m;
+__global__ __launch_bounds__(kThreads) void paged_combine_kernel(const M* part, PagedShape a, T* out) {
+  extern __shared__ unsigned char smem_raw[];
+  M* w = reinterpret_cast<M*>(smem_raw);  // (splits): each split's maximum, then its weight
+  __shared__ M m_row, l_row;
+  const int64_t rows = a.t * a.h;
+  const M* ml = part + rows * a.splits * a.d;
+  const int tid = threadIdx.x;
+  for (int64_t th = blockIdx.x; th < rows; th += gridDim.x) {
+    for (int64_t sp = tid; sp < a.splits; sp += kThreads) w[sp] = ml[2 * (th * a.splits + sp)];
+    __syncthreads();
+    if (tid == 0) {
+      M m = -INFINITY;
+      for (int64_t sp = 0; sp < a.splits; ++sp) m = w[sp] > m ? w[sp] : m;
+      m_row = m;
     }
-    M l = 0, o = 0;
-    if (m != -INFINITY)
-      for (int64_t sp = 0; sp < a.splits; ++sp) {
-        const int64_t row = th * a.splits + sp;
-        const M f = exp(ml[2 * row] - m);
-        l += f * ml[2 * row + 1];
-        o += f * part[row * a.d + c];
-      }
-    out[e] = kernels::from_opmath<T>(l == 0 ? M(0) : o / l);
+    __syncthreads();
+    const M m = m_row;
+    for (int64_t sp = tid; sp < a.splits; sp += kThreads) w[sp] = m == -INFINITY ? M(0) : exp(w[sp] - m);
+    __syncthreads();
+    if (tid == 0) {
+      M l = 0;
+      for (int64_t sp = 0; sp < a.splits; ++sp) l += w[sp] * ml[2 * (th * a.splits + sp) + 1];
+      l_row = l;
+    }
+    __syncthreads();
+    const M l = l_row;
+    for (int64_t c = tid; c < a.d; c += kThreads) {
+      M o = 0;
+#pragma unroll 4
+      for (int64_t sp = 0; sp < a.splits; ++sp) o += w[sp] * part[(th * a.splits + sp) * a.d + c];
+      out[th * a.d + c] = kernels::from_opmath<T>(l == 0 ? M(0) : o / l);
+    }
+    __syncthreads();  // w is the next row's
   }
 }
 
@@ -370,7 +426,9 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
             qd, kt, vt, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       WICK_GPU_CHECK_LAUNCH();
       if (splits > 1) {
-        paged_combine_kernel<T, M><<<grid_for(a.t * a.h * a.d), kBlock, 0, b.stream()>>>(pp, a, out->as<T>());
+        const auto rows = static_cast<unsigned>(std::min<int64_t>(a.t * a.h, kMaxPagedTasks));
+        paged_combine_kernel<T, M>
+            <<<rows, kThreads, static_cast<size_t>(splits) * sizeof(M), b.stream()>>>(pp, a, out->as<T>());
         WICK_GPU_CHECK_LAUNCH();
       }
     } else {
