@@ -18,6 +18,9 @@
 // --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
+// The rows marked "paged" are the engine's step (models/blocks/decoder.cpp's run_paged): rope of q
+// and of k apart, the write into a pool of 16-position blocks (shuffled), and paged_attention
+// reading each sequence's context + 1 positions through its block table.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -211,8 +214,50 @@ int main(int argc, char** argv) {
       {"silu_mul",
        [&](int i) { (void)nn::silu_mul(gate_up[i].narrow(-1, 0, hidden), gate_up[i].narrow(-1, hidden, hidden)); }},
   };
+  // The engine's pools: every sequence its own blocks, handed out in a shuffled order.
+  constexpr int64_t bs = 16;
+  const int64_t per_seq = (context + 1 + bs - 1) / bs, pool_blocks = batch * per_seq;
+  std::vector<int32_t> table_host(static_cast<size_t>(pool_blocks));
+  for (int64_t j = 0; j < pool_blocks; ++j)
+    table_host[static_cast<size_t>(j)] = static_cast<int32_t>((j * 7919) % pool_blocks);
+  std::vector<int32_t> seqs_host(static_cast<size_t>(batch)), positions_host(static_cast<size_t>(batch));
+  std::vector<int64_t> slots_host(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto u = static_cast<size_t>(b);
+    seqs_host[u] = static_cast<int32_t>(b);
+    positions_host[u] = static_cast<int32_t>(context);
+    slots_host[u] = int64_t{table_host[static_cast<size_t>(b * per_seq + context / bs)]} * bs + context % bs;
+  }
+  std::vector<Tensor> k_pool, v_pool;
+  for (int i = 0; i < kLayers; ++i) {
+    k_pool.push_back(Tensor::rand_uniform({pool_blocks, bs, kv_heads, head_dim}, -1, 1, dt, dev));
+    v_pool.push_back(Tensor::rand_uniform({pool_blocks, bs, kv_heads, head_dim}, -1, 1, dt, dev));
+  }
+  const Tensor tables = Tensor::from_vector(table_host, {batch, per_seq}, dev);
+  const Tensor seqs = Tensor::from_vector(seqs_host, {batch}, dev);
+  const Tensor positions = Tensor::from_vector(positions_host, {batch}, dev);
+  const Tensor slots = Tensor::from_vector(slots_host, {batch}, dev);
+  // The views run_paged makes: (t, heads, head_dim) of the stacked product.
+  const std::vector<Row> paged_rows = {
+      {"paged rope q, k",
+       [&](int i) {
+         (void)nn::rope(heads_of(y[i], 0, heads), cos, sin);
+         (void)nn::rope(heads_of(y[i], heads, kv_heads), cos, sin);
+       }},
+      {"paged_write",
+       [&](int i) {
+         nn::paged_write(k_pool[i], v_pool[i], heads_of(y[i], heads, kv_heads).squeeze(2),
+                         heads_of(y[i], heads + kv_heads, kv_heads).squeeze(2), slots);
+       }},
+      {"paged_attention",
+       [&](int i) {
+         (void)nn::paged_attention(heads_of(y[i], 0, heads).squeeze(2), k_pool[i], v_pool[i], tables, seqs, positions);
+       }},
+  };
   if (only.empty())
     for (const Row& r : rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
+  if (only.empty())
+    for (const Row& r : paged_rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
   if (!products.empty()) time_products(dev, reps, batch, products, only);
   return 0;
 }
