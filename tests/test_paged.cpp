@@ -4,6 +4,7 @@
 // IndexErrors; and a model's forward_paged over a pool gives the logits forward() gives over its
 // contiguous KvCache, chunk by chunk, for sequences of different lengths at once.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -208,6 +209,67 @@ TEST_P(PagedTest, Q8_0PoolsHoldQuantizesBytesAndAttendOverTheirValues) {
                ShapeError);
   EXPECT_THROW(nn::paged_attention(Tensor::zeros({1, 1, 32}, DType::F32, dev), k_pool, float_pool, table, one, one),
                Error);
+}
+
+// paged_rope_write (one kernel on a GPU) against rope() then paged_write(): the same bits in q
+// turned and in both pools, for f32, f16 and bf16, rotate-half and interleaved pairs, strided q, k
+// and v (views of one stacked product, as a model's), a slot skipped; Q8_0 pools take the
+// composition. Errors name paged_rope_write.
+TEST_P(PagedTest, PagedRopeWriteIsRopeThenPagedWrite) {
+  const int64_t t = 5, h = 4, h_kv = 2, d = 32, blocks = 6, bs = 4;
+  const std::vector<int64_t> slots_host = {9, 2, std::numeric_limits<int64_t>::max(), 23, 14};
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (bool interleaved : {false, true}) {
+      for (bool q8 : {false, true}) {
+        const Tensor qkv = Tensor::rand_normal({t, h + 2 * h_kv, d}, 0, 1, dt, device());
+        const Tensor q = qkv.narrow(1, 0, h), k = qkv.narrow(1, h, h_kv), v = qkv.narrow(1, h + h_kv, h_kv);
+        const Tensor angles = Tensor::rand_uniform({t, d / 2}, -3, 3, DType::F32, device());
+        const Tensor cos = angles.cos().to_dtype(dt), sin = angles.sin().to_dtype(dt);
+        const Tensor slots = Tensor::from_vector(slots_host, {t}, device());
+        const int64_t row = q8 ? nn::paged_q8_0_row_bytes(d) : d;
+        const DType pool_dt = q8 ? DType::U8 : dt;
+        Tensor k_pool = q8 ? Tensor::zeros({blocks, bs, h_kv, row}, DType::U8, device())
+                           : Tensor::rand_normal({blocks, bs, h_kv, d}, 0, 1, dt, device());
+        Tensor v_pool = q8 ? Tensor::zeros({blocks, bs, h_kv, row}, DType::U8, device())
+                           : Tensor::rand_normal({blocks, bs, h_kv, d}, 0, 1, dt, device());
+        Tensor k_want = k_pool.copy(), v_want = v_pool.copy();
+        auto turn = [&](const Tensor& x) {
+          const Tensor x4 = x.transpose(0, 1).unsqueeze(0);
+          return (interleaved ? nn::rope_i(x4, cos, sin) : nn::rope(x4, cos, sin)).squeeze(0).transpose(0, 1);
+        };
+        nn::paged_write(k_want, v_want, turn(k), v, slots);
+        const Tensor got = nn::paged_rope_write(k_pool, v_pool, q, k, v, cos, sin, interleaved, slots);
+        const std::string what =
+            std::string(dtype_name(dt)) + (interleaved ? ", interleaved" : ", halves") + (q8 ? ", Q8_0 pools" : "");
+        ASSERT_EQ(got.shape(), Shape({t, h, d})) << what;
+        EXPECT_EQ(max_abs_diff(got, turn(q)), 0.f) << what;
+        ASSERT_EQ(k_pool.dtype(), pool_dt);
+        auto exact = [](const Tensor& x) {
+          return x.to_device(Device::cpu()).to_dtype(DType::F64).to_vector<double>();
+        };
+        EXPECT_EQ(exact(k_pool), exact(k_want)) << what;
+        EXPECT_EQ(exact(v_pool), exact(v_want)) << what;
+      }
+    }
+  }
+  Tensor k_pool = Tensor::zeros({blocks, bs, h_kv, d}, DType::F32, device()), v_pool = k_pool.copy();
+  const Tensor q = Tensor::rand_normal({t, h, d}, 0, 1, DType::F32, device());
+  const Tensor k = Tensor::rand_normal({t, h_kv, d}, 0, 1, DType::F32, device());
+  const Tensor cos = Tensor::rand_uniform({t, d / 2}, -1, 1, DType::F32, device()), sin = cos.copy();
+  const Tensor slots = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, 4}, {t}, device());
+  WICK_EXPECT_ERROR(nn::paged_rope_write(k_pool, v_pool, q.narrow(0, 0, 4), k, k, cos, sin, false, slots), ShapeError,
+                    "paged_rope_write");
+  WICK_EXPECT_ERROR(nn::paged_rope_write(k_pool, v_pool, q.to_dtype(DType::BF16), k, k, cos, sin, false, slots),
+                    DTypeError, "paged_rope_write");
+  WICK_EXPECT_ERROR(nn::paged_rope_write(k_pool, v_pool, q, k, k, cos.narrow(1, 0, 3), sin, false, slots), ShapeError,
+                    "paged_rope_write");
+  const Tensor far = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 3, blocks * bs}, {t}, device());
+  WICK_EXPECT_ERROR(
+      {
+        (void)nn::paged_rope_write(k_pool, v_pool, q, k, k, cos, sin, false, far);
+        synchronize(device());
+      },
+      IndexError, "");
 }
 
 TEST_P(PagedTest, IndicesOutOfRangeAreIndexErrors) {

@@ -206,4 +206,13 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
 // wait on a device), and ShapeError or DTypeError for operands that do not fit.
 void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots);
 
+// A step's rope and paged_write in one pass where the backend has the kernel (a GPU's, the one
+// KvCache::rope_write_at runs): q (t, h, d) and k (t, h_kv, d) turned as rope() turns them (rope_i
+// where interleaved) with cos and sin (t, d / 2, a row per token), then k's turned rows and v's
+// written at slots as paged_write writes them. Returns q turned, (t, h, d). The same values as
+// rope() and paged_write() apart (Q8_0 pools, and backends without the kernel, run those);
+// their errors, named paged_rope_write.
+Tensor paged_rope_write(Tensor& k_pool, Tensor& v_pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& slots);
+
 }  // namespace wick::nn

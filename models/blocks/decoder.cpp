@@ -441,7 +441,6 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tens
                              const Tensor& rows, const std::vector<ChunkRun>& runs) const {
   const LlamaConfig& c = config_;
   const int64_t t = tokens.numel();
-  auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   nn::PagedAttentionOptions options;
   options.window = c.window;
   // Tokens [begin, end) through paged_attention.
@@ -473,9 +472,9 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tens
   const Tensor logits = run(
       embed(tokens).reshape({1, t, c.dim}),
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
-        nn::paged_write(cache.keys[i], cache.values[i], turn(k).squeeze(0).transpose(0, 1),
-                        v.squeeze(0).transpose(0, 1), slots);
-        const Tensor qt = turn(q).squeeze(0).transpose(0, 1);
+        auto tokens_of = [](const Tensor& x) { return x.squeeze(0).transpose(0, 1); };
+        const Tensor qt = nn::paged_rope_write(cache.keys[i], cache.values[i], tokens_of(q), tokens_of(k), tokens_of(v),
+                                               cos, sin, c.interleaved_rope, slots);
         if (runs.empty()) return paged(i, qt, 0, t).transpose(0, 1).unsqueeze(0);
         std::vector<Tensor> parts;  // the tokens' results in order
         int64_t done = 0;

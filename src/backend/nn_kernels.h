@@ -54,14 +54,16 @@ class NnKernels {
 
   // A decoding step's rope and KV-cache write in one pass: q (b, h, t, d) and k (b, h_kv, t, d)
   // turned as rope() turns them (not thd), then k's turned rows and v's rows (b, h_kv, t, d)
-  // written into k_cache and v_cache (b, h_kv, capacity, d, contiguous, aliasing none of the
-  // inputs) at the positions `at` (t distinct i64 values) along dim 2. As scatter_set: a position
+  // written into k_cache and v_cache (b, h_kv, capacity, d; features contiguous, the other dims
+  // any strides: a KvCache's, or a paged pool's slots as dim 2; aliasing none of the inputs) at the
+  // positions `at` (t distinct i64 values) along dim 2. `paged`: the caches are a paged pool's
+  // slots, and a slot out of range is named as nn::paged_rope_write's. As scatter_set: a position
   // equal to i64's maximum is skipped, and one outside [0, capacity) is an IndexError (raised when
   // the device is next waited for where the backend queues work) with nothing written. Returns q
   // turned, (b, h, t, d) contiguous.
   virtual StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
-                                   RopePairs pairs, const View& at, const MutView& k_cache,
-                                   const MutView& v_cache) const;
+                                   RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
+                                   bool paged) const;
   // An IndexError naming KvCache::write_at (KvCache::rope_write_at where `rope`) for a position of
   // `at` (i64, t values) outside [0, capacity) that is not i64's maximum, raised when the device
   // is next waited for. The front end checks positions on the host itself: a backend whose memory

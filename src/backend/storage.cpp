@@ -46,7 +46,7 @@ StoragePtr NnKernels::rope(const View&, const View&, const View&, RopePairs pair
 }
 
 StoragePtr NnKernels::rope_write_at(const View&, const View&, const View&, const View&, const View&, RopePairs,
-                                    const View&, const MutView&, const MutView&) const {
+                                    const View&, const MutView&, const MutView&, bool) const {
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::RopeWriteAt).name(), ": this backend has no fused kernel"));
 }
 

@@ -199,9 +199,13 @@ void GpuBackend::sync_and_raise() {
   const KernelError e = *host_error_;
   WICK_GPU_CHECK(memset_async(device_error_, 0, sizeof(KernelError), stream_));
   WICK_GPU_CHECK(stream_synchronize(stream_));
+  if (e.code == kPositionError && e.dim == kPositionPagedRope)
+    throw IndexError(detail::str_cat("paged_rope_write: slot ", e.index, " is outside the pool's ", e.size, " slots (",
+                                     name(), ")"));
   if (e.code == kPositionError)
-    throw IndexError(detail::str_cat(e.dim != 0 ? "KvCache::rope_write_at" : "KvCache::write_at", ": position ",
-                                     e.index, " is outside the cache's capacity of ", e.size, " (", name(), ")"));
+    throw IndexError(detail::str_cat(e.dim != kPositionWrite ? "KvCache::rope_write_at" : "KvCache::write_at",
+                                     ": position ", e.index, " is outside the cache's capacity of ", e.size, " (",
+                                     name(), ")"));
   if (e.code == kPagedError) {
     constexpr const char* kWhat[] = {"sequence", "position", "block"};
     constexpr const char* kOf[] = {"rows of tables", "positions a table row holds", "blocks of the pool"};

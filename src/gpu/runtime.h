@@ -45,12 +45,14 @@ __device__ inline void report_index_error(KernelError* e, OpCode op, int dim, in
   }
 }
 
-// A position outside a KV cache's capacity, found for KvCache::write_at (`rope`: rope_write_at),
-// kept in KernelError::dim.
+// A position outside a KV cache's capacity, found for KvCache::write_at (kPositionWrite),
+// KvCache::rope_write_at (kPositionRope) or nn::paged_rope_write (kPositionPagedRope: a slot of the
+// pool), kept in KernelError::dim.
 inline constexpr int32_t kPositionError = -1;
-__device__ inline void report_position_error(KernelError* e, bool rope, int64_t position, int64_t capacity) {
+inline constexpr int kPositionWrite = 0, kPositionRope = 1, kPositionPagedRope = 2;
+__device__ inline void report_position_error(KernelError* e, int what, int64_t position, int64_t capacity) {
   if (atomicCAS(&e->code, 0, kPositionError) == 0) {
-    e->dim = rope ? 1 : 0;
+    e->dim = what;
     e->index = position;
     e->size = capacity;
     e->index_dtype = static_cast<int32_t>(DType::I64);

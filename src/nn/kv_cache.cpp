@@ -125,7 +125,7 @@ KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const 
   StoragePtr turned =
       kernels->rope_write_at(ops::view_of(q_in), ops::view_of(k_in), ops::view_of(v_in), ops::view_of(cos),
                              ops::view_of(sin), interleaved ? RopePairs::Interleaved : RopePairs::Halves,
-                             ops::view_of(at.reshape({k.dim(2)})), ops::mut_view_of(k_), ops::mut_view_of(v_));
+                             ops::view_of(at.reshape({k.dim(2)})), ops::mut_view_of(k_), ops::mut_view_of(v_), false);
   return {ops::wrap(std::move(turned), q.shape(), q.dtype()), k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
 }
 

@@ -192,10 +192,9 @@ Tensor q8_0_rows(const Tensor& x) {
   return quant::quantize(flat.to_dtype(DType::F32), quant::QType::Q8_0).bytes().reshape(out);
 }
 
-}  // namespace
-
-void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots) {
-  constexpr const char* op = "paged_write";
+// paged_write's operands checked for `op`; whether the pools are Q8_0's.
+bool check_write(const char* op, const Tensor& k_pool, const Tensor& v_pool, const Tensor& k, const Tensor& v,
+                 const Tensor& slots) {
   for (const Tensor* x : {static_cast<const Tensor*>(&k_pool), static_cast<const Tensor*>(&v_pool), &k, &v, &slots})
     ops::check_defined(op, *x);
   ops::check_same_device(op, {&k_pool, &v_pool, &k, &v, &slots});
@@ -203,7 +202,7 @@ void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& 
              "needs pools (blocks, block_size, h_kv, d) of one shape, got k_pool ", ops::describe(k_pool), ", v_pool ",
              ops::describe(v_pool));
   const bool q8 = is_q8_0_pool(k_pool);
-  const int64_t rows = k_pool.dim(0) * k_pool.dim(1), h_kv = k_pool.dim(2), row = k_pool.dim(3);
+  const int64_t h_kv = k_pool.dim(2), row = k_pool.dim(3);
   const int64_t d = q8 && k.rank() == 3 ? k.dim(2) : row;
   WICK_CHECK(k.rank() == 3 && k.shape() == v.shape() && k.dim(1) == h_kv && k.dim(2) == d, ShapeError, op, "k ",
              ops::describe(k), " and v ", ops::describe(v), " must be (t, ", h_kv, ", ", q8 ? "d" : std::to_string(d),
@@ -222,14 +221,57 @@ void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& 
       WICK_CHECK(x->dtype() == k_pool.dtype(), DTypeError, op, ops::describe(*x), " must have the dtype of k_pool ",
                  ops::describe(k_pool));
   }
+  WICK_CHECK(k.dim(0) == 0 || (k_pool.is_contiguous() && v_pool.is_contiguous()), ShapeError, op,
+             "pools must be contiguous, got ", ops::describe(k_pool));
+  return q8;
+}
+
+}  // namespace
+
+void paged_write(Tensor& k_pool, Tensor& v_pool, const Tensor& k, const Tensor& v, const Tensor& slots) {
+  const bool q8 = check_write("paged_write", k_pool, v_pool, k, v, slots);
   if (k.dim(0) == 0) return;
   // The pools as rows of (h_kv, row): a view of their storage, so that the scatter writes there.
-  WICK_CHECK(k_pool.is_contiguous() && v_pool.is_contiguous(), ShapeError, op, "pools must be contiguous, got ",
-             ops::describe(k_pool));
+  const int64_t rows = k_pool.dim(0) * k_pool.dim(1), h_kv = k_pool.dim(2), row = k_pool.dim(3);
   Tensor k_rows = k_pool.reshape({rows, h_kv, row}), v_rows = v_pool.reshape({rows, h_kv, row});
   const Tensor ids = slots.reshape({k.dim(0), 1, 1}).broadcast_as({k.dim(0), h_kv, row});
   k_rows.scatter_set(ids, q8 ? q8_0_rows(k) : k, 0);
   v_rows.scatter_set(ids, q8 ? q8_0_rows(v) : v, 0);
+}
+
+Tensor paged_rope_write(Tensor& k_pool, Tensor& v_pool, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& slots) {
+  constexpr const char* op = "paged_rope_write";
+  const bool q8 = check_write(op, k_pool, v_pool, k, v, slots);
+  ops::check_defined(op, q);
+  ops::check_same_device(op, {&k, &q});
+  WICK_CHECK(q.rank() == 3 && q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), ShapeError, op, "q ", ops::describe(q),
+             " must be (t, h, d) with k's t and d, k ", ops::describe(k));
+  WICK_CHECK(q.dtype() == k.dtype(), DTypeError, op, "q ", ops::describe(q), " must have the dtype of k ",
+             ops::describe(k));
+  // (1, heads, t, d) views, as rope() and the kernel take them.
+  const Tensor q4 = q.transpose(0, 1).unsqueeze(0), k4 = k.transpose(0, 1).unsqueeze(0),
+               v4 = v.transpose(0, 1).unsqueeze(0);
+  detail::check_rope(op, NnOp::RopeWriteAt, q4, cos, sin, false, "q");
+  detail::check_rope(op, NnOp::RopeWriteAt, k4, cos, sin, false, "k");
+  auto back = [](const Tensor& x) { return x.squeeze(0).transpose(0, 1); };
+  const NnKernels* kernels = q8 ? nullptr : detail::fused(NnOp::RopeWriteAt, k4);
+  if (kernels == nullptr || q.numel() == 0 || k.numel() == 0) {
+    const Tensor turned_q = interleaved ? rope_i(q4, cos, sin) : rope(q4, cos, sin);
+    paged_write(k_pool, v_pool, back(interleaved ? rope_i(k4, cos, sin) : rope(k4, cos, sin)), v, slots);
+    return back(turned_q);
+  }
+  // The pools as caches (1, h_kv, slots, d): views of their storage, where the kernel writes.
+  const int64_t rows = k_pool.dim(0) * k_pool.dim(1), h_kv = k_pool.dim(2), d = k_pool.dim(3);
+  const Tensor k_cache = k_pool.reshape({rows, h_kv, d}).permute({1, 0, 2}).unsqueeze(0);
+  const Tensor v_cache = v_pool.reshape({rows, h_kv, d}).permute({1, 0, 2}).unsqueeze(0);
+  // The kernel writes the pools while it reads q, k and v: none may lie in them.
+  auto apart = [&](const Tensor& x) { return ops::unaliased(ops::unaliased(x, k_pool), v_pool); };
+  StoragePtr turned = kernels->rope_write_at(
+      ops::view_of(apart(q4)), ops::view_of(apart(k4)), ops::view_of(apart(v4)), ops::view_of(cos), ops::view_of(sin),
+      interleaved ? RopePairs::Interleaved : RopePairs::Halves, ops::view_of(slots), ops::mut_view_of(k_cache),
+      ops::mut_view_of(v_cache), true);
+  return back(ops::wrap(std::move(turned), q4.shape(), q.dtype()));
 }
 
 }  // namespace wick::nn

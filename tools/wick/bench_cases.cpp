@@ -494,7 +494,7 @@ void add_rope_write(std::vector<Case>& cases, const Sizes& s) {
              const Arg kc = in.floats(dt, {b, h_kv, capacity, d}), vc = in.floats(dt, {b, h_kv, capacity, d});
              return [&be, q, k, v, c, sn, at, kc, vc] {
                return be.nn()->rope_write_at(q.view(), k.view(), v.view(), c.view(), sn.view(), RopePairs::Halves,
-                                             at.view(), kc.mut(), vc.mut());
+                                             at.view(), kc.mut(), vc.mut(), false);
              };
            })});
     }

@@ -16,8 +16,8 @@ class GpuNnKernels final : public NnKernels {
   bool supports(NnOp op, DType dtype) const override { return op_defined(op, {&dtype, 1}); }
   WICK_NN_KERNEL_OVERRIDES
   StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
-                           RopePairs pairs, const View& at, const MutView& k_cache,
-                           const MutView& v_cache) const override;
+                           RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
+                           bool paged) const override;
   void check_positions(const View& at, int64_t capacity, bool rope) const override;
 
  private:

@@ -185,6 +185,8 @@ struct RopeWriteArgs {
   const int64_t* at;
   int64_t at_stride;
   T *out, *k_cache, *v_cache;
+  int64_t k_cache_strides[3], v_cache_strides[3];  // batch, head, position (features contiguous)
+  int position_error;  // how a position out of range is named (runtime.h's report_position_error)
   KernelError* err;
 };
 
@@ -225,7 +227,7 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
   for (int64_t i = threadIdx.x; i < a.t; i += blockDim.x) {
     const int64_t p = a.at[i * a.at_stride];
     if (p != kSkip && (p < 0 || p >= a.capacity)) {
-      if (blockIdx.x == 0) report_position_error(a.err, true, p, a.capacity);
+      if (blockIdx.x == 0) report_position_error(a.err, a.position_error, p, a.capacity);
       bad = 1;
     }
   }
@@ -245,8 +247,8 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
     const T* in = (part == 0 ? a.q : part == 1 ? a.k : a.v) + b * st[0] + head * st[1] + pos * st[2];
     const int64_t at = part == 0 ? 0 : a.at[pos * a.at_stride];
     if (at == kSkip) continue;
-    T* o = part == 0 ? a.out + row * a.d
-                     : (part == 1 ? a.k_cache : a.v_cache) + ((b * a.kv_heads + head) * a.capacity + at) * a.d;
+    const int64_t* cs = part == 1 ? a.k_cache_strides : a.v_cache_strides;
+    T* o = part == 0 ? a.out + row * a.d : (part == 1 ? a.k_cache : a.v_cache) + b * cs[0] + head * cs[1] + at * cs[2];
     if (part == 2) {
       store_run<T, V, Packed>(o + item * V, load_run<T, V, Packed>(in + item * V * st[3], st[3]));
       continue;
@@ -317,7 +319,8 @@ __global__ __launch_bounds__(kBlock) void check_positions_kernel(const int64_t* 
   constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < t; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t p = at[i * stride];
-    if (p != kSkip && (p < 0 || p >= capacity)) report_position_error(err, rope, p, capacity);
+    if (p != kSkip && (p < 0 || p >= capacity))
+      report_position_error(err, rope ? kPositionRope : kPositionWrite, p, capacity);
   }
 }
 
@@ -332,8 +335,8 @@ void GpuNnKernels::check_positions(const View& at, int64_t capacity, bool rope) 
 }
 
 StoragePtr GpuNnKernels::rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
-                                       RopePairs pairs, const View& at, const MutView& k_cache,
-                                       const MutView& v_cache) const {
+                                       RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
+                                       bool paged) const {
   GpuBackend& b = backend_;
   b.activate();
   StoragePtr out = b.alloc(q.dtype, q.layout.numel());
@@ -363,9 +366,16 @@ StoragePtr GpuNnKernels::rope_write_at(const View& q, const View& k, const View&
       a.out = out->as<T>();
       a.k_cache = static_cast<T*>(k_cache.storage.data()) + k_cache.layout.offset();
       a.v_cache = static_cast<T*>(v_cache.storage.data()) + v_cache.layout.offset();
+      bool rows_packed = true;  // every cache row starts on a whole pack
+      for (int i = 0; i < 3; ++i) {
+        a.k_cache_strides[i] = k_cache.layout.stride(i);
+        a.v_cache_strides[i] = v_cache.layout.stride(i);
+        rows_packed = rows_packed && a.k_cache_strides[i] % V == 0 && a.v_cache_strides[i] % V == 0;
+      }
       a.err = b.device_error();
+      a.position_error = paged ? kPositionPagedRope : kPositionRope;
       const int w = interleaved ? V / 2 : V;
-      const bool packs = packs_fit(q, cos, sin, a.out, V, w, interleaved) &&
+      const bool packs = rows_packed && packs_fit(q, cos, sin, a.out, V, w, interleaved) &&
                          packs_fit(k, cos, sin, a.k_cache, V, w, interleaved) &&
                          packs_fit(v, cos, sin, a.v_cache, V, w, interleaved);
       const int per = packs ? V : interleaved ? 2 : 1;  // features an item reads of each run
