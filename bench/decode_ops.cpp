@@ -18,9 +18,10 @@
 // --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
-// The rows marked "paged" are the engine's step (models/blocks/decoder.cpp's run_paged): rope of q
-// and of k apart, the write into a pool of 16-position blocks (shuffled), and paged_attention
-// reading each sequence's context + 1 positions through its block table.
+// The rows marked "paged" are the engine's step ops (models/blocks/decoder.cpp's run_paged): rope of
+// q and of k apart and the write into a pool of 16-position blocks (shuffled), or both in one
+// (paged_rope_write, what the step calls), and paged_attention reading each sequence's context + 1
+// positions through its block table.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -248,6 +249,12 @@ int main(int argc, char** argv) {
        [&](int i) {
          nn::paged_write(k_pool[i], v_pool[i], heads_of(y[i], heads, kv_heads).squeeze(2),
                          heads_of(y[i], heads + kv_heads, kv_heads).squeeze(2), slots);
+       }},
+      {"paged_rope_write",
+       [&](int i) {
+         (void)nn::paged_rope_write(k_pool[i], v_pool[i], heads_of(y[i], 0, heads).squeeze(2),
+                                    heads_of(y[i], heads, kv_heads).squeeze(2),
+                                    heads_of(y[i], heads + kv_heads, kv_heads).squeeze(2), cos, sin, false, slots);
        }},
       {"paged_attention",
        [&](int i) {
