@@ -239,6 +239,8 @@ int main(int argc, char** argv) {
   const Tensor positions = Tensor::from_vector(positions_host, {batch}, dev);
   const Tensor slots = Tensor::from_vector(slots_host, {batch}, dev);
   // The views run_paged makes: (t, heads, head_dim) of the stacked product.
+  // A row of cos and sin per token, as paged_rope_write takes them.
+  const Tensor token_cos = cos.broadcast_as({batch, head_dim / 2}), token_sin = sin.broadcast_as({batch, head_dim / 2});
   const std::vector<Row> paged_rows = {
       {"paged rope q, k",
        [&](int i) {
@@ -252,9 +254,9 @@ int main(int argc, char** argv) {
        }},
       {"paged_rope_write",
        [&](int i) {
-         (void)nn::paged_rope_write(k_pool[i], v_pool[i], heads_of(y[i], 0, heads).squeeze(2),
-                                    heads_of(y[i], heads, kv_heads).squeeze(2),
-                                    heads_of(y[i], heads + kv_heads, kv_heads).squeeze(2), cos, sin, false, slots);
+         (void)nn::paged_rope_write(
+             k_pool[i], v_pool[i], heads_of(y[i], 0, heads).squeeze(2), heads_of(y[i], heads, kv_heads).squeeze(2),
+             heads_of(y[i], heads + kv_heads, kv_heads).squeeze(2), token_cos, token_sin, false, slots);
        }},
       {"paged_attention",
        [&](int i) {
