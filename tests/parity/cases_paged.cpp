@@ -3,13 +3,15 @@
 // prompt chunks (many, causal, after the sequence's cached positions), with grouped heads,
 // windows, head dims of each tiling, strided queries and Q8_0 pools. The reference backend composes the op
 // (the sequence's keys gathered by slot, then the composed attention); a backend with a kernel is
-// compared with that.
+// compared with that. And nn::paged_rope_write, a step's rope and write into such a pool.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 
 #include "parity/cases.h"
 #include "wick/nn.h"
+#include "wick/ops.h"
 #include "wick/quant.h"
 
 namespace wick::parity {
@@ -126,10 +128,63 @@ void add_paged(std::vector<Case>& cases, DType dt) {
   }
 }
 
+// nn::paged_rope_write: a step's q and k turned by rope and k and v written into shuffled slots of
+// a pool (one slot skipped), q, k and v views of one stacked product as a model's; the output is q
+// turned and both pools after the write, flattened together.
+struct RopeWriteVariant {
+  std::string name;
+  int64_t t, h, h_kv, d, blocks, block_size;
+  bool interleaved = false;
+};
+
+void add_paged_rope_write(std::vector<Case>& cases, DType dt) {
+  const RopeWriteVariant variants[] = {
+      {"decode", 3, 4, 2, 32, 4, 4},    {"decode", 1, 32, 8, 128, 6, 16},
+      {"chunk", 37, 8, 2, 64, 5, 16},   {"interleaved", 9, 4, 4, 16, 3, 8, true},
+      {"head_dim", 5, 2, 1, 256, 2, 4}, {"odd_dim", 4, 2, 2, 6, 2, 4},
+  };
+  for (const RopeWriteVariant& v : variants) {
+    const std::string extra =
+        "kv " + std::to_string(v.h_kv) + " blocks " + std::to_string(v.blocks) + "x" + std::to_string(v.block_size);
+    cases.push_back({"nn.paged_rope_write",
+                     label(dt),
+                     shape_label({v.t, v.h, v.d}, extra),
+                     v.name,
+                     NnOp::RopeWriteAt,
+                     {dt},
+                     Compare::Float,
+                     false,
+                     [=](Ctx& c) {
+                       const Device dev = c.backend().device();
+                       const int64_t slots_held = v.blocks * v.block_size;
+                       std::vector<int64_t> order(static_cast<size_t>(slots_held));
+                       std::iota(order.begin(), order.end(), 0);
+                       std::shuffle(order.begin(), order.end(), c.rng());
+                       std::vector<int64_t> slots(order.begin(), order.begin() + v.t);
+                       if (v.t > 2) slots[1] = std::numeric_limits<int64_t>::max();  // skipped
+                       const Arg qa = c.input(dt, {v.t, v.h + 2 * v.h_kv, v.d});
+                       const Tensor qkv(qa.storage, qa.layout, dt);
+                       const Arg ca = c.input(dt, {v.t, v.d / 2}), sa = c.input(dt, {v.t, v.d / 2});
+                       const Arg ka = c.input(dt, {v.blocks, v.block_size, v.h_kv, v.d});
+                       const Arg va = c.input(dt, {v.blocks, v.block_size, v.h_kv, v.d});
+                       Tensor k_pool = Tensor(ka.storage, ka.layout, dt).copy();
+                       Tensor v_pool = Tensor(va.storage, va.layout, dt).copy();
+                       const Tensor q = nn::paged_rope_write(
+                           k_pool, v_pool, qkv.narrow(1, 0, v.h), qkv.narrow(1, v.h, v.h_kv),
+                           qkv.narrow(1, v.h + v.h_kv, v.h_kv), Tensor(ca.storage, ca.layout, dt),
+                           Tensor(sa.storage, sa.layout, dt), v.interleaved, Tensor::from_vector(slots, {v.t}, dev));
+                       auto flat = [](const Tensor& x) { return x.contiguous().reshape({x.numel()}); };
+                       const Tensor out = cat({flat(q), flat(k_pool), flat(v_pool)}, 0);
+                       return Output{out.storage(), dt};
+                     }});
+  }
+}
+
 }  // namespace
 
 void add_paged_cases(std::vector<Case>& cases) {
   for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) add_paged(cases, dt);
+  for (DType dt : {DType::F64, DType::F32, DType::F16, DType::BF16}) add_paged_rope_write(cases, dt);
 }
 
 }  // namespace wick::parity
