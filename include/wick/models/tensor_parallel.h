@@ -10,14 +10,18 @@
 namespace wick::models {
 
 // A model split over the ranks of one tensor-parallel group (the parts ModelFile::load makes with
-// the communicators of dist::Communicator::local, one per device), run as one Model: the engine,
-// generation and the bindings drive it as they drive a model on one device.
+// the communicators of dist::Communicator::local, one per device), run as one Model: the engine and
+// generation drive it as they drive a model on one device (the C and Python bindings cannot make
+// one yet).
 //
 // Each call runs every rank's part at once, rank 0 on the calling thread and each other rank on a
 // thread of its own that lives as long as the group (so that a CPU rank keeps one OpenMP team),
 // with the caller's batch-invariant setting; the answer is rank 0's (every rank's logits are the
 // same bits: the parts gather them). The caches it makes hold every rank's layers, rank 0's first;
-// a block of the paged cache takes paged_block_bytes() on each device.
+// a block of the paged cache takes paged_block_bytes() on each device. Calls from several threads
+// run one at a time (the ranks' collectives must not interleave). A rank that fails before its
+// peers reach a collective leaves them waiting, as with any collective: the parts check a call's
+// inputs alike, so that bad input fails every rank.
 class TensorParallelModel : public Model {
  public:
   // ShapeError unless parts are ranks 0 .. n-1 of one communicator of n >= 2 ranks, each with the
