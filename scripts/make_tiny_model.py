@@ -10,7 +10,8 @@ It is trained on a text that every Debian machine has (the GPL-3, from base-file
     as the embedding and the head fitted by least squares to the embedding after the RMS norm.
     The layer's attention and MLP are random and small: they run (every op of a Llama step does)
     but barely move the logits.
-It writes F16 weights, deterministically (fixed seed), with python3-gguf and numpy.
+It writes F16 weights, deterministically (fixed seed), with python3-gguf and numpy, and a chat
+template (CHAT_TEMPLATE).
 
 usage: make_tiny_model.py TEXT OUT.gguf
   models/tiny.gguf was made, where python3-gguf is (the ROCm chroot has it), by
@@ -26,6 +27,14 @@ import numpy as np
 VOCAB, DIM = 1024, 256
 LAYERS, HEADS, KV_HEADS, HIDDEN, CONTEXT = 1, 4, 2, 512, 2048
 SPACE = "\u2581"
+# A chat format for `wick serve` and `wick generate --chat`: a system text, then "Q: ..." and "A: ..."
+# lines (the GPL's bigrams answer nothing; the format is what is tested).
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ message['content'] | trim }}\n"
+    '\n'
+    "{% elif message['role'] == 'user' %}Q: {{ message['content'] | trim }}\n"
+    "{% elif message['role'] == 'assistant' %}A: {{ message['content'] | trim }}{{ eos_token }}\n"
+    "{% else %}{{ raise_exception('wick-tiny knows the roles system, user and assistant, not ' + message['role']) }}{% endif %}{% endfor %}{% if add_generation_prompt %}A:{% endif %}")
 
 
 def chunks(text):
@@ -132,6 +141,7 @@ def main():
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_space_prefix(True)
+    w.add_chat_template(CHAT_TEMPLATE)
 
     def small(shape, scale):
         return (rng.standard_normal(shape) * scale).astype(f16)

@@ -1,5 +1,7 @@
 // `wick generate`: text from a GGUF file or checkpoint (wick's tiny model by default), streamed as it is generated, then the prompt's and the
 // generation's speed.
+#include "generate.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -8,9 +10,9 @@
 #include <string>
 
 #include "args.h"
-#include "generate.h"
 #include "wick/dist.h"
 #include "wick/io.h"
+#include "wick/models/chat_template.h"
 #include "wick/models/generate.h"
 
 namespace wick::cli {
@@ -31,6 +33,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<Device> devices;                 // --devices: the model split over these
   std::optional<DType> dtype;  // the model's default for the device
   models::WeightMemory memory = models::WeightMemory::Copy;
+  bool chat = false;  // --chat: the prompt is one user turn through the model's chat template
   models::GenerateOptions opts;
   opts.sampling.temperature = 0.8;
   opts.sampling.top_k = 40;
@@ -41,6 +44,8 @@ int cmd_generate(int argc, char** argv) {
       model_path = o.value();
     else if (o.is("--prompt"))
       prompt = o.value();
+    else if (o.is("--chat"))
+      chat = true;
     else if (o.is("--max-tokens"))
       opts.max_tokens = o.int_value();
     else if (o.is("--temp"))
@@ -86,13 +91,22 @@ int cmd_generate(int argc, char** argv) {
   std::vector<std::shared_ptr<const models::Model>> parts;
   for (size_t r = 0; r < devices.size(); ++r) parts.push_back(file.load({devices[r], dtype, comms[r], memory}));
   // The prompt is the caller's own: the text of control tokens in it (a chat template's) counts.
-  const std::vector<std::vector<int32_t>> prompts = {tok.encode(prompt, true, true)};
+  // With --chat, the template's text (which holds its own BOS where the model wants one), as
+  // transformers' apply_chat_template tokenizes it; only the answer is printed.
+  std::string text = prompt;
+  if (chat) {
+    const std::optional<models::ChatTemplate> tmpl = models::ChatTemplate::of(file);
+    if (!tmpl) throw std::runtime_error("generate: --chat: " + model_path + " has no chat template");
+    const models::ChatMessage turn{"user", prompt};
+    text = tmpl->render({&turn, 1}, true);
+  }
+  const std::vector<std::vector<int32_t>> prompts = {tok.encode(text, !chat, true)};
   if (prompts[0].empty()) throw std::runtime_error("generate: the prompt has no tokens and the model no BOS");
   models::TextStream stream(tok);
   // The prompt through the stream first, unprinted: the first new token is not the text's first,
   // and keeps its leading space.
   for (int32_t id : prompts[0]) stream.push(id);
-  std::cout << prompt << std::flush;
+  if (!chat) std::cout << prompt << std::flush;
   std::vector<models::GenerateResult> results(parts.size());
   dist::on_threads(static_cast<int>(parts.size()), [&](int rank) {
     std::function<bool(int64_t, int32_t)> print;
