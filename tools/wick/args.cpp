@@ -47,6 +47,9 @@ commands:
       --model PATH        a GGUF file, or a Hugging Face checkpoint directory (config.json,
                           safetensors, tokenizer.json); default: wick's tiny model (models/tiny.gguf)
       --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
+      --chat              the prompt is one user turn of a chat, through the model's chat
+                          template (GGUF tokenizer.chat_template, tokenizer_config.json's); only
+                          the answer is printed
       --max-tokens N      new tokens at most (default 128); the model's end tokens stop earlier
       --temp T            temperature (default 0.8; 0: greedy)
       --top-k K, --top-p P, --min-p P, --repeat-penalty R
@@ -87,6 +90,27 @@ commands:
       --csv FILE          append one row (model, device, dtype, requests, concurrency, prompt,
                           gen, share, output t/s, all t/s, TTFT p50/p99 ms, TBT p50/p99 ms,
                           peak blocks, blocks, prefix-hit tokens, preemptions)
+  serve [options]         an OpenAI-compatible HTTP server over the engine: POST
+                          /v1/chat/completions and /v1/completions (whole or streamed),
+                          GET /v1/models, /health, /metrics (Prometheus) and a chat page at /
+      --model PATH        as for generate (default: wick's tiny model)
+      --host H, --port N  where to listen (default 127.0.0.1:8080; port 0: any free port)
+      --api-key KEY       every /v1 call and /metrics need 'Authorization: Bearer KEY' (also
+                          from WICK_API_KEY)
+      --alias NAME        the model's name in the API (default: the file's name)
+      --chat-template F   a Jinja chat template file instead of the model's own
+      --device D, --devices LIST, --dtype T   as for generate
+      --parallel N        requests in the running batch at most (default 16)
+      --max-queue N       requests waiting beyond those; more get 503 (default 4 x --parallel)
+      --ctx N             positions a request may use (default: the model's context)
+      --max-tokens N      new tokens a request may ask for (default: --ctx)
+      --kv-memory MIB, --kv-type T, --step-tokens N   the engine's, as for bench-serve
+      --deterministic     batch-invariant steps (each answer's bits as if alone; slower)
+      --no-prefix-cache   no reuse of cached prompt blocks
+      --max-body BYTES    larger request bodies get 413 (default 8 MiB)
+      --threads N         HTTP threads (default: --parallel + --max-queue + 8)
+      --grace S           on SIGINT or SIGTERM, seconds running requests may finish before they
+                          are cancelled (default 5)
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it
       --model PATH        a GGUF file or checkpoint directory, as for generate
       --file PATH         the text

@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate, bench-model, bench-serve, launch, bench-dist.
+// generate, bench-model, bench-serve, serve, launch, bench-dist.
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "args.h"
 #include "backend/op.h"
 #include "backend/registry.h"
-#include "args.h"
 #include "bench.h"
 #include "bench_dist.h"
 #include "bench_model.h"
@@ -21,6 +21,7 @@
 #include "generate.h"
 #include "launch.h"
 #include "perplexity.h"
+#include "serve.h"
 #include "tokenize.h"
 #include "wick/wick.h"
 
@@ -106,6 +107,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return cli::cmd_generate(argc - 2, argv + 2);
     if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
     if (cmd == "bench-serve") return cli::cmd_bench_serve(argc - 2, argv + 2);
+    if (cmd == "serve") return cli::cmd_serve(argc - 2, argv + 2);
     if (cmd == "launch") return cli::cmd_launch(argc - 2, argv + 2);
     if (cmd == "bench-dist") return cli::cmd_bench_dist(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
