@@ -60,6 +60,14 @@ commands:
       --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU, f32 on the CPU)
       --mmap              on the CPU, read the weights in place from the file's mapping (no
                           copy: opens at once, shares the page cache; decodes slower)
+  chat-template [options] a chat template rendered over a conversation, as serve and generate
+                          --chat render it (transformers' jinja2 environment)
+      --model PATH        the model's own template (default: wick's tiny model), or
+      --template FILE     a Jinja template file, with --bos TEXT and --eos TEXT
+      --messages FILE     a JSON array of messages ({"role", "content"}): prints the text
+      --conversations FILE   a JSON array of {"messages", "add_generation_prompt"}: prints a
+                          JSON array of {"text"} or {"error"}
+      --no-generation-prompt   with --messages: no add_generation_prompt
   bench-model [options]   a model's prompt (ppN) and generation (tgN) speed, as llama-bench, and
                           the peak memory wick allocated on the (first) device during each test,
                           beside what the loaded model and a cache of each test's length hold

@@ -1,5 +1,5 @@
 // The `wick` command: info, parity (through the wick-parity program), bench, ops, tokenize, perplexity,
-// generate, bench-model, bench-serve, serve, launch, bench-dist.
+// generate, chat-template, bench-model, bench-serve, serve, launch, bench-dist.
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "perplexity.h"
 #include "serve.h"
+#include "template.h"
 #include "tokenize.h"
 #include "wick/wick.h"
 
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench-model") return cli::cmd_bench_model(argc - 2, argv + 2);
     if (cmd == "bench-serve") return cli::cmd_bench_serve(argc - 2, argv + 2);
     if (cmd == "serve") return cli::cmd_serve(argc - 2, argv + 2);
+    if (cmd == "chat-template") return cli::cmd_chat_template(argc - 2, argv + 2);
     if (cmd == "launch") return cli::cmd_launch(argc - 2, argv + 2);
     if (cmd == "bench-dist") return cli::cmd_bench_dist(argc - 2, argv + 2);
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
