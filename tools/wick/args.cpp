@@ -101,7 +101,8 @@ commands:
   serve [options]         an OpenAI-compatible HTTP server over the engine: POST
                           /v1/chat/completions and /v1/completions (whole or streamed),
                           GET /v1/models, /health, /metrics (Prometheus) and a chat page at /
-      --model PATH        as for generate (default: wick's tiny model)
+      --model PATH        as for generate (default: wick's tiny model), or --shape NAME [--qtype Q]
+                          as for bench-model (random weights, no tokenizer: token-id prompts)
       --host H, --port N  where to listen (default 127.0.0.1:8080; port 0: any free port)
       --api-key KEY       every /v1 call and /metrics need 'Authorization: Bearer KEY' (also
                           from WICK_API_KEY)

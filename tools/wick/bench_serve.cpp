@@ -38,6 +38,38 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
+std::shared_ptr<const models::Model> engine_model(std::string model_path, const std::string& shape,
+                                                  std::optional<quant::QType> qtype, const std::vector<Device>& devices,
+                                                  std::optional<DType> dtype, std::string& name,
+                                                  std::optional<models::ModelFile>* file) {
+  const bool split = devices.size() > 1;
+  if (!shape.empty()) {
+    // One model, or its parts one after another (every rank makes the whole weights from the seed).
+    const std::vector<dist::Communicator> comms =
+        split ? dist::Communicator::local(devices) : std::vector<dist::Communicator>(1);
+    std::vector<std::shared_ptr<const models::Model>> parts;
+    for (size_t r = 0; r < devices.size(); ++r)
+      parts.push_back(std::make_shared<models::LlamaModel>(
+          models::LlamaModel::random(models::LlamaConfig::preset(shape), devices[r],
+                                     dtype.value_or(models::default_dtype(devices[r])), qtype, 0, comms[r])));
+    name = shape + (qtype ? std::string(" ") + std::string(quant::qtype_name(*qtype)) : "");
+    return split ? std::make_shared<models::TensorParallelModel>(parts) : parts[0];
+  }
+  if (model_path.empty()) {
+    model_path = tiny_model_path();
+    std::fprintf(stderr, "model: %s (wick's tiny model; --model FILE or --shape S runs another)\n", model_path.c_str());
+  }
+  models::LoadOptions lo;
+  lo.device = devices[0];
+  lo.dtype = dtype;
+  models::ModelFile opened = models::ModelFile::open(model_path);
+  std::shared_ptr<const models::Model> model =
+      split ? models::TensorParallelModel::load(opened, devices, lo) : opened.load(lo);
+  name = model_path;
+  if (file != nullptr) file->emplace(std::move(opened));
+  return model;
+}
+
 int cmd_bench_serve(int argc, char** argv) {
   std::string model_path, shape, csv;
   std::optional<quant::QType> qtype;
@@ -103,32 +135,9 @@ int cmd_bench_serve(int argc, char** argv) {
   const bool split = devices.size() > 1;
   std::string where = device.to_string();
   for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());  // a CSV field
-  const std::vector<dist::Communicator> comms =
-      split ? dist::Communicator::local(devices) : std::vector<dist::Communicator>(1);
-  std::shared_ptr<const models::Model> model;
   std::string name;
-  if (!shape.empty()) {
-    // One model, or its parts one after another (every rank makes the whole weights from the seed).
-    std::vector<std::shared_ptr<const models::Model>> parts;
-    for (size_t r = 0; r < comms.size(); ++r) {
-      const Device d = split ? devices[r] : device;
-      parts.push_back(std::make_shared<models::LlamaModel>(models::LlamaModel::random(
-          models::LlamaConfig::preset(shape), d, dtype.value_or(models::default_dtype(d)), qtype, 0, comms[r])));
-    }
-    model = split ? std::make_shared<models::TensorParallelModel>(parts) : parts[0];
-    name = shape + (qtype ? std::string(" ") + std::string(quant::qtype_name(*qtype)) : "");
-  } else {
-    if (model_path.empty()) {
-      model_path = tiny_model_path();
-      std::fprintf(stderr, "model: %s (wick's tiny model; --model FILE or --shape S runs another)\n", model_path.c_str());
-    }
-    models::LoadOptions lo;
-    lo.device = device;
-    lo.dtype = dtype;
-    const models::ModelFile file = models::ModelFile::open(model_path);
-    model = split ? models::TensorParallelModel::load(file, devices, lo) : file.load(lo);
-    name = model_path;
-  }
+  const std::shared_ptr<const models::Model> model =
+      engine_model(model_path, shape, qtype, split ? devices : std::vector<Device>{device}, dtype, name);
   const int64_t context = model->context();
   if (context > 0 && prompt + gen > context)
     throw std::runtime_error("bench-serve: --prompt " + std::to_string(prompt) + " and --gen " + std::to_string(gen) +

@@ -4,11 +4,11 @@
 #include "serve.h"
 
 #include <httplib.h>
-#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "args.h"
+#include "bench_serve.h"
 #include "generate.h"
 #include "serve_api.h"
 #include "serve_metrics.h"
@@ -33,11 +34,15 @@ namespace wick::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The signal that asked the server to stop (0: none yet); set by the handler.
+volatile std::sig_atomic_t g_stop_signal = 0;
 using serve::ApiError;
 using serve::Json;
 
 struct ServeOptions {
-  std::string model_path, host = "127.0.0.1", api_key, alias, chat_template_file;
+  std::string model_path, shape, host = "127.0.0.1", api_key, alias, chat_template_file;
+  std::optional<quant::QType> qtype;
   int port = 8080;
   Device device = available_devices().back();
   std::vector<Device> devices;
@@ -186,7 +191,9 @@ bool stream_step(Exchange& x, httplib::DataSink& sink) {
     sink.done();
     return true;
   }
-  if (!p.text.empty() || p.finish != models::Finish::None || x.first) {
+  // A chunk for every token, also one whose text waits for the next (a character split over
+  // tokens) or that has none (a model without a tokenizer): clients and benchmarks see each token.
+  if (p.token >= 0 || !p.text.empty() || p.finish != models::Finish::None || x.first) {
     const bool ok =
         write(sink, event(serve::stream_chunk(x.job, x.name, x.created, x.s->served.id, p.text, p.finish, x.first)));
     x.first = false;
@@ -330,6 +337,10 @@ ServeOptions parse_options(int argc, char** argv) {
   for (Options a("serve", argc, argv); a.next();) {
     if (a.is("--model"))
       o.model_path = a.value();
+    else if (a.is("--shape"))
+      o.shape = a.value();
+    else if (a.is("--qtype"))
+      o.qtype = a.qtype_value();
     else if (a.is("--host"))
       o.host = a.value();
     else if (a.is("--port")) {
@@ -376,6 +387,8 @@ ServeOptions parse_options(int argc, char** argv) {
       a.unknown();
   }
   if (o.engine.max_running < 1) throw std::runtime_error("serve: --parallel must be at least 1");
+  if (!o.model_path.empty() && !o.shape.empty())
+    throw std::runtime_error("serve: --model and --shape exclude each other");
   if (o.ctx < 0 || o.max_tokens < 0 || o.max_queue < 0 || o.threads < 0 || o.max_body < 1 || !(o.grace >= 0))
     throw std::runtime_error(
         "serve: --ctx, --max-tokens, --max-queue, --threads and --grace must not be negative, --max-body positive");
@@ -387,16 +400,10 @@ ServeOptions parse_options(int argc, char** argv) {
 // Loads the model and its engine; the chat template, or why there is none.
 void load(Server& s) {
   const ServeOptions& o = s.opt;
-  std::string path = o.model_path;
-  if (path.empty()) {
-    path = tiny_model_path();
-    std::fprintf(stderr, "serve: model %s (wick's tiny model; --model FILE serves another)\n", path.c_str());
-  }
-  const models::ModelFile file = models::ModelFile::open(path);
-  models::LoadOptions lo;
-  lo.device = o.devices.empty() ? o.device : o.devices[0];
-  lo.dtype = o.dtype;
-  s.model = o.devices.size() > 1 ? models::TensorParallelModel::load(file, o.devices, lo) : file.load(lo);
+  std::string path;
+  std::optional<models::ModelFile> file;
+  s.model = engine_model(o.model_path, o.shape, o.qtype, o.devices.empty() ? std::vector<Device>{o.device} : o.devices,
+                         o.dtype, path, &file);
   s.engine = std::make_unique<models::Engine>(s.model, o.engine);
   try {
     if (!o.chat_template_file.empty()) {
@@ -409,9 +416,11 @@ void load(Server& s) {
         if (t->eos() >= 0) eos = t->token(t->eos());
       }
       s.chat.emplace(text, bos, eos, o.chat_template_file);
-    } else {
-      s.chat = models::ChatTemplate::of(file);
+    } else if (file) {
+      s.chat = models::ChatTemplate::of(*file);
       if (!s.chat) s.served.chat_error = path + " has no chat template (start wick serve with --chat-template FILE)";
+    } else {
+      s.served.chat_error = "random weights of the shape " + path + " have no tokenizer";
     }
   } catch (const std::exception& e) {
     s.served.chat_error = e.what();
@@ -422,7 +431,7 @@ void load(Server& s) {
   }
   if (!s.served.chat_error.empty())
     std::fprintf(stderr, "serve: chat requests refused: %s\n", s.served.chat_error.c_str());
-  s.served.id = o.alias.empty() ? std::filesystem::path(path).filename().string() : o.alias;
+  s.served.id = !o.alias.empty() ? o.alias : file ? std::filesystem::path(path).filename().string() : o.shape;
   s.served.tokenizer = s.model->tokenizer();
   s.served.chat = s.chat ? &*s.chat : nullptr;
   s.served.vocab = s.model->vocab();
@@ -435,12 +444,14 @@ void load(Server& s) {
 int cmd_serve(int argc, char** argv) {
   Server s;
   s.opt = parse_options(argc, argv);
-  // SIGINT and SIGTERM are taken by one thread (every thread started below inherits the mask).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // SIGINT and SIGTERM set a flag that a thread below watches: a handler, not a blocked mask and
+  // sigwait, because threads made before this point (a GPU runtime's) would not have the mask.
+  struct sigaction on_stop {};
+  on_stop.sa_handler = [](int sig) { g_stop_signal = sig; };
+  sigemptyset(&on_stop.sa_mask);
+  on_stop.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &on_stop, nullptr);
+  sigaction(SIGTERM, &on_stop, nullptr);
   // A client gone mid-write must not end the process.
   signal(SIGPIPE, SIG_IGN);
 
@@ -463,10 +474,12 @@ int cmd_serve(int argc, char** argv) {
   // Stops on a signal: no new requests, those running get `grace` seconds, then are cancelled.
   std::atomic<bool> done{false};
   std::thread watcher([&] {
-    timespec tick{0, 200'000'000};
     while (!done) {
-      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-      if (sig != SIGINT && sig != SIGTERM) continue;
+      const int sig = g_stop_signal;
+      if (sig == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
       std::fprintf(stderr, "serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
       s.stopping = true;
       const Clock::time_point until =

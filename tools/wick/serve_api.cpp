@@ -161,7 +161,8 @@ const std::set<std::string>& known(Endpoint e) {
                                                "stream_options",
                                                "user",
                                                "logprobs",
-                                               "logit_bias"};
+                                               "logit_bias",
+                                               "ignore_eos"};
   static const std::set<std::string> chat = [] {
     std::set<std::string> s = common;
     s.insert({"messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
@@ -291,6 +292,8 @@ Job parse_request(Endpoint endpoint, std::string_view text, const ServedModel& m
   }
   if (present(body, "user") && !body["user"].is_string()) wrong_type("user", body["user"], "a string");
   if (present(body, "echo")) job.echo = boolean(body, "echo");
+  // llama.cpp's extension: the model's end tokens do not stop the answer (benchmarks).
+  if (present(body, "ignore_eos")) r.stop_at_end = !boolean(body, "ignore_eos");
   if (present(body, "stop")) {
     const Json& v = body["stop"];
     const Json list = v.is_string() ? Json::array({v}) : v;

@@ -24,7 +24,9 @@ const char* chat_page() {
   header { display: flex; gap: 1em; align-items: baseline; padding: .6em 1em; border-bottom: 1px solid var(--line); }
   header b { font-size: 1.1em; }
   header span { color: var(--muted); font-size: .9em; }
-  header input { margin-left: auto; width: 14em; }
+  header label { margin-left: auto; color: var(--muted); font-size: .9em; }
+  #max { width: 5em; }
+  #key { width: 14em; }
   #log { flex: 1; overflow-y: auto; padding: 1em; display: flex; flex-direction: column; gap: .7em; }
   .msg { max-width: 48em; padding: .6em .9em; border-radius: .6em; white-space: pre-wrap; word-wrap: break-word;
          border: 1px solid var(--line); }
@@ -43,6 +45,7 @@ const char* chat_page() {
 </head>
 <body>
 <header><b>wick</b><span id="model">connecting...</span>
+  <label>max tokens <input id="max" type="number" value="512" min="1"></label>
   <input id="key" type="password" placeholder="API key (if the server has one)" autocomplete="off"></header>
 <div id="log"></div>
 <div id="stats"></div>
@@ -54,7 +57,7 @@ const char* chat_page() {
 <script>
 "use strict";
 const $ = (id) => document.getElementById(id);
-const history = [];
+const conversation = [];
 let controller = null;
 $("key").value = localStorage.getItem("wick-key") || "";
 $("key").addEventListener("change", () => { localStorage.setItem("wick-key", $("key").value); loadModel(); });
@@ -85,7 +88,7 @@ function add(role, text) {
 function busy(on) { $("send").disabled = on; $("stop").disabled = !on; }
 
 async function send(text) {
-  history.push({ role: "user", content: text });
+  conversation.push({ role: "user", content: text });
   add("user", text);
   const out = add("assistant", "");
   controller = new AbortController();
@@ -95,7 +98,8 @@ async function send(text) {
   try {
     const r = await fetch("/v1/chat/completions", {
       method: "POST", headers: headers(), signal: controller.signal,
-      body: JSON.stringify({ messages: history, stream: true, stream_options: { include_usage: true } }),
+      body: JSON.stringify({ messages: conversation, stream: true, stream_options: { include_usage: true },
+                             max_tokens: Number($("max").value) || undefined }),
     });
     if (!r.ok) {
       const j = await r.json().catch(() => ({}));
@@ -143,7 +147,7 @@ async function send(text) {
       $("stats").textContent = "error";
     }
   } finally {
-    history.push({ role: "assistant", content: answer });
+    conversation.push({ role: "assistant", content: answer });
     controller = null;
     busy(false);
   }
