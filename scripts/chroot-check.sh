@@ -7,7 +7,9 @@
 #                            tests, inside what the chroot sees
 #   use_libs PROGRAM         the directories outside the system's that PROGRAM's libraries come
 #                            from (CUDA's runtime in a GPU build) mounted read-only in the chroot
-#                            by each later `scripts/rocm-env run` (WICK_ROCM_LIBS)
+#                            by each later `scripts/rocm-env run` (WICK_ROCM_LIBS); system
+#                            libraries the chroot lacks copied into $build/chroot-libs and put
+#                            on LD_LIBRARY_PATH
 root=${WICK_ROCM_ROOT:-/var/cache/wick-rocm/sid}
 
 skip() {
@@ -54,10 +56,23 @@ build_dir() {
 }
 
 use_libs() {
-  local lib dir dirs=()
+  local lib so dir dirs=()
   for lib in $(ldd "$1" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'); do
     dir=$(dirname "$lib")
-    case "$dir" in /lib* | /usr/lib*) ;; *) dirs+=("$dir") ;; esac
+    so=$(basename "$lib")
+    case "$dir" in
+      /lib* | /usr/lib*)
+        # A system library the chroot lacks (cpp-httplib 0.11, which Debian unstable ships under
+        # another soname): a copy in $build/chroot-libs, found through LD_LIBRARY_PATH, which the
+        # chroot keeps.
+        if [ ! -e "$root/usr/lib/x86_64-linux-gnu/$so" ] && [ ! -e "$root/usr/lib/$so" ]; then
+          mkdir -p "$build/chroot-libs"
+          cp -L "$lib" "$build/chroot-libs/$so"
+          export LD_LIBRARY_PATH="$build/chroot-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
+        ;;
+      *) dirs+=("$dir") ;;
+    esac
   done
   WICK_ROCM_LIBS=$(printf '%s\n' "${dirs[@]}" | sort -u | paste -sd:)
   export WICK_ROCM_LIBS
