@@ -11,10 +11,13 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "wick/models/kv_blocks.h"
@@ -70,6 +73,8 @@ struct Engine::State {
     int64_t made = 0;
     std::string text;  // the text of the tokens made (cut at a stop string)
     size_t sent = 0;   // bytes of it sent in pieces
+    float logprob = 0;  // the last token's, where the request asks (Request::logprobs)
+    std::vector<std::pair<int32_t, float>> top_logprobs;
     Clock::time_point submitted, last_token;
   };
 
@@ -106,6 +111,9 @@ struct Engine::State {
   // is one (a greedy pick made on the device), and sends its piece, unless the token ends the
   // request: then returns how, and the caller finishes it.
   Finish take_token(Seq& s, const float* logits, int32_t chosen);
+  // The log-softmax of `logits` at `token` and the likeliest tokens', into s (a NaN logit counts as
+  // -inf, as the sampler's).
+  static void log_probabilities(Seq& s, std::span<const float> logits, int32_t token);
   // Takes sequence s out of `running`.
   std::unique_ptr<Seq> detach(const Seq* s);
   void publish();
@@ -135,6 +143,10 @@ void Engine::State::finish(Seq& s, Finish f, int32_t token, const std::string& e
   release(s);
   Piece p;
   p.token = token;
+  if (token >= 0 && s.request.logprobs >= 0) {
+    p.logprob = s.logprob;
+    p.top_logprobs = std::move(s.top_logprobs);
+  }
   const size_t end = f == Finish::Error || f == Finish::Cancelled ? s.sent : complete_utf8(s.text);
   if (end > s.sent) p.text = s.text.substr(s.sent, end - s.sent);
   s.sent = std::max(s.sent, end);
@@ -168,8 +180,35 @@ std::unique_ptr<Engine::State::Seq> Engine::State::detach(const Seq* s) {
   return owned;
 }
 
+void Engine::State::log_probabilities(Seq& s, std::span<const float> logits, int32_t token) {
+  const auto value = [&](size_t i) {
+    const float v = logits[i];
+    return std::isnan(v) ? -std::numeric_limits<double>::infinity() : static_cast<double>(v);
+  };
+  double top = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) top = std::max(top, value(i));
+  double sum = 0;
+  for (size_t i = 0; i < logits.size(); ++i) sum += std::exp(value(i) - top);
+  const double lse = top + std::log(sum);
+  const auto logprob = [&](size_t i) { return static_cast<float>(value(i) - lse); };
+  s.logprob = token >= 0 && static_cast<size_t>(token) < logits.size() ? logprob(static_cast<size_t>(token))
+                                                                       : -std::numeric_limits<float>::infinity();
+  s.top_logprobs.clear();
+  const auto k = static_cast<size_t>(std::min<int64_t>(s.request.logprobs, static_cast<int64_t>(logits.size())));
+  if (k == 0) return;
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+    const double va = value(static_cast<size_t>(a)), vb = value(static_cast<size_t>(b));
+    return va != vb ? va > vb : a < b;
+  });
+  for (size_t i = 0; i < k; ++i) s.top_logprobs.emplace_back(ids[i], logprob(static_cast<size_t>(ids[i])));
+}
+
 Finish Engine::State::take_token(Seq& s, const float* logits, int32_t chosen) {
   const int32_t token = chosen >= 0 ? chosen : s.sampler->sample({logits, static_cast<size_t>(pickable)}, s.all);
+  if (s.request.logprobs >= 0 && logits != nullptr)
+    log_probabilities(s, {logits, static_cast<size_t>(pickable)}, token);
   s.all.push_back(token);
   ++s.made;
   const auto now = Clock::now();
@@ -193,7 +232,9 @@ Finish Engine::State::take_token(Seq& s, const float* logits, int32_t chosen) {
   size_t hold = 0;  // bytes that may begin a stop string
   if (tokenizer != nullptr) {
     const size_t before = s.text.size();
-    s.text = tokenizer->decode(std::span<const int32_t>(s.all).subspan(static_cast<size_t>(s.prompt)));
+    // The new tokens as they continue the prompt (a first word keeps its space), so that the
+    // prompt's text and this are the whole.
+    s.text = tokenizer->decode(std::span<const int32_t>(s.all).subspan(static_cast<size_t>(s.prompt)), false, true);
     for (const std::string& stop : r.stop_strings) {
       if (stop.empty()) continue;
       hold = std::max(hold, stop.size() - 1);
@@ -210,6 +251,10 @@ Finish Engine::State::take_token(Seq& s, const float* logits, int32_t chosen) {
   if (f != Finish::None) return f;
   Piece p;
   p.token = token;
+  if (s.request.logprobs >= 0) {
+    p.logprob = s.logprob;
+    p.top_logprobs = std::move(s.top_logprobs);
+  }
   const size_t complete = complete_utf8(s.text);
   const size_t end = complete > s.sent + hold ? complete - hold : s.sent;
   // Never end inside a character: the held-back bytes may have cut one.
@@ -320,7 +365,8 @@ void Engine::State::step() {
     std::vector<int64_t> greedy;
     for (size_t k = 0; k < sampled.size(); ++k) {
       const SamplingOptions& o = sampled[k]->request.sampling;
-      (o.temperature == 0 && o.repetition_penalty == 1 ? greedy : rows).push_back(static_cast<int64_t>(k));
+      (o.temperature == 0 && !o.penalized() && sampled[k]->request.logprobs < 0 ? greedy : rows)
+          .push_back(static_cast<int64_t>(k));
     }
     if (!greedy.empty()) {
       // Each row's id and maximum in one download (ids below 2^24 are exact in f32); every row of
@@ -500,6 +546,8 @@ int64_t Engine::submit(Request request, std::function<void(const Piece&)> on_pie
   if (request.max_tokens < 1)
     throw ShapeError(detail::str_cat("engine: submit: max_tokens must be at least 1, got ", request.max_tokens));
   Sampler::check(request.sampling);
+  if (request.logprobs < -1 || request.logprobs > 20)
+    throw ShapeError(detail::str_cat("engine: submit: logprobs must be in [-1, 20], got ", request.logprobs));
   const int64_t limit = context > 0 ? std::min(context, n + request.max_tokens) : n + request.max_tokens;
   if (s.blocks->blocks_for(limit) > s.blocks->blocks())
     throw ShapeError(detail::str_cat("engine: submit: ", limit, " positions (a prompt of ", n, " and ", limit - n,

@@ -59,20 +59,35 @@ void Sampler::check(const SamplingOptions& o) {
   require(std::isfinite(o.repetition_penalty) && o.repetition_penalty > 0,
           "repetition_penalty must be finite and positive", o.repetition_penalty);
   require(o.penalty_last_n >= 0, "penalty_last_n must be at least 0", static_cast<double>(o.penalty_last_n));
+  require(o.presence_penalty >= -2 && o.presence_penalty <= 2, "presence_penalty must be in [-2, 2]",
+          o.presence_penalty);
+  require(o.frequency_penalty >= -2 && o.frequency_penalty <= 2, "frequency_penalty must be in [-2, 2]",
+          o.frequency_penalty);
+}
+
+bool SamplingOptions::penalized() const {
+  return repetition_penalty != 1 || presence_penalty != 0 || frequency_penalty != 0;
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const auto vocab = static_cast<int32_t>(logits.size());
   if (vocab == 0) throw ShapeError("sampler: no logits");
   std::vector<float> l(logits.begin(), logits.end());
-  if (o_.repetition_penalty != 1 && o_.penalty_last_n > 0) {
+  if (o_.penalized() && o_.penalty_last_n > 0) {
     const size_t n = std::min(history.size(), static_cast<size_t>(o_.penalty_last_n));
     std::vector<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
     std::sort(seen.begin(), seen.end());
-    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
     const auto p = static_cast<float>(o_.repetition_penalty);
-    for (int32_t id : seen)
-      if (id >= 0 && id < vocab) l[static_cast<size_t>(id)] = l[static_cast<size_t>(id)] > 0 ? l[static_cast<size_t>(id)] / p : l[static_cast<size_t>(id)] * p;
+    for (size_t i = 0; i < seen.size();) {
+      const int32_t id = seen[i];
+      size_t count = 1;
+      while (i + count < seen.size() && seen[i + count] == id) ++count;
+      i += count;
+      if (id < 0 || id >= vocab) continue;
+      float& v = l[static_cast<size_t>(id)];
+      if (p != 1) v = v > 0 ? v / p : v * p;
+      v -= static_cast<float>(o_.presence_penalty + o_.frequency_penalty * static_cast<double>(count));
+    }
   }
   // A NaN logit counts as -inf: never picked, never drawn. Logits with nothing above -inf are an
   // error (the model's output is broken).

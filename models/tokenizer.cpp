@@ -773,8 +773,8 @@ std::string Tokenizer::piece(int32_t id, bool special, bool first) const {
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
-  TextStream stream(*this, special);
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool special, bool continuation) const {
+  TextStream stream(*this, special, continuation);
   std::string out;
   for (int32_t id : ids) out += stream.push(id);
   return out + stream.finish();

@@ -120,6 +120,57 @@ TEST_P(EngineTest, DeterministicRequestsGiveTheirTokensAloneInAnyCompany) {
   }
 }
 
+// Log-probabilities: each piece's token with its log-probability and the likeliest tokens'; a
+// greedy token is the likeliest; asking for them changes no token; penalties change the logits
+// that greedy picks from, on the host.
+TEST_P(EngineTest, LogprobsComeWithEachTokenAndChangeNone) {
+  const auto m = random_model();
+  std::vector<Request> rs = requests(false);
+  rs.resize(3);
+  rs[2].sampling.temperature = 0.8;
+  rs[2].sampling.seed = 5;
+  const auto want = alone(m, rs);
+  Engine e(m);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    Request r = rs[i];
+    r.logprobs = 3;
+    const int64_t id = e.submit(r);
+    std::vector<int32_t> tokens;
+    for (models::Piece p; e.next(id, p);) {
+      if (p.token >= 0) {
+        tokens.push_back(p.token);
+        ASSERT_EQ(p.top_logprobs.size(), 3u);
+        EXPECT_LE(p.logprob, 0.f);
+        EXPECT_GE(p.top_logprobs[0].second, p.top_logprobs[1].second);
+        EXPECT_GE(p.top_logprobs[1].second, p.top_logprobs[2].second);
+        double mass = 0;
+        for (const auto& [tok, lp] : p.top_logprobs) mass += std::exp(lp);
+        EXPECT_LE(mass, 1.0 + 1e-5);
+        if (r.sampling.temperature == 0) {
+          EXPECT_EQ(p.token, p.top_logprobs[0].first);
+          EXPECT_EQ(p.logprob, p.top_logprobs[0].second);
+        }
+      }
+      if (p.finish != Finish::None) break;
+    }
+    EXPECT_EQ(tokens, want[i]) << "request " << i;
+  }
+  Request bad = rs[0];
+  bad.logprobs = 21;
+  WICK_EXPECT_ERROR(e.submit(bad), ShapeError, "logprobs");
+  // A frequency penalty at temperature 0 picks on the host from the penalised logits.
+  Request penalised = rs[0];
+  penalised.sampling.frequency_penalty = 2;
+  penalised.max_tokens = 24;
+  const std::vector<int32_t> got = e.wait(e.submit(penalised)).tokens;
+  models::GenerateOptions g;
+  g.max_tokens = penalised.max_tokens;
+  g.stop_at_end = false;
+  g.sampling = penalised.sampling;
+  const std::vector<std::vector<int32_t>> prompt = {penalised.prompt};
+  EXPECT_EQ(models::generate(*m, prompt, g).tokens[0], got);
+}
+
 TEST_P(EngineTest, GreedyTokensAreGeneratesTokens) {
   const auto m = random_model();
   const std::vector<Request> rs = requests(false);
@@ -355,7 +406,7 @@ TEST_P(EngineTest, TextPiecesAddUpAndStopAtStopStrings) {
     text += p.text;
   }
   ASSERT_EQ(tokens.size(), 24u);
-  EXPECT_EQ(text, m->tokenizer()->decode(tokens));
+  EXPECT_EQ(text, m->tokenizer()->decode(tokens, false, true));  // continuing the prompt
   ASSERT_GT(text.size(), 6u);
   // The same request stopped at a piece of that text: cut before it, finished as a stop.
   Request s = r;

@@ -780,6 +780,34 @@ TEST(Sampler, RepetitionPenaltyAndBadOptions) {
   bad = {};
   bad.repetition_penalty = 0;
   WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "repetition_penalty");
+  bad = {};
+  bad.presence_penalty = 2.5;
+  WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "presence_penalty");
+  bad = {};
+  bad.frequency_penalty = std::nan("");
+  WICK_EXPECT_ERROR(models::Sampler{bad}, Error, "frequency_penalty");
+}
+
+// OpenAI's penalties: presence takes a fixed amount off each token seen, frequency that amount per
+// time seen, both within the last penalty_last_n tokens, after the repetition penalty.
+TEST(Sampler, PresenceAndFrequencyPenalties) {
+  const std::vector<float> logits = {1.f, 3.f, 2.5f, 2.8f};
+  const std::vector<int32_t> history = {3, 1, 1, 1};
+  models::SamplingOptions o;
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 1);
+  o.presence_penalty = 0.4;  // 3 - 0.4 = 2.6 > 2.5; 2.8 - 0.4 = 2.4
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 1);
+  o.presence_penalty = 0;
+  o.frequency_penalty = 0.2;  // 3 - 3 * 0.2 = 2.4 < 2.5 and 2.8 - 0.2 = 2.6
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 3);
+  o.penalty_last_n = 2;  // only {1, 1}: 3 - 0.4 = 2.6 < 2.8
+  EXPECT_EQ(models::Sampler(o).sample(logits, history), 3);
+  o.frequency_penalty = -2;  // a negative penalty favours what was seen
+  o.penalty_last_n = 64;
+  const std::vector<float> flat = {0.f, 0.f, 5.f, 0.f};
+  EXPECT_EQ(models::Sampler(o).sample(flat, history), 1);
+  EXPECT_TRUE(o.penalized());
+  EXPECT_FALSE(models::SamplingOptions{}.penalized());
 }
 
 }  // namespace

@@ -177,7 +177,9 @@ def test_engine_serves_requests_at_once(tiny_model):
     assert len(pieces) == 8 and pieces[-1].finish == "length"
     assert all(p.finish is None for p in pieces[:-1])
     text = "".join(p.text for p in pieces)
-    assert text == m.decode([p.token for p in pieces])
+    # The text continues the prompt: joined to the prompt's, it is the whole sequence's.
+    prompt = m.encode("Hello world")
+    assert m.decode(prompt) + text == m.decode(prompt + [p.token for p in pieces])
     # The same greedy request alone gives the same text.
     assert "".join(p.text for p in wick.stream(e, e.submit("Hello world", max_tokens=8, stop_at_end=False))) == text
     assert e.cancel(second)

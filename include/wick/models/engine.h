@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wick/models/generate.h"
@@ -54,6 +55,10 @@ struct Request {
   bool stop_at_end = true;                // the tokenizer's end tokens stop the request (and are kept)
   std::vector<int32_t> stop_tokens;       // more tokens that stop it (kept)
   std::vector<std::string> stop_strings;  // text that stops it (cut off, with what follows)
+  // -1: none; 0: each new token's log-probability in its piece; k (at most 20): also the k likeliest
+  // tokens' at that step. From the model's logits (before penalties and temperature), over the
+  // tokens a sampler may pick. A request that asks for them takes its logits to the host.
+  int64_t logprobs = -1;
 };
 
 enum class Finish { None, Length, Stop, Cancelled, Error };
@@ -68,6 +73,10 @@ struct Piece {
   std::string text;
   Finish finish = Finish::None;
   std::string error;  // Finish::Error's message
+  // Where the request asked for them (Request::logprobs) and `token` is a new token: its
+  // log-probability, and the likeliest tokens' with theirs, likeliest first.
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 
 struct EngineStats {

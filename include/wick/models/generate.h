@@ -20,15 +20,22 @@ struct SamplingOptions {
   double repetition_penalty = 1;   // > 1: logits of tokens among the last penalty_last_n divided
   int64_t penalty_last_n = 64;     //   (positive) or multiplied (negative) by it, as llama.cpp does
   uint64_t seed = 0;               // of the draws, from wick's Philox generator on the CPU
+  // OpenAI's penalties over the same last penalty_last_n tokens, after the repetition penalty: a
+  // token's logit less presence_penalty where it occurs there, and frequency_penalty times the
+  // number of times it does (each in [-2, 2]; 0: none).
+  double presence_penalty = 0;
+  double frequency_penalty = 0;
+
+  // Whether any penalty changes the logits (a greedy pick then needs them on the host).
+  bool penalized() const;
 };
 
-// Picks next tokens from logits: the repetition penalty, then greedy or top-k, softmax at the
-// temperature, top-p and min-p, and a draw. An Error naming the option for one out of range
-// (temperature < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). A NaN logit
-// counts as -inf (never picked nor drawn), +inf logits share all the probability, and logits with
-// nothing above -inf are an Error. Its draws are streams 0, 1, ... of options.seed from the CPU
-// generator (manual_seed), taken in batches: each batch seeds the generator anew, so that samplers
-// of different seeds may take turns (the engine's requests) and each draws what it would alone.
+// Picks next tokens from logits: the repetition penalty, the presence and frequency penalties, then greedy or top-k,
+// softmax at the temperature, top-p and min-p, and a draw. An Error naming the option for one out of range (temperature
+// < 0, top_p outside (0, 1], min_p outside [0, 1], a penalty <= 0). A NaN logit counts as -inf (never picked nor
+// drawn), +inf logits share all the probability, and logits with nothing above -inf are an Error. Its draws are streams
+// 0, 1, ... of options.seed from the CPU generator (manual_seed), taken in batches: each batch seeds the generator
+// anew, so that samplers of different seeds may take turns (the engine's requests) and each draws what it would alone.
 // Constructing a Sampler seeds the CPU generator (manual_seed(options.seed)) unless `seed_now` is
 // false.
 class Sampler {

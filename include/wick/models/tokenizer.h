@@ -49,8 +49,9 @@ class Tokenizer {
   // and its byte offset; no character is ever dropped.
   std::vector<int32_t> encode(std::string_view text, bool add_special = true, bool parse_special = false) const;
   // The UTF-8 text of `ids`: control tokens (BOS, EOS, ...) are left out unless `special`. An id
-  // outside the vocabulary is an IndexError.
-  std::string decode(std::span<const int32_t> ids, bool special = false) const;
+  // outside the vocabulary is an IndexError. `continuation`: the ids follow earlier text (a
+  // prompt), so that the first keeps its leading space (as TextStream's).
+  std::string decode(std::span<const int32_t> ids, bool special = false, bool continuation = false) const;
   // The bytes one token stands for (possibly part of a UTF-8 character), as decode gives them
   // token by token; `first` removes the leading space that the SentencePiece style adds.
   std::string piece(int32_t id, bool special = false, bool first = false) const;
@@ -74,7 +75,10 @@ class Tokenizer {
 // last byte arrives, so that every piece it returns is whole UTF-8.
 class TextStream {
  public:
-  explicit TextStream(const Tokenizer& tokenizer, bool special = false) : tok_(&tokenizer), special_(special) {}
+  // continuation: the ids follow text already written (a prompt), so that the first keeps the
+  // space a SentencePiece vocabulary's word-start mark stands for.
+  explicit TextStream(const Tokenizer& tokenizer, bool special = false, bool continuation = false)
+      : tok_(&tokenizer), special_(special), first_(!continuation) {}
   // The text that `id` completes (often its own piece; empty while a character is unfinished).
   std::string push(int32_t id);
   // What is still held (an unfinished character's bytes, each as U+FFFD), and a fresh start.
@@ -83,7 +87,7 @@ class TextStream {
  private:
   const Tokenizer* tok_;
   bool special_;
-  bool first_ = true;
+  bool first_;
   std::string held_;
 };
 
