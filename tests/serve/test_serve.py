@@ -182,7 +182,9 @@ def test_chat_through_the_models_template(server):
     ({"prompt": "x", "stream_options": {"include_usage": True}}, "stream_options", None),
     ({"prompt": [1, 99999]}, "prompt", None),
     ({"prompt": ["a", "b"]}, "prompt", None),
-    ({"prompt": "x", "logprobs": 2}, "logprobs", None),
+    ({"prompt": "x", "logprobs": 21}, "logprobs", None),
+    ({"prompt": "x", "presence_penalty": 2.5}, "presence_penalty", None),
+    ({"prompt": "x", "frequency_penalty": "high"}, "frequency_penalty", None),
     ({}, "prompt", None),
 ])
 def test_bad_completion_requests_are_400_in_the_apis_shape(server, body, param, code):
@@ -202,6 +204,41 @@ def test_bad_completion_requests_are_400_in_the_apis_shape(server, body, param, 
 def test_bad_chat_requests_are_400(server, messages, param):
     status, _, err = server.json("POST", "/v1/chat/completions", {"messages": messages})
     error_of(status, err, 400, param)
+
+
+def test_logprobs_in_both_endpoints_whole_and_streamed(server):
+    req = {"prompt": "The GNU General Public License", "max_tokens": 6, "temperature": 0, "logprobs": 3}
+    status, _, whole = server.json("POST", "/v1/completions", req)
+    assert status == 200, whole
+    lp = whole["choices"][0]["logprobs"]
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) == 6
+    assert "".join(lp["tokens"]) == whole["choices"][0]["text"]
+    for token, logprob, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+        assert logprob <= 0 and len(top) <= 3 and max(top.values()) == logprob and top[token] == logprob  # greedy
+    events = server.stream("/v1/completions", {**req, "stream": True})
+    streamed = [json.loads(e)["choices"][0]["logprobs"] for e in events[:-1]]
+    assert [t for x in streamed if x for t in x["token_logprobs"]] == lp["token_logprobs"]
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0.7, "seed": 1,
+            "logprobs": True, "top_logprobs": 2}
+    status, _, body = server.json("POST", "/v1/chat/completions", chat)
+    assert status == 200, body
+    content = body["choices"][0]["logprobs"]["content"]
+    assert len(content) == 5 and all(len(e["top_logprobs"]) == 2 and e["logprob"] <= 0 for e in content)
+    assert "".join(e["token"] for e in content) == body["choices"][0]["message"]["content"]
+    assert all(bytes(e["bytes"]).decode("utf-8", "replace") == e["token"] for e in content)
+    status, _, plain = server.json("POST", "/v1/chat/completions", {**chat, "logprobs": False, "top_logprobs": None})
+    assert status == 200 and plain["choices"][0]["logprobs"] is None
+    assert plain["choices"][0]["message"]["content"] == body["choices"][0]["message"]["content"]
+    status, _, err = server.json("POST", "/v1/chat/completions", {**chat, "logprobs": False})
+    error_of(status, err, 400, "top_logprobs")
+
+
+def test_penalties_change_the_answer(server):
+    req = {"prompt": "The", "max_tokens": 40, "temperature": 0}
+    plain = server.json("POST", "/v1/completions", req)[2]["choices"][0]["text"]
+    for penalty in ({"frequency_penalty": 2}, {"presence_penalty": 2}):
+        status, _, body = server.json("POST", "/v1/completions", {**req, **penalty})
+        assert status == 200 and body["choices"][0]["text"] != plain, penalty
 
 
 def test_hostile_bodies(server):

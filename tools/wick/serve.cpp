@@ -146,8 +146,12 @@ struct Exchange {
   const char* endpoint = "";
 
   // The next piece, waiting up to `wait`; false where none came.
+  Json logprobs;  // the last piece's
+
   bool next(models::Piece& p, std::chrono::milliseconds wait) {
     if (!s->engine->next(id, p, wait)) return false;
+    logprobs = serve::piece_logprobs(job, s->served, p, static_cast<int64_t>(answer.text.size()));
+    serve::append_logprobs(answer.logprobs, logprobs);
     if (p.token >= 0) {
       const Clock::time_point now = Clock::now();
       if (answer.completion_tokens == 0)
@@ -194,8 +198,8 @@ bool stream_step(Exchange& x, httplib::DataSink& sink) {
   // A chunk for every token, also one whose text waits for the next (a character split over
   // tokens) or that has none (a model without a tokenizer): clients and benchmarks see each token.
   if (p.token >= 0 || !p.text.empty() || p.finish != models::Finish::None || x.first) {
-    const bool ok =
-        write(sink, event(serve::stream_chunk(x.job, x.name, x.created, x.s->served.id, p.text, p.finish, x.first)));
+    const bool ok = write(sink, event(serve::stream_chunk(x.job, x.name, x.created, x.s->served.id, p.text, p.finish,
+                                                          x.first, x.logprobs)));
     x.first = false;
     if (!ok) return false;
   }

@@ -256,9 +256,9 @@ Job parse_request(Endpoint endpoint, std::string_view text, const ServedModel& m
   } else {
     s.repetition_penalty = 1;
   }
-  for (const char* p : {"presence_penalty", "frequency_penalty"})
-    if (present(body, p) && number(body, p, -2, 2) != 0)
-      bad_request(p, std::string("'") + p + "' is not supported yet (use repeat_penalty)");
+  // OpenAI's penalties, over the last 64 tokens as the repetition penalty (llama.cpp's way).
+  if (present(body, "presence_penalty")) s.presence_penalty = number(body, "presence_penalty", -2, 2);
+  if (present(body, "frequency_penalty")) s.frequency_penalty = number(body, "frequency_penalty", -2, 2);
   if (present(body, "seed")) {
     const Json& v = body["seed"];
     if (!v.is_number_integer()) wrong_type("seed", v, "an integer");
@@ -271,14 +271,16 @@ Job parse_request(Endpoint endpoint, std::string_view text, const ServedModel& m
   } catch (const std::exception& e) {
     bad_request("", e.what());
   }
-  if (present(body, "logprobs")) {
-    const Json& v = body["logprobs"];
-    if ((v.is_boolean() && v.get<bool>()) || (v.is_number() && v.get<double>() != 0))
-      bad_request("logprobs", "'logprobs' is not supported yet");
-    if (!v.is_boolean() && !v.is_number()) wrong_type("logprobs", v, "a boolean or an integer");
+  // Log-probabilities: chat's logprobs (a boolean) and top_logprobs (0 to 20), completions'
+  // logprobs (the count of likeliest tokens, 0 to 20).
+  if (endpoint == Endpoint::Chat) {
+    const bool on = present(body, "logprobs") && boolean(body, "logprobs");
+    const int64_t top = present(body, "top_logprobs") ? integer(body, "top_logprobs", 0, 20) : 0;
+    if (present(body, "top_logprobs") && !on) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    r.logprobs = on ? top : -1;
+  } else if (present(body, "logprobs")) {
+    r.logprobs = integer(body, "logprobs", 0, 20);
   }
-  if (present(body, "top_logprobs") && integer(body, "top_logprobs", 0, 20) != 0)
-    bad_request("top_logprobs", "'top_logprobs' is not supported yet");
   if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
     bad_request("logit_bias", "'logit_bias' is not supported");
   if (present(body, "tools") && !(body["tools"].is_array() && body["tools"].empty()))
@@ -365,12 +367,12 @@ Json whole_answer(const Job& job, const std::string& id, int64_t created, const 
   if (job.endpoint == Endpoint::Chat) {
     choice = {{"index", 0},
               {"message", {{"role", "assistant"}, {"content", a.text}}},
-              {"logprobs", nullptr},
+              {"logprobs", a.logprobs},
               {"finish_reason", finish_reason(a.finish)}};
   } else {
     choice = {{"index", 0},
               {"text", job.echo ? job.prompt_text + a.text : a.text},
-              {"logprobs", nullptr},
+              {"logprobs", a.logprobs},
               {"finish_reason", finish_reason(a.finish)}};
   }
   return {{"id", id},
@@ -382,17 +384,17 @@ Json whole_answer(const Job& job, const std::string& id, int64_t created, const 
 }
 
 Json stream_chunk(const Job& job, const std::string& id, int64_t created, const std::string& model,
-                  const std::string& text, models::Finish finish, bool first) {
+                  const std::string& text, models::Finish finish, bool first, const Json& logprobs) {
   Json choice;
   if (job.endpoint == Endpoint::Chat) {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || (first && finish == models::Finish::None)) delta["content"] = text;
-    choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_reason(finish)}};
+    choice = {{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_reason(finish)}};
   } else {
     choice = {{"index", 0},
               {"text", first && job.echo ? job.prompt_text + text : text},
-              {"logprobs", nullptr},
+              {"logprobs", logprobs},
               {"finish_reason", finish_reason(finish)}};
   }
   Json chunk = {{"id", id},
@@ -411,6 +413,40 @@ Json usage_chunk(const Job& job, const std::string& id, int64_t created, const s
           {"model", model},
           {"choices", Json::array()},
           {"usage", usage(a)}};
+}
+
+Json piece_logprobs(const Job& job, const ServedModel& model, const models::Piece& p, int64_t text_offset) {
+  if (job.request.logprobs < 0 || p.token < 0) return nullptr;
+  const auto text = [&](int32_t id) { return model.tokenizer != nullptr ? model.tokenizer->piece(id) : std::string(); };
+  if (job.endpoint == Endpoint::Chat) {
+    const auto entry = [&](int32_t id, float logprob) {
+      const std::string t = text(id);
+      Json bytes = Json::array();
+      for (unsigned char c : t) bytes.push_back(static_cast<int>(c));
+      return Json{{"token", t}, {"logprob", logprob}, {"bytes", bytes}};
+    };
+    Json e = entry(p.token, p.logprob);
+    e["top_logprobs"] = Json::array();
+    for (const auto& [id, lp] : p.top_logprobs) e["top_logprobs"].push_back(entry(id, lp));
+    return {{"content", Json::array({e})}, {"refusal", nullptr}};
+  }
+  Json top = Json::object();
+  for (const auto& [id, lp] : p.top_logprobs) top[text(id)] = lp;
+  return {{"tokens", Json::array({text(p.token)})},
+          {"token_logprobs", Json::array({p.logprob})},
+          {"top_logprobs", Json::array({top})},
+          {"text_offset", Json::array({text_offset})}};
+}
+
+void append_logprobs(Json& all, const Json& one) {
+  if (one.is_null()) return;
+  if (all.is_null()) {
+    all = one;
+    return;
+  }
+  for (const auto& [key, list] : one.items())
+    if (list.is_array())
+      for (const Json& x : list) all[key].push_back(x);
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }

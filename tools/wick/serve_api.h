@@ -67,6 +67,7 @@ struct Answer {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   models::Finish finish = models::Finish::None;
+  Json logprobs;  // null where the request did not ask for them
 };
 
 // OpenAI's finish_reason for an engine's finish ("stop", "length"; null before the end).
@@ -77,7 +78,12 @@ Json whole_answer(const Job& job, const std::string& id, int64_t created, const 
 // One stream chunk: new text (and, on the last, the finish); the chat's first chunk carries the
 // assistant's role.
 Json stream_chunk(const Job& job, const std::string& id, int64_t created, const std::string& model,
-                  const std::string& text, models::Finish finish, bool first);
+                  const std::string& text, models::Finish finish, bool first, const Json& logprobs = nullptr);
+// The log-probabilities of one piece's token in the endpoint's shape (chat: {"content": [entry]};
+// completions: tokens, token_logprobs, top_logprobs, text_offset of one token each), null where
+// the request did not ask or the piece has no token; and one appended to those so far.
+Json piece_logprobs(const Job& job, const ServedModel& model, const models::Piece& p, int64_t text_offset);
+void append_logprobs(Json& all, const Json& one);
 // The usage chunk that ends a stream with stream_options.include_usage.
 Json usage_chunk(const Job& job, const std::string& id, int64_t created, const std::string& model, const Answer& a);
 
