@@ -535,12 +535,20 @@ PYBIND11_MODULE(_wick, m) {
   py::class_<models::Piece>(m, "Piece", "What a request made since its last piece (Engine.next).")
       .def_readonly("request", &models::Piece::request)
       .def_readonly("token", &models::Piece::token, "the new token, or -1")
-      .def_property_readonly("text", [](const models::Piece& p) { return py::bytes(p.text).attr("decode")("utf-8", "replace"); })
-      .def_property_readonly("finish", [](const models::Piece& p) -> py::object {
-        if (p.finish == models::Finish::None) return py::none();
-        return py::str(models::finish_name(p.finish));
-      }, "None, or in a request's last piece: \"length\", \"stop\", \"cancelled\" or \"error\"")
+      .def_property_readonly(
+          "text", [](const models::Piece& p) { return py::bytes(p.text).attr("decode")("utf-8", "replace"); })
+      .def_property_readonly(
+          "finish",
+          [](const models::Piece& p) -> py::object {
+            if (p.finish == models::Finish::None) return py::none();
+            return py::str(models::finish_name(p.finish));
+          },
+          "None, or in a request's last piece: \"length\", \"stop\", \"cancelled\" or \"error\"")
       .def_readonly("error", &models::Piece::error)
+      .def_readonly("logprob", &models::Piece::logprob,
+                    "the token's log-probability, where the request asked for logprobs")
+      .def_readonly("top_logprobs", &models::Piece::top_logprobs,
+                    "[(token, log-probability)] of the likeliest tokens, likeliest first, where asked")
       .def("__repr__", [](const models::Piece& p) {
         return "Piece(request=" + std::to_string(p.request) + ", token=" + std::to_string(p.token) + ", text=" +
                py::repr(py::bytes(p.text).attr("decode")("utf-8", "replace")).cast<std::string>() +
@@ -576,22 +584,27 @@ PYBIND11_MODULE(_wick, m) {
           [](models::Engine& e, const std::optional<std::string>& prompt,
              const std::optional<std::vector<int32_t>>& ids, int64_t max_tokens, double temperature, int64_t top_k,
              double top_p, double min_p, double repetition_penalty, uint64_t seed, const std::vector<std::string>& stop,
-             bool stop_at_end) {
+             bool stop_at_end, double presence_penalty, double frequency_penalty, int64_t logprobs) {
             WICK_CHECK(prompt.has_value() != ids.has_value(), Error, "Engine.submit",
                        "give one of prompt (text) and ids");
             models::Request r;
             if (prompt) r.text = *prompt;
             if (ids) r.prompt = *ids;
             r.max_tokens = max_tokens;
-            r.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, 64, seed};
+            r.sampling = {temperature,      top_k, top_p, min_p, repetition_penalty, 64, seed, presence_penalty,
+                          frequency_penalty};
             r.stop_strings = stop;
             r.stop_at_end = stop_at_end;
+            r.logprobs = logprobs;
             return e.submit(std::move(r));
           },
           py::arg("prompt") = py::none(), py::kw_only(), py::arg("ids") = py::none(), py::arg("max_tokens") = 128,
           py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0, py::arg("min_p") = 0.0,
           py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0, py::arg("stop") = std::vector<std::string>{},
-          py::arg("stop_at_end") = true, "Queues a request (text, or token ids) and returns its id.")
+          py::arg("stop_at_end") = true, py::arg("presence_penalty") = 0.0, py::arg("frequency_penalty") = 0.0,
+          py::arg("logprobs") = -1,
+          "Queues a request (text, or token ids) and returns its id. logprobs: -1 none; 0..20: each piece's "
+          "logprob, and that many likeliest tokens' in its top_logprobs.")
       .def(
           "next",
           [](models::Engine& e, int64_t id, std::optional<double> timeout) -> std::optional<models::Piece> {

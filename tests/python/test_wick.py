@@ -182,11 +182,18 @@ def test_engine_serves_requests_at_once(tiny_model):
     assert m.decode(prompt) + text == m.decode(prompt + [p.token for p in pieces])
     # The same greedy request alone gives the same text.
     assert "".join(p.text for p in wick.stream(e, e.submit("Hello world", max_tokens=8, stop_at_end=False))) == text
+    # Log-probabilities and penalties: a greedy token is its likeliest entry.
+    scored = list(wick.stream(e, e.submit("Hello world", max_tokens=4, stop_at_end=False, logprobs=2,
+                                          frequency_penalty=0.5)))
+    assert all(p.logprob <= 0 and len(p.top_logprobs) == 2 for p in scored if p.token >= 0)
+    assert all(p.token == p.top_logprobs[0][0] or p.logprob <= p.top_logprobs[0][1] for p in scored if p.token >= 0)
+    with pytest.raises(wick.Error, match="presence_penalty"):
+        e.submit("x", presence_penalty=3)
     assert e.cancel(second)
     assert list(wick.stream(e, second))[-1].finish in ("cancelled", "length")
     assert e.next(second, timeout=0) is None and not e.cancel(second)
     s = e.stats()
-    assert s["finished"] == 3 and s["blocks"] == 64 and s["blocks_used"] == 0
+    assert s["finished"] == 4 and s["blocks"] == 64 and s["blocks_used"] == 0
     with pytest.raises(wick.ShapeError, match="empty prompt"):
         e.submit(ids=[])
     with pytest.raises(wick.Error, match="top_p"):
