@@ -126,14 +126,18 @@ std::string chat_template_source(const ModelFile& file) {
 std::optional<ChatTemplate> ChatTemplate::of(const ModelFile& file) {
   std::string source = chat_template_source(file);
   if (source.empty()) return std::nullopt;
-  std::string bos, eos;
-  if (file.has_tokenizer()) {
-    const Tokenizer& t = file.tokenizer();
-    if (t.bos() >= 0) bos = t.token(t.bos());
-    if (t.eos() >= 0) eos = t.token(t.eos());
-  }
   const std::string field = file.source().gguf ? "tokenizer.chat_template" : "tokenizer_config.json: chat_template";
-  return ChatTemplate(std::move(source), std::move(bos), std::move(eos), detail::str_cat(file.path(), ": ", field));
+  return with_tokenizer(std::move(source), file.has_tokenizer() ? &file.tokenizer() : nullptr,
+                        detail::str_cat(file.path(), ": ", field));
+}
+
+ChatTemplate ChatTemplate::with_tokenizer(std::string source, const Tokenizer* tokenizer, std::string origin) {
+  std::string bos, eos;
+  if (tokenizer != nullptr) {
+    if (tokenizer->bos() >= 0) bos = tokenizer->token(tokenizer->bos());
+    if (tokenizer->eos() >= 0) eos = tokenizer->token(tokenizer->eos());
+  }
+  return ChatTemplate(std::move(source), std::move(bos), std::move(eos), std::move(origin));
 }
 
 }  // namespace wick::models

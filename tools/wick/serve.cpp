@@ -143,7 +143,6 @@ struct Exchange {
   Clock::time_point arrived, last_token;
   serve::Answer answer;
   bool first = true, finished = false;
-  const char* endpoint = "";
 
   // The next piece, waiting up to `wait`; false where none came.
   Json logprobs;  // the last piece's
@@ -182,16 +181,26 @@ bool write(httplib::DataSink& sink, const std::string& text) { return sink.write
 
 std::string event(const Json& j) { return "data: " + serve::dump(j) + "\n\n"; }
 
+// A last piece that is not an answer (the engine failed, or cancelled it as the server stops), and
+// the error body that says so.
+bool failed(const models::Piece& p) {
+  return p.finish == models::Finish::Error || p.finish == models::Finish::Cancelled;
+}
+std::string failure(const models::Piece& p) {
+  return error_of(500,
+                  p.finish == models::Finish::Error ? p.error : "the request was cancelled (the server is stopping)",
+                  "server_error")
+      .body();
+}
+
 // Server-sent events: a chunk per piece that has text, the finish, the usage where asked, [DONE].
 // A comment every second keeps the connection checked: a client that is gone fails a write and
 // its request is cancelled.
 bool stream_step(Exchange& x, httplib::DataSink& sink) {
   models::Piece p;
   if (!x.next(p, std::chrono::milliseconds(1000))) return write(sink, ": keep-alive\n\n");
-  if (p.finish == models::Finish::Error || p.finish == models::Finish::Cancelled) {
-    const std::string why =
-        p.finish == models::Finish::Error ? p.error : "the request was cancelled (the server is stopping)";
-    write(sink, event(Json::parse(error_of(500, why, "server_error").body())));
+  if (failed(p)) {
+    write(sink, "data: " + failure(p) + "\n\n");
     sink.done();
     return true;
   }
@@ -221,12 +230,8 @@ bool whole_step(Exchange& x, httplib::DataSink& sink) {
   while (!x.finished) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
     if (left.count() <= 0 || !x.next(p, left)) return write(sink, " ");
-    if (p.finish == models::Finish::Error || p.finish == models::Finish::Cancelled) {
-      write(sink,
-            error_of(500,
-                     p.finish == models::Finish::Error ? p.error : "the request was cancelled (the server is stopping)",
-                     "server_error")
-                .body());
+    if (failed(p)) {
+      write(sink, failure(p));
       sink.done();
       return true;
     }
@@ -255,7 +260,6 @@ void generate(Server& s, serve::Endpoint endpoint, const httplib::Request& req, 
                       name);
   x->s = &s;
   x->arrived = arrived;
-  x->endpoint = name;
   x->created = static_cast<int64_t>(std::time(nullptr));
   x->answer.prompt_tokens = static_cast<int64_t>(x->job.request.prompt.size());
   try {
@@ -414,12 +418,7 @@ void load(Server& s) {
       std::ifstream in(o.chat_template_file, std::ios::binary);
       if (!in) throw std::runtime_error("cannot read " + o.chat_template_file);
       const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      std::string bos, eos;
-      if (const models::Tokenizer* t = s.model->tokenizer()) {
-        if (t->bos() >= 0) bos = t->token(t->bos());
-        if (t->eos() >= 0) eos = t->token(t->eos());
-      }
-      s.chat.emplace(text, bos, eos, o.chat_template_file);
+      s.chat = models::ChatTemplate::with_tokenizer(text, s.model->tokenizer(), o.chat_template_file);
     } else if (file) {
       s.chat = models::ChatTemplate::of(*file);
       if (!s.chat) s.served.chat_error = path + " has no chat template (start wick serve with --chat-template FILE)";

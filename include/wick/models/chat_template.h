@@ -29,6 +29,8 @@ class ChatTemplate {
   // The template of a model's files with its tokenizer's BOS and EOS text; nullopt where the files
   // have none. FormatError as above for one that does not parse, naming the file and field.
   static std::optional<ChatTemplate> of(const ModelFile& file);
+  // `source` with a tokenizer's BOS and EOS text ("" for those it lacks, or without a tokenizer).
+  static ChatTemplate with_tokenizer(std::string source, const Tokenizer* tokenizer, std::string origin);
 
   // The prompt text of a conversation; add_generation_prompt ends it where the model's answer
   // begins. An Error naming the template's origin for a conversation the template refuses (its
