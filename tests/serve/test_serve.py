@@ -2,8 +2,9 @@
 
 The OpenAI API's shapes (whole and streamed answers, usage, errors), the chat template, the key,
 limits and hostile input, clients that go away, concurrent clients whose answers equal the same
-requests sent alone (--deterministic), a flood past the queue, and SIGTERM under load. Python's
-standard library only; every call has a timeout and every server is stopped by the test.
+requests sent alone (--deterministic), a flood past the queue, connections past the limit, and
+SIGTERM under load. Python's standard library only; every call has a timeout and every server is
+stopped by the test.
 WICK_CLI names the wick program (ctest sets it).
 """
 import http.client
@@ -349,6 +350,34 @@ def test_a_flood_past_the_queue_gets_503_with_retry_after():
         assert all(r[1] == "1" and json.loads(r[2])["error"]["code"] == "server_busy" for r in busy)
         assert s.idle()["wick_kv_blocks_used"] == 0
     finally:
+        assert s.stop() == 0
+
+
+def test_connections_past_the_limit_wait_outside_the_server():
+    s = Server("--threads", "2", "--max-connections", "3")
+    idle = []
+    try:
+        def descriptors():
+            return len(os.listdir(f"/proc/{s.proc.pid}/fd"))
+
+        before = descriptors()
+        for _ in range(32):  # connections that send nothing
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(("127.0.0.1", s.port))
+            idle.append(c)
+        time.sleep(0.5)
+        # Three open, and the one the accept loop holds while it waits for room.
+        assert descriptors() <= before + 4
+        for c in idle:
+            c.close()
+        idle.clear()
+        status, _, _ = s.call("GET", "/health")
+        assert status == 200
+        assert s.metrics()["wick_http_connections"] == 1  # this one
+    finally:
+        for c in idle:
+            c.close()
         assert s.stop() == 0
 
 

@@ -118,6 +118,8 @@ commands:
       --no-prefix-cache   no reuse of cached prompt blocks
       --max-body BYTES    larger request bodies get 413 (default 8 MiB)
       --threads N         HTTP threads (default: --parallel + --max-queue + 8)
+      --max-connections N connections open at once, answered or waiting for a thread; past it
+                          new ones wait in the kernel's listen backlog (default 2 x --threads)
       --grace S           on SIGINT or SIGTERM, seconds running requests may finish before they
                           are cancelled (default 5)
   perplexity [options]    a model's perplexity on a text, as llama-perplexity computes it

@@ -26,6 +26,7 @@
 #include "generate.h"
 #include "serve_api.h"
 #include "serve_metrics.h"
+#include "serve_pool.h"
 #include "wick/dist.h"
 #include "wick/models/tensor_parallel.h"
 
@@ -52,7 +53,8 @@ struct ServeOptions {
   int64_t max_tokens = 0;  // new tokens a request may ask for; 0: ctx
   int64_t max_queue = 0;   // requests waiting beyond the running batch; 0: 4 x --parallel
   int64_t max_body = 8 << 20;
-  int64_t threads = 0;  // HTTP threads; 0: --parallel + --max-queue + 8
+  int64_t threads = 0;          // HTTP threads; 0: --parallel + --max-queue + 8
+  int64_t max_connections = 0;  // connections open at once; 0: 2 x threads
   double grace = 5;     // seconds a stop waits for running requests before cancelling them
 };
 
@@ -70,6 +72,7 @@ struct Server {
   std::set<int64_t> active;  // engine requests whose HTTP answer is still being written
   std::atomic<int64_t> next_id{0};
   std::atomic<bool> listening_ended{false};
+  std::atomic<int64_t> connections{0};  // being answered or waiting for an HTTP thread
 
   // Ends the listener (which may not have begun to listen yet) once; httplib then waits for the
   // connections being answered.
@@ -307,7 +310,7 @@ void routes(Server& s) {
     if (!s.opt.api_key.empty() && !admit(s, req, res, "metrics")) return;
     models::EngineStats stats;
     if (s.ready) stats = s.engine->stats();
-    res.set_content(s.metrics.text(s.ready ? &stats : nullptr), "text/plain; version=0.0.4");
+    res.set_content(s.metrics.text(s.ready ? &stats : nullptr, s.connections), "text/plain; version=0.0.4");
   });
   s.http.Get("/", [&s](const httplib::Request&, httplib::Response& res) {
     res.set_content(serve::chat_page(), "text/html; charset=utf-8");
@@ -385,6 +388,8 @@ ServeOptions parse_options(int argc, char** argv) {
       o.max_body = a.int_value();
     else if (a.is("--threads"))
       o.threads = a.int_value();
+    else if (a.is("--max-connections"))
+      o.max_connections = a.int_value();
     else if (a.is("--grace"))
       o.grace = a.float_value();
     else if (a.is("--deterministic"))
@@ -397,11 +402,14 @@ ServeOptions parse_options(int argc, char** argv) {
   if (o.engine.max_running < 1) throw std::runtime_error("serve: --parallel must be at least 1");
   if (!o.model_path.empty() && !o.shape.empty())
     throw std::runtime_error("serve: --model and --shape exclude each other");
-  if (o.ctx < 0 || o.max_tokens < 0 || o.max_queue < 0 || o.threads < 0 || o.max_body < 1 || !(o.grace >= 0))
+  if (o.ctx < 0 || o.max_tokens < 0 || o.max_queue < 0 || o.threads < 0 || o.max_connections < 0 || o.max_body < 1 ||
+      !(o.grace >= 0))
     throw std::runtime_error(
-        "serve: --ctx, --max-tokens, --max-queue, --threads and --grace must not be negative, --max-body positive");
+        "serve: --ctx, --max-tokens, --max-queue, --threads, --max-connections and --grace must not be negative, "
+        "--max-body positive");
   if (o.max_queue == 0) o.max_queue = 4 * o.engine.max_running;
   if (o.threads == 0) o.threads = o.engine.max_running + o.max_queue + 8;
+  if (o.max_connections == 0) o.max_connections = 2 * o.threads;
   return o;
 }
 
@@ -458,8 +466,10 @@ int cmd_serve(int argc, char** argv) {
   // A client gone mid-write must not end the process.
   signal(SIGPIPE, SIG_IGN);
 
-  const size_t threads = static_cast<size_t>(s.opt.threads);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.http.new_task_queue = [&s] {
+    return new serve::ConnectionPool(static_cast<size_t>(s.opt.threads), static_cast<size_t>(s.opt.max_connections),
+                                     s.stopping, s.connections);
+  };
   s.http.set_payload_max_length(static_cast<size_t>(s.opt.max_body));
   s.http.set_read_timeout(30, 0);
   s.http.set_write_timeout(10, 0);

@@ -43,8 +43,10 @@ std::string bound(double b) {
 
 }  // namespace
 
-std::string Metrics::text(const models::EngineStats* e) const {
+std::string Metrics::text(const models::EngineStats* e, int64_t connections) const {
   std::ostringstream out;
+  metric(out, "wick_http_connections", "gauge", "HTTP connections being answered or waiting for a thread.",
+         static_cast<double>(connections));
   if (e != nullptr) {
     metric(out, "wick_requests_running", "gauge", "Requests in the running batch.", static_cast<double>(e->running));
     metric(out, "wick_requests_waiting", "gauge", "Requests waiting for a place in the batch.",

@@ -20,8 +20,9 @@ class Metrics {
   // A request's first token `seconds` after it arrived, and a gap between two of its tokens.
   void first_token(double seconds);
   void between_tokens(double seconds);
-  // The text of /metrics, with the engine's counters as they are now (none before it exists).
-  std::string text(const models::EngineStats* engine) const;
+  // The text of /metrics, with the engine's counters as they are now (none before it exists) and
+  // the HTTP connections open (being answered or waiting for a thread).
+  std::string text(const models::EngineStats* engine, int64_t connections) const;
 
  private:
   // Upper bounds of the histograms' buckets, in seconds (+Inf last).
