@@ -67,6 +67,8 @@ models::SamplingOptions sampling_of(const wick_generate_options& o) {
   s.min_p = o.min_p;
   s.repetition_penalty = o.repetition_penalty;
   s.seed = o.seed;
+  s.presence_penalty = o.presence_penalty;
+  s.frequency_penalty = o.frequency_penalty;
   return s;
 }
 
@@ -117,7 +119,15 @@ wick_status wick_model_decode(const wick_model* m, const int32_t* ids, size_t co
 
 wick_generate_options wick_generate_defaults(void) {
   const models::SamplingOptions s;
-  return {128, s.temperature, s.top_k, s.top_p, s.min_p, s.repetition_penalty, s.seed};
+  return {128,
+          s.temperature,
+          s.top_k,
+          s.top_p,
+          s.min_p,
+          s.repetition_penalty,
+          s.seed,
+          s.presence_penalty,
+          s.frequency_penalty};
 }
 
 wick_status wick_model_generate(const wick_model* m, const char* prompt, const wick_generate_options* options,
@@ -185,7 +195,7 @@ void wick_engine_free(wick_engine* e) {
               "wick_engine_free: not a live wick_engine handle (freed already, or never made by wick)");
 }
 
-wick_request wick_request_defaults(void) { return {nullptr, nullptr, 0, wick_generate_defaults(), 1, nullptr, 0}; }
+wick_request wick_request_defaults(void) { return {nullptr, nullptr, 0, wick_generate_defaults(), 1, nullptr, 0, -1}; }
 
 wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* id) {
   return guard([&] {
@@ -208,6 +218,7 @@ wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* i
       if (!r->stop[i]) throw ArgumentError("engine_submit: stop string " + std::to_string(i) + " is null");
       q.stop_strings.emplace_back(r->stop[i]);
     }
+    q.logprobs = r->logprobs;
     *id = engine->submit(std::move(q));
   });
 }
@@ -222,14 +233,30 @@ wick_status wick_engine_next(wick_engine* e, int64_t id, int64_t wait_ms, wick_p
     models::Piece p;
     const auto wait = wait_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(wait_ms);
     if (!engine->next(id, p, wait)) return;
-    wick_piece out{p.request, p.token, static_cast<int32_t>(p.finish), c_string(p.text), p.text.size(), nullptr};
-    if (p.finish == models::Finish::Error) {
-      try {
-        out.error = c_string(p.error);
-      } catch (...) {
-        std::free(out.text);
-        throw;
+    wick_piece out{};
+    out.request = p.request;
+    out.token = p.token;
+    out.finish = static_cast<int32_t>(p.finish);
+    out.logprob = p.logprob;
+    try {
+      out.text = c_string(p.text);
+      out.len = p.text.size();
+      if (p.finish == models::Finish::Error) out.error = c_string(p.error);
+      if (!p.top_logprobs.empty()) {
+        const size_t n = p.top_logprobs.size();
+        out.top_tokens = static_cast<int32_t*>(std::malloc(n * sizeof(int32_t)));
+        out.top_logprobs = static_cast<double*>(std::malloc(n * sizeof(double)));
+        if (!out.top_tokens || !out.top_logprobs)
+          throw OutOfMemoryError("engine_next: no memory for a piece's top tokens");
+        out.n_top = n;
+        for (size_t i = 0; i < n; ++i) {
+          out.top_tokens[i] = p.top_logprobs[i].first;
+          out.top_logprobs[i] = p.top_logprobs[i].second;
+        }
       }
+    } catch (...) {
+      wick_piece_clear(&out);
+      throw;
     }
     *piece = out;
     *got = 1;
@@ -240,6 +267,8 @@ void wick_piece_clear(wick_piece* piece) {
   if (!piece) return;
   std::free(piece->text);
   std::free(piece->error);
+  std::free(piece->top_tokens);
+  std::free(piece->top_logprobs);
   *piece = {};
 }
 

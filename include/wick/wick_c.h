@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Raised when a call changes meaning; a caller may check wick_c_abi_version() against it. */
-#define WICK_C_ABI_VERSION 1
+#define WICK_C_ABI_VERSION 2
 
 typedef enum wick_status {
   WICK_OK = 0,
@@ -310,8 +310,11 @@ typedef struct wick_generate_options {
   double min_p;              /* 0: none */
   double repetition_penalty; /* 1: none */
   uint64_t seed;
+  double presence_penalty;  /* OpenAI's: subtracted from the logit of each token already in the
+                               window (repetition_penalty's); 0: none */
+  double frequency_penalty; /* ... and this times its count there; 0: none */
 } wick_generate_options;
-/* max_tokens 128, greedy, no penalty, seed 0. */
+/* max_tokens 128, greedy, no penalties, seed 0. */
 wick_generate_options wick_generate_defaults(void);
 /* Called with each new piece of text (complete UTF-8 characters) and its token; a nonzero return
  * stops generation. */
@@ -359,8 +362,11 @@ typedef struct wick_request {
   int32_t stop_at_end;            /* nonzero: the tokenizer's end tokens stop the request (1) */
   const char* const* stop;        /* n_stop strings that stop it (cut off) */
   size_t n_stop;
+  int32_t logprobs; /* -1: none; 0: each new token's log-probability; 1..20: and
+                       that many likeliest tokens' (wick_piece's logprob, top_*) */
 } wick_request;
-/* text NULL, no ids, wick_generate_defaults(), stop at the end tokens, no stop strings. */
+/* text NULL, no ids, wick_generate_defaults(), stop at the end tokens, no stop strings, no
+ * log-probabilities. */
 wick_request wick_request_defaults(void);
 /* Queues request r; *id names it. Errors (nothing queued): as the C++ Engine::submit's. */
 wick_status wick_engine_submit(wick_engine* e, const wick_request* r, int64_t* id);
@@ -378,12 +384,19 @@ typedef struct wick_piece {
   char* text;     /* the text it made certain (len bytes, NUL-terminated); wick's memory */
   size_t len;
   char* error;    /* WICK_FINISH_ERROR's message, else NULL */
+  /* Where the request asked for them and token >= 0: the token's log-probability (the raw
+   * logits' log-softmax, before sampling's changes), and the n_top likeliest tokens (top_tokens)
+   * with theirs (top_logprobs), likeliest first; wick's memory. */
+  double logprob;
+  size_t n_top;
+  int32_t* top_tokens;
+  double* top_logprobs;
 } wick_piece;
 /* The next piece of request id, waiting up to wait_ms milliseconds (-1: until one comes): *got 1
  * and *piece filled (free its text with wick_piece_clear), or *got 0 where none came in time or
  * the id is unknown or finished. */
 wick_status wick_engine_next(wick_engine* e, int64_t id, int64_t wait_ms, wick_piece* piece, int32_t* got);
-/* Frees a piece's text and error and zeroes it; NULL is ignored. */
+/* Frees a piece's text, error and top tokens and zeroes it; NULL is ignored. */
 void wick_piece_clear(wick_piece* piece);
 /* Cancels request id; *cancelled 0 where it was unknown or finished already (may be NULL). */
 wick_status wick_engine_cancel(wick_engine* e, int64_t id, int32_t* cancelled);

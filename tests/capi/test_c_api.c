@@ -367,6 +367,59 @@ int main(int argc, char** argv) {
       wick_engine_free(engine);
       DEAD_ARG(wick_engine_submit(engine, &q, &ids[0]), "e", "wick_engine");
     }
+    /* Log-probabilities: each new token's and its 3 likeliest, the token among them under greedy
+     * sampling; a frequency penalty changes the greedy answer; logprobs past 20 are refused. */
+    {
+      wick_engine_options eo = wick_engine_defaults();
+      eo.blocks = 64;
+      wick_engine* engine = NULL;
+      OK(wick_engine_new(model, &eo, &engine));
+      wick_request q = wick_request_defaults();
+      CHECK(q.logprobs == -1 && q.options.presence_penalty == 0 && q.options.frequency_penalty == 0,
+            "no log-probabilities and no penalties by default");
+      q.text = "Hello world";
+      q.options.max_tokens = 12;
+      q.stop_at_end = 0;
+      q.logprobs = 3;
+      int32_t plain[12], penalized[12];
+      int good = 1;
+      for (int run = 0; run < 2; ++run) {
+        if (run == 1) {
+          q.logprobs = -1;
+          q.options.frequency_penalty = 2; /* OpenAI's range: [-2, 2] */
+        }
+        int64_t id = 0;
+        OK(wick_engine_submit(engine, &q, &id));
+        int n = 0, finish = WICK_FINISH_NONE;
+        while (finish == WICK_FINISH_NONE) {
+          wick_piece pc;
+          int32_t got = 0;
+          OK(wick_engine_next(engine, id, -1, &pc, &got));
+          if (!got) break;
+          if (pc.token >= 0 && n < 12) {
+            (run == 0 ? plain : penalized)[n++] = pc.token;
+            if (run == 0)
+              good &= pc.n_top == 3 && pc.top_tokens[0] == pc.token && pc.logprob == pc.top_logprobs[0] &&
+                      pc.logprob <= 0 && pc.top_logprobs[1] <= pc.top_logprobs[0] &&
+                      pc.top_logprobs[2] <= pc.top_logprobs[1];
+            else
+              good &= pc.n_top == 0 && pc.top_tokens == NULL;
+          }
+          finish = pc.finish;
+          wick_piece_clear(&pc);
+          CHECK(pc.top_tokens == NULL && pc.n_top == 0, "a cleared piece holds nothing");
+        }
+        CHECK(n == 12, "12 tokens");
+      }
+      CHECK(good, "each greedy token is the likeliest of its 3, with its log-probability");
+      CHECK(memcmp(plain, penalized, sizeof plain) != 0, "a frequency penalty changes the greedy answer");
+      q.options.frequency_penalty = 0;
+      q.logprobs = 21;
+      int64_t id = 0;
+      CHECK(wick_engine_submit(engine, &q, &id) != WICK_OK && strstr(wick_last_error(), "logprobs") != NULL,
+            "logprobs past 20 are refused, named");
+      wick_engine_free(engine);
+    }
     /* A Q8_0 cache serves a request; a kv_type outside the enum is refused. */
     {
       wick_engine_options eo = wick_engine_defaults();

@@ -51,6 +51,8 @@ pub struct wick_generate_options {
     pub min_p: f64,
     pub repetition_penalty: f64,
     pub seed: u64,
+    pub presence_penalty: f64,
+    pub frequency_penalty: f64,
 }
 
 #[repr(C)]

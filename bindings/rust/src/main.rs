@@ -187,7 +187,7 @@ impl Checks {
 
 fn run(c: &mut Checks, model: Option<String>) -> Result<(), Error> {
     let version = unsafe { CStr::from_ptr(ffi::wick_version()) }.to_string_lossy().into_owned();
-    c.check(!version.is_empty() && unsafe { ffi::wick_c_abi_version() } == 1, "version and ABI version");
+    c.check(!version.is_empty() && unsafe { ffi::wick_c_abi_version() } == 2, "version and ABI version");
 
     let a = Tensor::from_f32(&[1., 2., 3., 4., 5., 6.], &[2, 3], CPU)?;
     let b = Tensor::from_f32(&[0.5, -1., 2.], &[3], CPU)?;
