@@ -10,6 +10,7 @@
 #include "wick/models/engine.h"
 #include "wick/models/generate.h"
 #include "wick/models/model.h"
+#include "wick/models/tensor_parallel.h"
 #include "wick_c_internal.h"
 
 using namespace wick;
@@ -90,6 +91,25 @@ wick_status wick_model_open(const char* path, wick_device device, int32_t dtype,
     o.device = device_in(device, "model_open");
     o.dtype = dtype_in(dtype, "model_open");
     auto model = file.load(o);
+    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
+    *out = handle_of<wick_model>(model_handles().add(std::move(open)));
+  });
+}
+
+wick_status wick_model_open_split(const char* path, const wick_device* devices, size_t n_devices, int32_t dtype,
+                                  wick_model** out) {
+  return guard([&] {
+    out_ptr(out, "model_open_split");
+    const std::string p = text_in(path, "model_open_split");
+    if (n_devices < 2 || !devices)
+      throw ArgumentError("model_open_split: needs at least 2 devices, got " + std::to_string(n_devices) +
+                          (devices ? "" : " (devices is null)"));
+    std::vector<Device> ds;
+    for (size_t i = 0; i < n_devices; ++i) ds.push_back(device_in(devices[i], "model_open_split"));
+    const models::ModelFile file = models::ModelFile::open(p);
+    models::LoadOptions o;
+    o.dtype = dtype_in(dtype, "model_open_split");
+    std::shared_ptr<const models::Model> model = models::TensorParallelModel::load(file, ds, o);
     auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
     *out = handle_of<wick_model>(model_handles().add(std::move(open)));
   });

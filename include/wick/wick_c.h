@@ -293,6 +293,11 @@ wick_status wick_qtensor_bytes(const wick_qtensor* w, wick_tensor** out);
 /* A Llama-family model and its tokenizer from a GGUF file or a Hugging Face checkpoint folder,
  * its float weights as `dtype` on `device`. */
 wick_status wick_model_open(const char* path, wick_device device, int32_t dtype, wick_model** out);
+/* The same model split over n_devices >= 2 devices (tensor parallel: each holds its share of the
+ * heads and of the MLP, with the collectives between them), run as one model by every call here.
+ * A device may repeat (CPU ranks); the dtype is the same on each. */
+wick_status wick_model_open_split(const char* path, const wick_device* devices, size_t n_devices, int32_t dtype,
+                                  wick_model** out);
 /* As wick_tensor_free: NULL is ignored, a handle not live sets wick_last_error() and does nothing.
  * A call running on the model in another thread keeps it until that call returns. */
 void wick_model_free(wick_model* m);

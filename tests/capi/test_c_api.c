@@ -54,6 +54,19 @@ static int on_token(const char* text, size_t len, int32_t token, void* user) {
   return 0;
 }
 
+/* Records the tokens of a generation (up to 16). */
+typedef struct {
+  int32_t ids[16];
+  int n;
+} recorded;
+static int record_token(const char* text, size_t len, int32_t token, void* user) {
+  (void)text;
+  (void)len;
+  recorded* r = (recorded*)user;
+  if (token >= 0 && r->n < 16) r->ids[r->n++] = token;
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CHECK(strlen(wick_version()) > 0, "version");
   CHECK(wick_c_abi_version() == WICK_C_ABI_VERSION, "abi version");
@@ -366,6 +379,25 @@ int main(int argc, char** argv) {
             "a deterministic request's tokens beside another and alone");
       wick_engine_free(engine);
       DEAD_ARG(wick_engine_submit(engine, &q, &ids[0]), "e", "wick_engine");
+    }
+    /* The model split over two CPU ranks (tensor parallel) generates the same greedy tokens;
+     * fewer than two devices are refused. */
+    {
+      const wick_device two[] = {cpu, cpu};
+      wick_model* split = NULL;
+      OK(wick_model_open_split(argv[1], two, 2, WICK_F32, &split));
+      wick_generate_options g = wick_generate_defaults();
+      g.max_tokens = 12;
+      recorded whole = {{0}, 0}, parts = {{0}, 0};
+      OK(wick_model_generate(model, "Hello world", &g, record_token, &whole, NULL));
+      OK(wick_model_generate(split, "Hello world", &g, record_token, &parts, NULL));
+      CHECK(whole.n > 0 && whole.n == parts.n && memcmp(whole.ids, parts.ids, sizeof(int32_t) * (size_t)whole.n) == 0,
+            "a split model's greedy tokens are the whole model's");
+      wick_model_free(split);
+      wick_model* none = NULL;
+      CHECK(wick_model_open_split(argv[1], two, 1, WICK_F32, &none) == WICK_ERROR_ARGUMENT &&
+                strstr(wick_last_error(), "at least 2 devices") != NULL && none == NULL,
+            "a split over one device is refused, named");
     }
     /* Log-probabilities: each new token's and its 3 likeliest, the token among them under greedy
      * sampling; a frequency penalty changes the greedy answer; logprobs past 20 are refused. */

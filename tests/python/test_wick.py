@@ -168,6 +168,21 @@ def test_model_generates(tiny_model):
         wick.Model("/nonexistent.gguf")
 
 
+def test_a_model_split_over_two_ranks_answers_as_the_whole(tiny_model):
+    whole = wick.Model(tiny_model)
+    split = wick.Model(tiny_model, devices=["cpu", "cpu"])
+    assert split.generate("Hello world", max_tokens=10) == whole.generate("Hello world", max_tokens=10)
+
+    def engine_tokens(model):  # the engine drives a split model as any other
+        e = wick.Engine(model, blocks=64)
+        return [p.token for p in wick.stream(e, e.submit("Hello world", max_tokens=10, stop_at_end=False))
+                if p.token >= 0]
+
+    assert engine_tokens(split) == engine_tokens(whole)
+    with pytest.raises(wick.ShapeError, match="at least 2 devices"):
+        wick.Model(tiny_model, devices=["cpu"])
+
+
 def test_engine_serves_requests_at_once(tiny_model):
     m = wick.Model(tiny_model)
     e = wick.Engine(m, blocks=64)

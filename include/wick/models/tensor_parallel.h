@@ -11,8 +11,8 @@ namespace wick::models {
 
 // A model split over the ranks of one tensor-parallel group (the parts ModelFile::load makes with
 // the communicators of dist::Communicator::local, one per device), run as one Model: the engine and
-// generation drive it as they drive a model on one device (the C and Python bindings cannot make
-// one yet).
+// generation drive it as they drive a model on one device (the C API's wick_model_open_split and
+// Python's Model(path, devices=[...]) make one too).
 //
 // Each call runs every rank's part at once, rank 0 on the calling thread and each other rank on a
 // thread of its own that lives as long as the group (so that a CPU rank keeps one OpenMP team),
