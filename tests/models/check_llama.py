@@ -21,6 +21,12 @@ one AVX-512 Xeon). On a CI machine with the same reported features it moved by 3
 --no-repack. Where llama.cpp's F16 figure is that far from its own F32 one, wick's F16 figure is
 held to llama.cpp's F32 figure, within the F16 tolerance, and the line says so.
 
+llama-perplexity does not always repeat itself: on a 2-core AVX-512 machine, with another process
+at the lowest priority beside it, it once gave 151650.69 for the F32 file, and 156729.24 (wick:
+156740.38) in each of eight runs after, with the same file, options and machine. So each file is
+scored twice; where the two differ, a third run decides, the figure given twice is the one wick is
+held to, and the line shows all three.
+
 usage: check_llama.py WICK OUT_DIR VOCAB_DIR TEXT
 """
 import os
@@ -99,24 +105,40 @@ def main():
     failed = 0
     shown = False
     scores = {}
-    for kind, path in files.items():
+
+    def llama_ppl(path):
         llama = subprocess.run(["llama-perplexity", "-m", path, "-f", text, "-c", str(CTX), "--chunks", str(CHUNKS),
                                 "-b", str(CTX), "-t", str(os.cpu_count()), "--no-repack"],
                                capture_output=True, text=True)
         if llama.returncode != 0:
             raise RuntimeError("llama-perplexity failed: " + llama.stderr[-800:])
+        nonlocal shown
         if not shown:
             shown = True
             for line in (llama.stdout + llama.stderr).splitlines():
                 m = re.search(r"(loaded CPU backend from \S+|system_info: .*)", line)
                 if m:
                     print("llama.cpp " + m.group(1).strip())
+        return ppl(llama.stdout + llama.stderr)
+
+    for kind, path in files.items():
+        # See the module's docstring: a figure llama.cpp does not repeat is not its answer.
+        runs = [llama_ppl(path), llama_ppl(path)]
+        if runs[0] != runs[1]:
+            runs.append(llama_ppl(path))
+            repeated = [x for x in runs if runs.count(x) > 1]
+            print(f"{kind:7s} llama.cpp gave {', '.join(f'{x:.4f}' for x in runs)} for the same file"
+                  + (f"; {repeated[0]:.4f} twice, which is used" if repeated else ": no figure twice"))
+            if not repeated:
+                failed += 1
+                continue
+            runs = repeated
         ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
                               capture_output=True, text=True, check=True)
-        want, got = ppl(llama.stdout + llama.stderr), ppl(ours.stdout)
+        want, got = runs[0], ppl(ours.stdout)
         scores[kind] = want
         against = ""
-        if kind == "f16" and abs(want - scores["f32"]) / scores["f32"] > TOLERANCE["f16"]:
+        if kind == "f16" and "f32" in scores and abs(want - scores["f32"]) / scores["f32"] > TOLERANCE["f16"]:
             # See the module's docstring: llama.cpp has left its own F32 figure, so its F16 path
             # rounds more than the file's weights do on this machine.
             print(f"f16     llama.cpp PPL {want:10.4f} is {abs(want - scores['f32']) / scores['f32']:.2e} from its "
