@@ -125,7 +125,7 @@ std::shared_ptr<const TensorParallelModel> TensorParallelModel::load(const Model
                                                                      const LoadOptions& options) {
   if (devices.size() < 2)
     throw ShapeError(detail::str_cat("TensorParallelModel::load: ", devices.size(), " devices for ", file.path(),
-                                     " (a group has at least 2)"));
+                                     " (a group has at least 2 devices)"));
   const std::vector<dist::Communicator> comms = dist::Communicator::local(devices);
   std::vector<std::shared_ptr<const Model>> parts(devices.size());
   // Each part loads on its own rank's thread: a split model's loading may meet its peers.

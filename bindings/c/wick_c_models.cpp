@@ -29,6 +29,12 @@ HandleTable<std::shared_ptr<const OpenModel>>& model_handles() {
   return table;
 }
 
+// A handle for a model loaded from `file`, with the file's tokenizer.
+wick_model* model_handle(std::shared_ptr<const models::Model> model, const models::ModelFile& file) {
+  auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
+  return handle_of<wick_model>(model_handles().add(std::move(open)));
+}
+
 std::shared_ptr<const OpenModel> model_in(const wick_model* m, const char* op) {
   std::optional<std::shared_ptr<const OpenModel>> x;
   if (m) x = model_handles().get(handle_word(m));
@@ -90,9 +96,7 @@ wick_status wick_model_open(const char* path, wick_device device, int32_t dtype,
     models::LoadOptions o;
     o.device = device_in(device, "model_open");
     o.dtype = dtype_in(dtype, "model_open");
-    auto model = file.load(o);
-    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
-    *out = handle_of<wick_model>(model_handles().add(std::move(open)));
+    *out = model_handle(file.load(o), file);
   });
 }
 
@@ -109,9 +113,7 @@ wick_status wick_model_open_split(const char* path, const wick_device* devices, 
     const models::ModelFile file = models::ModelFile::open(p);
     models::LoadOptions o;
     o.dtype = dtype_in(dtype, "model_open_split");
-    std::shared_ptr<const models::Model> model = models::TensorParallelModel::load(file, ds, o);
-    auto open = std::make_shared<const OpenModel>(OpenModel{std::move(model), file.tokenizer()});
-    *out = handle_of<wick_model>(model_handles().add(std::move(open)));
+    *out = model_handle(models::TensorParallelModel::load(file, ds, o), file);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
+
 #include <sstream>
 #include <variant>
 
@@ -495,53 +496,47 @@ PYBIND11_MODULE(_wick, m) {
   py::class_<Model>(m, "Model", "A model and its tokenizer, from a GGUF file or a checkpoint folder.")
       .def(py::init([](const std::string& path, const std::string& device, const std::optional<std::string>& dtype,
                        const std::optional<std::vector<std::string>>& devices) {
-             const models::ModelFile file = models::ModelFile::open(path);
-             models::LoadOptions o;
-             o.device = device_arg(device);
-             if (dtype) o.dtype = dtype_arg(*dtype);
-             if (!devices) return Model{file.load(o), file.tokenizer()};
-             std::vector<Device> ds;
-             for (const std::string& d : *devices) ds.push_back(device_arg(d));
-             WICK_CHECK(ds.size() >= 2, ShapeError, "Model", "devices: a split needs at least 2 devices, got ",
-                        ds.size());
-             return Model{models::TensorParallelModel::load(file, ds, o), file.tokenizer()};
-           }),
-           py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = py::none(), py::arg("devices") = py::none(),
-           "dtype: the activations' (f32, f16, bf16); None: bf16 on a GPU, f32 on the CPU. devices: a list of at least "
-           "2 devices (which may repeat) to split the model over (tensor parallel), run as one model; device is then "
-           "unused.")
+        const models::ModelFile file = models::ModelFile::open(path);
+        models::LoadOptions o;
+        o.device = device_arg(device);
+        if (dtype) o.dtype = dtype_arg(*dtype);
+        if (!devices) return Model{file.load(o), file.tokenizer()};
+        std::vector<Device> ds;
+        for (const std::string& d : *devices) ds.push_back(device_arg(d));
+        return Model{models::TensorParallelModel::load(file, ds, o), file.tokenizer()};
+      }), py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = py::none(), py::arg("devices") = py::none(),
+      "dtype: the activations' (f32, f16, bf16); None: bf16 on a GPU, f32 on the CPU. devices: a list of at least "
+      "2 devices (which may repeat) to split the model over (tensor parallel), run as one model; device is then "
+      "unused.")
       .def("encode", [](const Model& w, const std::string& text) { return w.tokenizer.encode(text); })
       .def("decode", [](const Model& w, const std::vector<int32_t>& ids) { return w.tokenizer.decode(ids); })
-      .def(
-          "generate",
-          [](const Model& w, const std::string& prompt, int64_t max_tokens, double temperature, int64_t top_k,
-             double top_p, double min_p, double repetition_penalty, uint64_t seed,
-             const std::optional<py::function>& on_token) {
-            models::GenerateOptions g;
-            g.max_tokens = max_tokens;
-            g.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, 64, seed};
-            const std::vector<std::vector<int32_t>> prompts{w.tokenizer.encode(prompt)};
-            models::TextStream stream(w.tokenizer);
-            std::string text;
-            auto each = [&](int64_t, int32_t token) {
-              std::string piece = stream.push(token);
-              text += piece;
-              if (!on_token) return true;
-              py::gil_scoped_acquire gil;
-              py::object r = (*on_token)(py::bytes(piece).attr("decode")("utf-8", "replace"), token);
-              return r.is_none() || r.cast<bool>();
-            };
-            {
-              py::gil_scoped_release nogil;
-              models::generate(*w.model, prompts, g, each, &w.tokenizer);
-            }
-            return text + stream.finish();
-          },
-          py::arg("prompt"), py::arg("max_tokens") = 128, py::arg("temperature") = 0.0, py::arg("top_k") = 0,
-          py::arg("top_p") = 1.0, py::arg("min_p") = 0.0, py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0,
-          py::arg("on_token") = py::none(),
-          "The text generated after `prompt`; on_token(text, token), where given, sees each piece as it comes and "
-          "stops generation by returning False.");
+      .def("generate", [](const Model& w, const std::string& prompt, int64_t max_tokens, double temperature,
+                          int64_t top_k, double top_p, double min_p, double repetition_penalty, uint64_t seed,
+                          const std::optional<py::function>& on_token) {
+        models::GenerateOptions g;
+        g.max_tokens = max_tokens;
+        g.sampling = {temperature, top_k, top_p, min_p, repetition_penalty, 64, seed};
+        const std::vector<std::vector<int32_t>> prompts{w.tokenizer.encode(prompt)};
+        models::TextStream stream(w.tokenizer);
+        std::string text;
+        auto each = [&](int64_t, int32_t token) {
+          std::string piece = stream.push(token);
+          text += piece;
+          if (!on_token) return true;
+          py::gil_scoped_acquire gil;
+          py::object r = (*on_token)(py::bytes(piece).attr("decode")("utf-8", "replace"), token);
+          return r.is_none() || r.cast<bool>();
+        };
+        {
+          py::gil_scoped_release nogil;
+          models::generate(*w.model, prompts, g, each, &w.tokenizer);
+        }
+        return text + stream.finish();
+      }, py::arg("prompt"), py::arg("max_tokens") = 128, py::arg("temperature") = 0.0, py::arg("top_k") = 0,
+         py::arg("top_p") = 1.0, py::arg("min_p") = 0.0, py::arg("repetition_penalty") = 1.0, py::arg("seed") = 0,
+         py::arg("on_token") = py::none(),
+         "The text generated after `prompt`; on_token(text, token), where given, sees each piece as it comes and "
+         "stops generation by returning False.");
 
   // ---- the engine ----
   py::class_<models::Piece>(m, "Piece", "What a request made since its last piece (Engine.next).")
