@@ -3,8 +3,9 @@
 # `check` (their name, for messages) and `pkgs` (the chroot packages they need), then call:
 #   chroot_ready             the chroot made (with WICK_CHECK_SETUP=1 or WICK_QUANT_CHECK_SETUP=1)
 #                            and `pkgs` installed there, else `<check>: skipped: <reason>`, exit 77
-#   build_dir                the build directory (WICK_BUILD_DIR, default build), configured with
-#                            tests, inside what the chroot sees
+#   build_path               $build: the build directory (WICK_BUILD_DIR, default build), checked
+#                            to be inside what the chroot sees
+#   build_dir                build_path, and the directory configured with tests
 #   use_libs PROGRAM         the directories outside the system's that PROGRAM's libraries come
 #                            from (CUDA's runtime in a GPU build) mounted read-only in the chroot
 #                            by each later `scripts/rocm-env run` (WICK_ROCM_LIBS); system
@@ -32,7 +33,9 @@ chroot_ready() {
   fi
 }
 
-build_dir() {
+# The build directory's path in $build, checked to be one the chroot sees; build_dir also
+# configures it where it is not yet configured.
+build_path() {
   build=$(realpath -m "${WICK_BUILD_DIR:-build}")
   # scripts/rocm-env mounts this checkout's parent directory and nothing else; a checkout directly
   # under / is mounted alone.
@@ -46,6 +49,10 @@ build_dir() {
       exit 1
       ;;
   esac
+}
+
+build_dir() {
+  build_path
   if [ ! -f "$build/CMakeCache.txt" ]; then
     ./scripts/setup
     cmake -S . -B "$build" -G Ninja -DWICK_WERROR="${WICK_WERROR:-OFF}" -DWICK_BUILD_TESTS=ON > /dev/null
