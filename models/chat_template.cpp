@@ -65,6 +65,18 @@ std::string render_with(const ChatTemplate& t, const std::string& bos, const std
                  out << std::put_time(&local, args.args[0].get<std::string>().c_str());
                  return minja::Value(out.str());
                }));
+  // jinja2's `defined` and `undefined` tests by name, as selectattr and rejectattr take them
+  // (Mistral Nemo's `selectattr("tool_calls", "undefined")`): minja looks a named test up among the
+  // globals, which have `equalto` but not these two. As minja's `is defined` does, an absent member
+  // reads as none.
+  for (const bool defined : {true, false}) {
+    const char* name = defined ? "defined" : "undefined";
+    context->set(name, minja::Value::callable(
+                           [name, defined](const std::shared_ptr<minja::Context>&, minja::ArgumentsValue& args) {
+                             args.expectArgs(name, {1, 1}, {0, 0});
+                             return minja::Value(args.args[0].is_null() != defined);
+                           }));
+  }
   try {
     return root.render(context);
   } catch (const std::exception& e) {

@@ -48,6 +48,19 @@ TEST(ChatTemplate, TrimsBlocksAndStripsTheirIndentAsJinjaInTransformers) {
   EXPECT_EQ(t.render(chat), "[a]\n[c]\n<B>|<E>");
 }
 
+TEST(ChatTemplate, SelectattrTakesTheDefinedAndUndefinedTestsByName) {
+  // Mistral Nemo's template filters its messages with selectattr("tool_calls", "undefined").
+  const ChatTemplate t(
+      "{% for m in messages | selectattr('tool_calls', 'undefined') %}{{ m.content }};{% endfor %}|"
+      "{% for m in messages | selectattr('name', 'defined') %}{{ m.name }};{% endfor %}|"
+      "{% for m in messages | rejectattr('name', 'undefined') %}{{ m.content }};{% endfor %}",
+      "", "");
+  EXPECT_EQ(t.render_json(R"([{"role": "user", "content": "a", "name": "ann"},
+                              {"role": "assistant", "content": "b", "tool_calls": [{"id": "x"}]},
+                              {"role": "user", "content": "c"}])"),
+            "a;c;|ann;|a;");
+}
+
 TEST(ChatTemplate, ATemplateThatRefusesAConversationIsAnErrorNamingIt) {
   const models::ModelFile file = models::ModelFile::open(tiny_path());
   const ChatTemplate t = *ChatTemplate::of(file);
