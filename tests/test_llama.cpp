@@ -34,13 +34,6 @@ LlamaModel load(const Tiny& m, Device device, DType dtype = DType::F32) {
 
 const std::vector<int64_t> kTokens = {3, 17, 42, 8, 63, 0, 25, 11, 9};
 
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
-  float m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
 class LlamaTest : public ::testing::TestWithParam<Device> {
  protected:
   Device device() const { return GetParam(); }

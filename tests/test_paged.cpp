@@ -17,15 +17,6 @@
 namespace wick::test {
 namespace {
 
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  return a.to_device(Device::cpu())
-      .to_dtype(DType::F32)
-      .sub(b.to_device(Device::cpu()).to_dtype(DType::F32))
-      .abs()
-      .max()
-      .item<float>();
-}
-
 class PagedTest : public ::testing::TestWithParam<Device> {
  protected:
   Device device() const { return GetParam(); }

@@ -17,6 +17,16 @@ namespace wick::test {
 // Every device present (the CPU, and each GPU of the backend built in): tests loop over these.
 inline std::vector<Device> devices() { return available_devices(); }
 
+// The largest |a - b| of two tensors of one shape, on any devices and float dtypes (compared in f32).
+inline float max_abs_diff(const Tensor& a, const Tensor& b) {
+  return a.to_device(Device::cpu())
+      .to_dtype(DType::F32)
+      .sub(b.to_device(Device::cpu()).to_dtype(DType::F32))
+      .abs()
+      .max()
+      .item<float>();
+}
+
 // Test-name suffix for a device parameter: "cpu", "cuda_0".
 inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
   std::string s = info.param.to_string();
