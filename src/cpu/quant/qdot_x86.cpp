@@ -505,30 +505,94 @@ struct Panel {
   static constexpr int64_t kUnitBytes = 512 + kHalves * 2 * 64;        // bytes, then d and bias
 };
 
-// Rows [r, r + 16) of the weight (blocks, nb per row) as a panel at p (64-byte aligned).
+// Lane k of each of s[0..3], in order, for k = 0..3: w[first + 2k] (transpose_units).
+WICK_AVX512 inline void lanes_of(const __m512i (&s)[4], __m512i unpair, __m512i* w, int first) {
+  const __m512i s01 = _mm512_shuffle_i64x2(s[0], s[1], 0x44), s23 = _mm512_shuffle_i64x2(s[2], s[3], 0x44);
+  const __m512i t01 = _mm512_shuffle_i64x2(s[0], s[1], 0xee), t23 = _mm512_shuffle_i64x2(s[2], s[3], 0xee);
+  w[first] = _mm512_permutexvar_epi32(unpair, _mm512_shuffle_i64x2(s01, s23, 0x88));
+  w[first + 2] = _mm512_permutexvar_epi32(unpair, _mm512_shuffle_i64x2(s01, s23, 0xdd));
+  w[first + 4] = _mm512_permutexvar_epi32(unpair, _mm512_shuffle_i64x2(t01, t23, 0x88));
+  w[first + 6] = _mm512_permutexvar_epi32(unpair, _mm512_shuffle_i64x2(t01, t23, 0xdd));
+}
+
+// The 16 rows' units of 32 bytes (u[e]: row e's, as 8 words) as 8 vectors whose lane e holds row e's
+// word v: a 16 x 8 transpose of words in registers. Rows e and e + 8 share a vector, their words
+// interleaved in pairs; an 8 x 8 transpose of those 64-bit pairs (unpacks, then 128-bit lanes
+// moved twice) puts word v of every pair into w[v], whose pairs are then split back into rows.
+WICK_AVX512 inline void transpose_units(const __m256i (&u)[kPanelRows], __m512i (&w)[8]) {
+  const __m512i pair = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  const __m512i unpair = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  __m512i y[8];  // 64-bit element v of y[p]: (row p's word v, row p + 8's word v)
+  for (int p = 0; p < 8; ++p)
+    y[p] = _mm512_permutexvar_epi32(pair, _mm512_inserti64x4(_mm512_castsi256_si512(u[p]), u[p + 8], 1));
+  __m512i even[4], odd[4];  // 128-bit lane k of even[q]: element 2k of y[2q] and of y[2q + 1]; odd: 2k + 1
+  for (int q = 0; q < 4; ++q) {
+    even[q] = _mm512_unpacklo_epi64(y[2 * q], y[2 * q + 1]);
+    odd[q] = _mm512_unpackhi_epi64(y[2 * q], y[2 * q + 1]);
+  }
+  lanes_of(even, unpair, w, 0);
+  lanes_of(odd, unpair, w, 1);
+}
+
+// Rows [r, r + 16) of the weight (blocks, nb per row) as a panel at p (64-byte aligned). The
+// formats of one f16 scale a block (Q4_0, Q8_0) take the 16 rows' scales in one gather, and Q6_K
+// (d times a signed byte per group) its d per block and a group's bytes in one gather each, each
+// converted by the hardware (the same floats as kernels/quant.h's conversion, NaN payloads aside).
 template <QType Q>
 WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t r, int64_t nb, uint8_t* p) {
   using F = kq::Format<Q>;
+  using Block = typename F::Block;
   constexpr int kUnits = F::kValues / kq::kUnit;
   constexpr int kStep = F::kGroup == 32 ? 1 : 2;
-  alignas(64) uint32_t bytes[kPanelRows][8];  // one unit of each row, as 8 words
-  const __m512i rows = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+  constexpr bool kOneHalf = Q == QType::Q4_0 || Q == QType::Q8_0;
+  constexpr bool kByteScales = Q == QType::Q6_K;
+  constexpr float kBias = static_cast<float>(F::kOffset) + (F::kSigned ? 128.f : 0.f);  // their bias / d
+  const __m512i row_bytes =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(nb * static_cast<int64_t>(sizeof(Block)))));
   kq::GroupScale g[kPanelRows][F::kGroups];
   for (int64_t i = 0; i < nb; ++i) {
-    for (int e = 0; e < kPanelRows; ++e) kq::block_scales<Q>(blocks[(r + e) * nb + i], g[e]);
+    if constexpr (!kOneHalf && !kByteScales)
+      for (int e = 0; e < kPanelRows; ++e) kq::block_scales<Q>(blocks[(r + e) * nb + i], g[e]);
+    __m512 block_d = _mm512_setzero_ps();
+    if constexpr (kByteScales) {
+      // d, a Q6_K block's last two bytes: the top half of the four bytes before the block's end.
+      const auto* end = reinterpret_cast<const uint8_t*>(&blocks[r * nb + i]) + sizeof(Block);
+      block_d =
+          _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_i32gather_epi32(row_bytes, end - 4, 1), 16)));
+    }
     for (int j = 0; j < kUnits; ++j, p += Panel<Q>::kUnitBytes) {
+      __m256i u[kPanelRows];
       for (int e = 0; e < kPanelRows; ++e) {
-        __m256i u = unit_bytes<Q>(blocks[(r + e) * nb + i], j);
-        if constexpr (F::kSigned) u = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(bytes[e]), u);
+        u[e] = unit_bytes<Q>(blocks[(r + e) * nb + i], j);
+        if constexpr (F::kSigned) u[e] = _mm256_xor_si256(u[e], _mm256_set1_epi8(static_cast<char>(0x80)));
       }
-      for (int w = 0; w < 8; ++w) _mm512_store_si512(p + 64 * w, _mm512_i32gather_epi32(rows, &bytes[0][w], 4));
+      __m512i w[8];
+      transpose_units(u, w);
+      for (int v = 0; v < 8; ++v) _mm512_store_si512(p + 64 * v, w[v]);
       auto* scale = reinterpret_cast<float*>(p + 512);
-      for (int h = 0; h < Panel<Q>::kHalves; ++h, scale += 2 * kPanelRows) {
-        for (int e = 0; e < kPanelRows; ++e) {
-          const kq::GroupScale s = g[e][kStep * j + h];
-          scale[e] = s.d;
-          scale[kPanelRows + e] = kq::group_bias<Q>(s) + (F::kSigned ? 128.f * s.d : 0.f);
+      if constexpr (kOneHalf) {
+        const __m512i bits = _mm512_i32gather_epi32(row_bytes, &blocks[r * nb + i].d, 1);  // d and 2 bytes after
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(bits));
+        _mm512_store_ps(scale, d);
+        _mm512_store_ps(scale + kPanelRows, _mm512_mul_ps(d, _mm512_set1_ps(kBias)));
+      } else if constexpr (kByteScales) {
+        for (int h = 0; h < Panel<Q>::kHalves; ++h, scale += 2 * kPanelRows) {
+          // Group kStep * j + h's signed byte: the top byte of the four that end with it (the bytes
+          // before the scales are the block's own).
+          const auto* at = reinterpret_cast<const uint8_t*>(blocks[r * nb + i].scales) + kStep * j + h - 3;
+          const __m512 sc = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_i32gather_epi32(row_bytes, at, 1), 24));
+          const __m512 d = _mm512_mul_ps(block_d, sc);
+          _mm512_store_ps(scale, d);
+          _mm512_store_ps(scale + kPanelRows, _mm512_mul_ps(d, _mm512_set1_ps(kBias)));
+        }
+      } else {
+        for (int h = 0; h < Panel<Q>::kHalves; ++h, scale += 2 * kPanelRows) {
+          for (int e = 0; e < kPanelRows; ++e) {
+            const kq::GroupScale s = g[e][kStep * j + h];
+            scale[e] = s.d;
+            scale[kPanelRows + e] = kq::group_bias<Q>(s) + (F::kSigned ? 128.f * s.d : 0.f);
+          }
         }
       }
     }
