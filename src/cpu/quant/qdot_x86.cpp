@@ -538,8 +538,12 @@ WICK_AVX512 inline void transpose_units(const __m256i (&u)[kPanelRows], __m512i 
 // formats of one f16 scale a block (Q4_0, Q8_0) take the 16 rows' scales in one gather, and Q6_K
 // (d times a signed byte per group) its d per block and a group's bytes in one gather each, each
 // converted by the hardware (the same floats as kernels/quant.h's conversion, NaN payloads aside).
+// The next panel's rows (up to r1) are asked for a block ahead of their use: the packing reads the
+// weight from memory, and the panel's products that follow it take as long again, so the
+// next panel's bytes arrive meanwhile.
 template <QType Q>
-WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t r, int64_t nb, uint8_t* p) {
+WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t r, int64_t r1, int64_t nb,
+                            uint8_t* p) {
   using F = kq::Format<Q>;
   using Block = typename F::Block;
   constexpr int kUnits = F::kValues / kq::kUnit;
@@ -551,7 +555,11 @@ WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(nb * static_cast<int64_t>(sizeof(Block)))));
   kq::GroupScale g[kPanelRows][F::kGroups];
+  const int64_t ahead = std::min<int64_t>(kPanelRows, r1 - r - kPanelRows);  // rows of the next panel
   for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t e = 0; e < ahead; ++e)
+      for (size_t o = 0; o < sizeof(Block); o += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(&blocks[(r + kPanelRows + e) * nb + i]) + o, 0, 3);
     if constexpr (!kOneHalf && !kByteScales)
       for (int e = 0; e < kPanelRows; ++e) kq::block_scales<Q>(blocks[(r + e) * nb + i], g[e]);
     __m512 block_d = _mm512_setzero_ps();
@@ -674,7 +682,7 @@ WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
   uint8_t* panel = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
   int64_t r = r0;
   for (; r + kPanelRows <= r1; r += kPanelRows) {
-    pack_panel<Q>(blocks, r, nb, panel);
+    pack_panel<Q>(blocks, r, r1, nb, panel);
     for (int64_t t0 = 0; t0 < m; t0 += kMaxRows) {
       const XRows xt(x, t0, k);
       [&]<int... T>(std::integer_sequence<int, T...>) {
