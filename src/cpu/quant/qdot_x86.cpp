@@ -671,12 +671,15 @@ WICK_AVX512 void panel_rows(const uint8_t* p, int64_t units, int64_t k, XRows x,
 }
 
 // Panels over rows [r0, r1) of the weight, each packed once and met by every tile of kMaxRows rows
-// of x. Returns the first row not taken.
+// of x. Returns the first row not taken: r0 where a panel's 16 rows span more bytes than the
+// packing's 32-bit gather offsets reach (rows of over 100 million values), which the row kernels
+// then take.
 template <QType Q>
 WICK_AVX512 int64_t panels_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
                                   float* out, int64_t n) {
   using F = kq::Format<Q>;
   const int64_t nb = k / F::kValues, units = k / kq::kUnit;
+  if (nb * static_cast<int64_t>(sizeof(typename F::Block)) * kPanelRows > INT32_MAX) return r0;
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
   Scratch<uint8_t> storage(units * Panel<Q>::kUnitBytes + 64);  // the backend's cached blocks, reused per call
   uint8_t* panel = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
