@@ -304,8 +304,9 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
     agree(quant::quantize(wk, q), {1, 4, 7, 8}, 300, "");
 }
 
-// The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits: random units of many
-// scales, units of exact halves (x * (1 / d) = n + 0.5 with d = 1, where roundf goes away from zero), zeros.
+// The CPU's rounding of x (in vectors where the machine has AVX-512) gives quantize_act's bits, and its offset
+// bytes in either order: random units of many scales, units of exact halves (x * (1 / d) = n + 0.5 with d = 1,
+// where roundf goes away from zero), zeros.
 TEST(QuantCpu, RoundRowIsQuantizeAct) {
   namespace kq = kernels::quant;
   const int64_t units = 64;
@@ -349,6 +350,21 @@ TEST(QuantCpu, RoundRowIsQuantizeAct) {
         halves += a.d == 1.f && x[u * kq::kUnit + i] != std::round(x[u * kq::kUnit + i]);
     }
     EXPECT_GT(halves, 100);  // the halves were reached
+    // The offset bytes, q + 128, in each order the row kernels read.
+    for (cpu::qdot::Offset order : {cpu::qdot::Offset::Natural, cpu::qdot::Offset::Halves}) {
+      cpu::qdot::RoundedX o(1, units * kq::kUnit, order);
+      std::fill(o.u.begin(), o.u.end(), 7);
+      cpu::qdot::set_isa_limit(isa);
+      cpu::qdot::round_row(x.data(), units * kq::kUnit, o, 0);
+      cpu::qdot::set_isa_limit(was);
+      ASSERT_EQ(o.u.size(), q.size());
+      for (size_t i = 0; i < q.size(); ++i) {
+        // Halves: byte i of a 128-byte group is byte 16 * h + e of unit j, for i = 64 * h + 16 * j + e.
+        const size_t group = i / 128 * 128, h = i % 128 / 64, j = i % 64 / 16, e = i % 16;
+        const size_t from = order == cpu::qdot::Offset::Natural ? i : group + 32 * j + 16 * h + e;
+        ASSERT_EQ(o.u[i], static_cast<uint8_t>(q[from] + 128)) << "isa " << static_cast<int>(isa) << " byte " << i;
+      }
+    }
   }
 }
 

@@ -9,29 +9,42 @@
 
 namespace wick::cpu::qdot {
 
+// The order of x's offset bytes (RoundedX::u) that the row kernels of a format read.
+enum class Offset {
+  None,     // the kernels read q only: u stays empty
+  Natural,  // q + 128 as q lies
+  Halves,   // q + 128, each 4 units (128 bytes) as their first 16 bytes, then their last 16
+};
+
+// The order the row kernels of qtype read for rows of k values, under active_isa().
+Offset offset_order(quant::QType qtype, int64_t k);
+
 // x (m, k) rounded per 32 values (kernels/quant.h's quantize_act): q (m * k bytes), and each unit's
 // ActScale split for vector loads: d (one per unit), s (s0 and s1 of each unit, in turn), sum
 // (s0 + s1 of each unit, the bias term of a 32-value group) and qsum (the sums of the unit's first
-// and second 16 q, in turn).
+// and second 16 q, in turn); u, unless `order` is None, q + 128 as unsigned bytes in that order.
 struct RoundedX {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<float> s;
   std::vector<float> sum;
   std::vector<int32_t> qsum;
+  std::vector<uint8_t> u;
+  Offset order;
 
-  RoundedX(int64_t m, int64_t k);
+  RoundedX(int64_t m, int64_t k, Offset order = Offset::None);
 };
 
 // Rounds row t of x (k values) into r with kernels/quant.h's quantize_act: the same bits, in AVX-512
-// vectors where active_isa() is Avx512Vnni.
+// vectors where active_isa() is Avx512Vnni; and its offset bytes in r.order.
 void round_row(const float* x, int64_t k, RoundedX& r, int64_t t);
 
-// Rows of a RoundedX from row t0 on, as the kernels read them: row t's bytes at q + t * k, its
-// units' d at d + t * k / 32, their s0, s1 at s + 2 * t * k / 32, s0 + s1 at sum + t * k / 32 and
-// the sums of q at qsum + 2 * t * k / 32.
+// Rows of a RoundedX from row t0 on, as the kernels read them: row t's bytes at q + t * k (and u +
+// t * k, or null where u is empty), its units' d at d + t * k / 32, their s0, s1 at s + 2 * t * k / 32,
+// s0 + s1 at sum + t * k / 32 and the sums of q at qsum + 2 * t * k / 32.
 struct XRows {
   const int8_t* q;
+  const uint8_t* u;
   const float* d;
   const float* s;
   const float* sum;
@@ -39,6 +52,7 @@ struct XRows {
 
   XRows(const RoundedX& x, int64_t t0, int64_t k)
       : q(x.q.data() + t0 * k),
+        u(x.u.empty() ? nullptr : x.u.data() + t0 * k),
         d(x.d.data() + t0 * (k / 32)),
         s(x.s.data() + 2 * t0 * (k / 32)),
         sum(x.sum.data() + t0 * (k / 32)),

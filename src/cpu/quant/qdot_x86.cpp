@@ -277,12 +277,19 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
 // ---- Q4_0 and Q8_0, few rows of x: several blocks per vector -----------------------------------
 // A Q4_0 block's 16 bytes hold its values 0-15 in their low nibbles and 16-31 in their high ones. The
 // bytes of four blocks, one per 16-byte lane, masked give one vector of the four blocks' low values
-// and shifted another of their high values; x's 128 bytes of the same blocks, regrouped by one
-// shuffle each, line up with them, so two dpbusd take four blocks at once. Q8_0 puts two blocks in
-// a vector, offset by 128 to be unsigned, against x's bytes as they lie. Each 32-bit lane then
-// holds part of one block's sum; the offset's product (8 or 128 times sum(q)) is taken from the
-// block's first two lanes, and each lane is scaled by its block's d_w * d_x before one sum across
-// lanes at the end of the row. A step's 16 f16 scales are gathered and converted at once.
+// and shifted another of their high values; x's offset bytes in halves order (Offset::Halves) line
+// up with them as they lie, so two dpbusd take four blocks at once. Q8_0 puts two blocks in a
+// vector against x's offset bytes in their natural order. The weights are signed (Q4_0's q - 8) and
+// x unsigned (q + 128): the offset's product, 128 * sum(w) in each lane, belongs to the weight
+// alone, so it is made once per weight row and starts every row of x's integer sum. Each 32-bit
+// lane then holds part of one block's sum and is scaled by its block's d_w * d_x before one sum
+// across lanes at the end of the row. A step's 16 f16 scales are gathered and converted at once.
+
+// acc plus 128 * the sum of each lane's 4 signed bytes of w: the offset's product, of which minus
+// starts an offset x's integer sums.
+WICK_AVX512 inline __m512i add_offset(__m512i acc, __m512i w) {
+  return _mm512_dpbusd_epi32(acc, _mm512_set1_epi8(static_cast<char>(0x80)), w);
+}
 
 template <QType Q, int M>
 WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out,
@@ -292,10 +299,7 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
   constexpr int kStep = 16;                       // blocks per step: their scales gathered at once
   constexpr int kPer = Q == QType::Q4_0 ? 4 : 2;  // blocks per vector
   constexpr int kLanes = 16 / kPer;               // 32-bit lanes per block
-  // The offset's product: its shift (8 or 128), and the first two lanes of each block, which take
-  // the sums of q of the block's halves.
-  constexpr int kShift = Q == QType::Q4_0 ? 3 : 7;
-  constexpr __mmask16 kHalves = Q == QType::Q4_0 ? 0x3333 : 0x0303;
+  constexpr int kVectors = Q == QType::Q4_0 ? 2 : 1;
   const int64_t nb = k / kq::kUnit, units = nb;
   alignas(64) int32_t lanes[16];
   for (int l = 0; l < 16; ++l) lanes[l] = l * static_cast<int32_t>(sizeof(Block));
@@ -318,35 +322,27 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
 #pragma GCC unroll 8
       for (int g = 0; g < kStep / kPer; ++g) {
         const Block* q = b + kPer * g;
-        __m512i u[2];  // Q4_0: the low and the high values of four blocks; Q8_0: two blocks, + 128
+        __m512i v[kVectors];  // Q4_0: the low and the high values of four blocks, - 8; Q8_0: two blocks
         if constexpr (Q == QType::Q4_0) {
           auto bytes = [&](int j) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[j].qs)); };
-          __m512i v = _mm512_castsi128_si512(bytes(0));
-          v = _mm512_inserti32x4(v, bytes(1), 1);  // the lane must be a constant (clang)
-          v = _mm512_inserti32x4(v, bytes(2), 2);
-          v = _mm512_inserti32x4(v, bytes(3), 3);
-          const __m512i low = _mm512_set1_epi8(0x0f);
-          u[0] = _mm512_and_si512(v, low);
-          u[1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+          __m512i packed = _mm512_castsi128_si512(bytes(0));
+          packed = _mm512_inserti32x4(packed, bytes(1), 1);  // the lane must be a constant (clang)
+          packed = _mm512_inserti32x4(packed, bytes(2), 2);
+          packed = _mm512_inserti32x4(packed, bytes(3), 3);
+          const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+          v[0] = _mm512_sub_epi8(_mm512_and_si512(packed, low), eight);
+          v[1] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(packed, 4), low), eight);
         } else {
-          const __m512i v = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
-          u[0] =
-              _mm512_xor_si512(_mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1),
-                               _mm512_set1_epi8(static_cast<char>(0x80)));
+          const __m512i first = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[0].qs)));
+          v[0] = _mm512_inserti64x4(first, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[1].qs)), 1);
         }
+        __m512i offset = _mm512_setzero_si512();
+        for (const __m512i u : v) offset = add_offset(offset, u);
+        const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), offset);
         for (int t = 0; t < M; ++t) {
-          const int64_t at = t * units + i + kPer * g;  // the vector's first unit of row t
-          const int8_t* a = x.q + at * kq::kUnit;
-          __m512i sum;
-          if constexpr (Q == QType::Q4_0) {
-            const __m512i a0 = _mm512_loadu_si512(a), a1 = _mm512_loadu_si512(a + 64);
-            sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_shuffle_i64x2(a0, a1, 0x88));
-            sum = _mm512_dpbusd_epi32(sum, u[1], _mm512_shuffle_i64x2(a0, a1, 0xdd));
-          } else {
-            sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(a));
-          }
-          const __m512i halves = _mm512_maskz_expandloadu_epi32(kHalves, x.qsum + 2 * at);
-          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(halves, kShift));
+          const uint8_t* a = x.u + (t * units + i + kPer * g) * kq::kUnit;  // the vector's first unit of row t
+          __m512i sum = _mm512_dpbusd_epi32(start, _mm512_loadu_si512(a), v[0]);
+          if constexpr (kVectors == 2) sum = _mm512_dpbusd_epi32(sum, _mm512_loadu_si512(a + 64), v[1]);
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(spread[g], dwx[t]), acc[t]);
         }
       }
@@ -358,15 +354,16 @@ WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, in
 // ---- Q6_K, few rows of x: a block as four vectors ---------------------------------------------
 // A Q6_K block's 256 values unpack to four 64-byte vectors in value order: each half of 128 values
 // from 64 bytes of low nibbles and 32 bytes of high bit pairs (the low nibbles of bytes 0-63 with
-// bit pairs 0 and 1, then the high nibbles with bit pairs 2 and 3). Against x's bytes as they lie,
-// a dpbusd per vector leaves 4 lanes per 16-value group; the offset's product, 32 * sum(q), comes
-// off each group's first lane (x's half-unit sums are exactly the groups), and each lane is scaled
-// by d * scale of its group times d_x of its unit before one sum across lanes at the end of the row.
+// bit pairs 0 and 1, then the high nibbles with bit pairs 2 and 3), less 32 to be signed. Against x's
+// offset bytes as they lie (Offset::Natural), a dpbusd per vector leaves 4 lanes per 16-value group,
+// started from minus the offset's product, which the block's weights alone give (as in the Q4_0
+// kernel); each lane is scaled by d * scale of its group times d_x of its unit before one sum
+// across lanes at the end of the row.
 template <int M>
 WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out, int64_t n) {
   using Block = kq::BlockQ6_K;
   const int64_t nb = k / 256, units = k / kq::kUnit;
-  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03), bias = _mm512_set1_epi8(32);
   alignas(64) int32_t lanes[16];
   __m512i group_of[4];  // lane l of vector j belongs to group 4j + l / 4
   for (int j = 0; j < 4; ++j) {
@@ -382,7 +379,7 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
     for (int64_t i = 0; i < nb; ++i) {
       const Block& b = row[i];
       prefetch_ahead<sizeof(Block)>(&b);
-      __m512i v[4];
+      __m512i v[4], start[4];
       for (int h = 0; h < 2; ++h) {
         const __m512i lo = _mm512_loadu_si512(b.ql + 64 * h);
         const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
@@ -390,6 +387,10 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
         v[2 * h] = _mm512_or_si512(_mm512_and_si512(lo, low4), _mm512_slli_epi16(_mm512_and_si512(bits, low2), 4));
         v[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(lo, 4), low4),
                                        _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(bits, 4), low2), 4));
+      }
+      for (int j = 0; j < 4; ++j) {
+        v[j] = _mm512_sub_epi8(v[j], bias);
+        start[j] = _mm512_sub_epi32(_mm512_setzero_si512(), add_offset(_mm512_setzero_si512(), v[j]));
       }
       const __m512 scales = _mm512_mul_ps(
           _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)))),
@@ -400,10 +401,7 @@ WICK_AVX512 void rows_q6_k_avx512(const uint8_t* w, int64_t r0, int64_t r1, int6
             _mm512_mul_ps(scales, _mm512_permutexvar_ps(unit_of, _mm512_castps256_ps512(_mm256_loadu_ps(x.d + u0))));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          __m512i sum =
-              _mm512_dpbusd_epi32(_mm512_setzero_si512(), v[j], _mm512_loadu_si512(x.q + (u0 + 2 * j) * kq::kUnit));
-          const __m512i groups = _mm512_maskz_expandloadu_epi32(0x1111, x.qsum + 2 * u0 + 4 * j);
-          sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(groups, 5));
+          const __m512i sum = _mm512_dpbusd_epi32(start[j], _mm512_loadu_si512(x.u + (u0 + 2 * j) * kq::kUnit), v[j]);
           acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_permutexvar_ps(group_of[j], group_scale), acc[t]);
         }
       }
@@ -749,9 +747,9 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     [&]<int... M>(std::integer_sequence<int, M...>) {
       constexpr bool kStepped = Q == QType::Q4_0 || Q == QType::Q8_0;
-      if (isa == Isa::Avx512Vnni && kStepped && k % (16 * kq::kUnit) == 0) {
+      if (x.u != nullptr && isa == Isa::Avx512Vnni && kStepped && k % (16 * kq::kUnit) == 0) {
         if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
-      } else if (isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
+      } else if (x.u != nullptr && isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
         ((m == M + 1 ? rows_q6_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (isa == Isa::Avx512Vnni && (Q == QType::Q4_K || Q == QType::Q5_K)) {
         if constexpr (Q == QType::Q4_K || Q == QType::Q5_K)
@@ -766,6 +764,14 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
   return true;
 }
 
+Offset offset_order(QType qtype, int64_t k) {
+  if (active_isa() < Isa::Avx512Vnni) return Offset::None;
+  const bool stepped = k % (16 * kq::kUnit) == 0;  // rows_step16_avx512's rows
+  if (qtype == QType::Q4_0 && stepped) return Offset::Halves;
+  if ((qtype == QType::Q8_0 && stepped) || qtype == QType::Q6_K) return Offset::Natural;
+  return Offset::None;
+}
+
 int64_t simd_panels(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const RoundedX& x, int64_t m,
                     float* out, int64_t n) {
   if (active_isa() < Isa::Avx512Vnni) return r0;
@@ -775,6 +781,8 @@ int64_t simd_panels(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64
 #else
 
 Isa best_isa() { return Isa::None; }
+
+Offset offset_order(quant::QType, int64_t) { return Offset::None; }
 
 int64_t simd_panels(quant::QType, const uint8_t*, int64_t r0, int64_t, int64_t, const RoundedX&, int64_t, float*,
                     int64_t) {
@@ -787,12 +795,33 @@ bool simd_rows(quant::QType, const uint8_t*, int64_t, int64_t, int64_t, XRows, i
 
 #endif
 
-RoundedX::RoundedX(int64_t m, int64_t k)
+RoundedX::RoundedX(int64_t m, int64_t k, Offset order)
     : q(static_cast<size_t>(m * k)),
       d(static_cast<size_t>(m * (k / kernels::quant::kUnit))),
       s(2 * d.size()),
       sum(d.size()),
-      qsum(2 * d.size()) {}
+      qsum(2 * d.size()),
+      u(order == Offset::None ? 0 : q.size()),
+      order(order) {}
+
+namespace {
+
+// Row t's offset bytes (k of them) from its q, in r.order.
+void offset_row(RoundedX& r, int64_t k, int64_t t) {
+  const int8_t* q = r.q.data() + t * k;
+  uint8_t* u = r.u.data() + t * k;
+  auto run = [&](int64_t from, int64_t to) {  // 16 bytes
+    for (int i = 0; i < 16; ++i) u[to + i] = static_cast<uint8_t>(q[from + i] ^ 0x80);
+  };
+  constexpr int64_t kGroup = 4 * kernels::quant::kUnit;
+  const int64_t grouped = r.order == Offset::Halves ? k / kGroup * kGroup : 0;
+  for (int64_t g = 0; g < grouped; g += kGroup)
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h) run(g + 32 * j + 16 * h, g + 64 * h + 16 * j);
+  for (int64_t i = grouped; i < k; i += 16) run(i, i);
+}
+
+}  // namespace
 
 void round_row(const float* x, int64_t k, RoundedX& r, int64_t t) {
   namespace kq = kernels::quant;
@@ -800,10 +829,11 @@ void round_row(const float* x, int64_t k, RoundedX& r, int64_t t) {
   int8_t* q = r.q.data() + t * k;
   float *d = r.d.data() + t * units, *s = r.s.data() + 2 * t * units, *sum = r.sum.data() + t * units;
   int32_t* qsum = r.qsum.data() + 2 * t * units;
+  bool rounded = false;
 #if WICK_QDOT_X86
-  if (active_isa() >= Isa::Avx512Vnni) return round_row_avx512(x, units, q, d, s, sum, qsum);
+  if (active_isa() >= Isa::Avx512Vnni) round_row_avx512(x, units, q, d, s, sum, qsum), rounded = true;
 #endif
-  for (int64_t u = 0; u < units; ++u) {
+  for (int64_t u = 0; u < units && !rounded; ++u) {
     const kq::ActScale a = kq::quantize_act(x + u * kq::kUnit, q + u * kq::kUnit);
     d[u] = a.d;
     s[2 * u] = a.s0;
@@ -814,6 +844,7 @@ void round_row(const float* x, int64_t k, RoundedX& r, int64_t t) {
       for (int i = 0; i < 16; ++i) qsum[2 * u + h] += q[u * kq::kUnit + 16 * h + i];
     }
   }
+  if (r.order != Offset::None) offset_row(r, k, t);
 }
 
 }  // namespace wick::cpu::qdot

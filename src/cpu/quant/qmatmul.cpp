@@ -48,9 +48,10 @@ using qdot::RoundedX;
 // Weight bytes a task keeps in cache while every tile of x passes over them.
 constexpr int64_t kRunBytes = 256 * 1024;
 
+// x rounded, with the offset bytes that the row kernels of qtype read.
 template <typename T>
-RoundedX round_x(const T* x, int64_t m, int64_t k) {
-  RoundedX r(m, k);
+RoundedX round_x(const T* x, int64_t m, int64_t k, QType qtype) {
+  RoundedX r(m, k, qdot::offset_order(qtype, k));
   parallel_for(m, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) qdot::round_row(rows::widen(x + t * k, k, buf.data()), k, r, t);
@@ -154,7 +155,7 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
   StoragePtr out = backend_.alloc(x.dtype, m * rows);
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (rows::kTakes<T>) {
-      const RoundedX rx = round_x(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m, cols);
+      const RoundedX rx = round_x(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m, cols, qtype);
       std::vector<float> result;
       float* y = rows::results(out->as<T>(), nullptr);
       if (y == nullptr) {
