@@ -514,6 +514,9 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& options)
   s.blocks.emplace(blocks, options.block_size, options.prefix_cache);
   if (options.graphs) s.steps = s.model->paged_steps(s.cache, options.max_running);
   s.publish();
+  // From here on the steps run on the scheduler's thread; this one's CPU team would only make
+  // OpenMP count twice the threads and stop the scheduler's from spinning between ops.
+  release_host_threads();
   s.thread = std::thread([&s] { s.loop(); });
 }
 

@@ -4,8 +4,11 @@
 // for products of a few rows by a weight stored as rows, which wick computes itself.
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "cpu/matvec.h"
 #include "test_util.h"
@@ -127,6 +130,37 @@ TEST(Threads, ResultsDoNotDependOnTheThreadCount) {
       EXPECT_TRUE(many[k].bytes == one[k].bytes) << one[k].what << " differs between 1 and " << threads << " threads";
   }
   omp_set_num_threads(before);
+}
+
+// The process's threads, as Linux lists them.
+int process_threads() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) n += entry.is_directory();
+  return n;
+}
+
+// release_host_threads ends the calling thread's team: its 3 other threads exit (libgomp's
+// teams; the clang builds' runtime keeps its threads), and the next op starts a team again.
+TEST(Threads, ReleaseHostThreadsEndsTheCallersTeam) {
+#if defined(__clang__) || !defined(__linux__)
+  GTEST_SKIP() << "libgomp on Linux only";
+#else
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(4);
+  const Tensor x = Tensor::rand_normal({1000, 257}, 0, 1, DType::F32);
+  const float sum = x.sum().item<float>();
+  const int with_team = process_threads();
+  release_host_threads();
+  int now = process_threads();
+  for (int i = 0; i < 200 && now > with_team - 3; ++i) {  // they exit as they wake
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    now = process_threads();
+  }
+  EXPECT_EQ(now, with_team - 3);
+  EXPECT_EQ(x.sum().item<float>(), sum);  // a team again, the same bits
+  EXPECT_EQ(process_threads(), with_team);
+  omp_set_num_threads(before);
+#endif
 }
 
 }  // namespace

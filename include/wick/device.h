@@ -61,6 +61,13 @@ std::vector<Device> available_devices();
 // memory, compute capability or gfx name, warp size, multiprocessors).
 std::string describe_device(Device device);
 
+// Ends the calling thread's team of CPU threads (OpenMP's), which its next parallel op starts
+// again. Call it on a thread whose CPU work moves to another thread, as models::Engine does on the
+// thread that built it: OpenMP counts the threads of every thread's team, and once they outnumber
+// the processors its waiting threads sleep at once instead of spinning, so that every op has to wake
+// them again.
+void release_host_threads();
+
 // The bytes wick's allocator has handed out on a device and not yet had back: now, and the most at
 // once since the process started or reset_peak_memory(device). Counts tensors, the ops' temporary
 // buffers (a dequantized weight, the CPU kernels' large scratch) and cuBLAS's workspace, each at

@@ -114,6 +114,8 @@ std::string describe_device(Device device) {
 #endif
 }
 
+void release_host_threads() { cpu::release_team(); }
+
 namespace {
 std::atomic<bool> g_allow_tf32{false};
 thread_local bool t_batch_invariant = false;

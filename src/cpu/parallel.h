@@ -25,6 +25,15 @@ inline int max_threads() {
 #endif
 }
 
+// Ends the calling thread's OpenMP team (its threads exit); its next parallel region starts one again.
+// GCC's runtime (libgomp) only: there a pause frees the calling thread's team; LLVM's pauses the
+// threads of the whole process, and it does not count teams as libgomp does.
+inline void release_team() {
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+  if (!omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
+#endif
+}
+
 // Ranges per thread of a parallel_for, handed out as threads come free.
 inline constexpr int64_t kRangesPerThread = 4;
 
