@@ -80,12 +80,13 @@ void map_run(const F& f, Out* out, int64_t n, const int64_t* st, std::index_sequ
 
 }  // namespace detail
 
-// out[i] = f(in[i]...) over the shape of out_layout (every input has that shape).
-template <typename F, typename Out, typename... In>
+// out[i] = f(in[i]...) over the shape of out_layout (every input has that shape), in parallel
+// tasks of at least Grain elements.
+template <int64_t Grain = kParallelGrain, typename F, typename Out, typename... In>
 void map_elementwise(const F& f, Out* out, const Layout& out_layout, Operand<In>... in) {
   constexpr int N = 1 + sizeof...(In);
   StridedSpace<N> s = collapse<N>(std::array<const Layout*, N>{&out_layout, in.layout...});
-  for_each_run<N>(s, kParallelGrain, [&](const int64_t* off, int64_t n, const int64_t* st) {
+  for_each_run<N>(s, Grain, [&](const int64_t* off, int64_t n, const int64_t* st) {
     [&]<size_t... K>(std::index_sequence<K...> seq) {
       detail::map_run(f, out + off[0], n, st, seq, (in.data + off[K + 1])...);
     }

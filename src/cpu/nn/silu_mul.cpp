@@ -11,7 +11,7 @@ StoragePtr CpuNnKernels::silu_mul(const View& gate, const View& up) const {
   const Layout out_layout(gate.layout.shape());
   dispatch(gate.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
-      map_elementwise(
+      map_elementwise<kExpGrain>(
           [](T g, T u) {
             return kernels::from_opmath<T>(kernels::silu_mul_value(kernels::to_opmath(g), kernels::to_opmath(u)));
           },

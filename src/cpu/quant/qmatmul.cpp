@@ -48,11 +48,15 @@ using qdot::RoundedX;
 // Weight bytes a task keeps in cache while every tile of x passes over them.
 constexpr int64_t kRunBytes = 256 * 1024;
 
+// Values of x a task of round_x rounds at least: a decoding step's few rows take less time on one
+// thread than waking a team (half of a 4-sequence step's parallel regions were these).
+constexpr int64_t kRoundGrain = 4 * kParallelGrain;
+
 // x rounded, with the offset bytes that the row kernels of qtype read.
 template <typename T>
 RoundedX round_x(const T* x, int64_t m, int64_t k, QType qtype) {
   RoundedX r(m, k, qdot::offset_order(qtype, k));
-  parallel_for(m, 1, [&](int64_t begin, int64_t end) {
+  parallel_for(m, std::max<int64_t>(1, kRoundGrain / k), [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) qdot::round_row(rows::widen(x + t * k, k, buf.data()), k, r, t);
   });
