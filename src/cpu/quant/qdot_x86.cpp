@@ -291,6 +291,9 @@ WICK_AVX512 inline __m512i add_offset(__m512i acc, __m512i w) {
   return _mm512_dpbusd_epi32(acc, _mm512_set1_epi8(static_cast<char>(0x80)), w);
 }
 
+// Rows of k values that rows_step16_avx512 takes: whole steps of 16 blocks.
+inline bool stepped(int64_t k) { return k % (16 * kq::kUnit) == 0; }
+
 template <QType Q, int M>
 WICK_AVX512 void rows_step16_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XRows x, float* out,
                                     int64_t n) {
@@ -747,7 +750,7 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     [&]<int... M>(std::integer_sequence<int, M...>) {
       constexpr bool kStepped = Q == QType::Q4_0 || Q == QType::Q8_0;
-      if (x.u != nullptr && isa == Isa::Avx512Vnni && kStepped && k % (16 * kq::kUnit) == 0) {
+      if (x.u != nullptr && isa == Isa::Avx512Vnni && kStepped && stepped(k)) {
         if constexpr (kStepped) ((m == M + 1 ? rows_step16_avx512<Q, M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
       } else if (x.u != nullptr && isa == Isa::Avx512Vnni && Q == QType::Q6_K) {
         ((m == M + 1 ? rows_q6_k_avx512<M + 1>(w, r0, r1, k, x, out, n) : void()), ...);
@@ -766,9 +769,8 @@ bool simd_rows(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k,
 
 Offset offset_order(QType qtype, int64_t k) {
   if (active_isa() < Isa::Avx512Vnni) return Offset::None;
-  const bool stepped = k % (16 * kq::kUnit) == 0;  // rows_step16_avx512's rows
-  if (qtype == QType::Q4_0 && stepped) return Offset::Halves;
-  if ((qtype == QType::Q8_0 && stepped) || qtype == QType::Q6_K) return Offset::Natural;
+  if (qtype == QType::Q4_0 && stepped(k)) return Offset::Halves;
+  if ((qtype == QType::Q8_0 && stepped(k)) || qtype == QType::Q6_K) return Offset::Natural;
   return Offset::None;
 }
 
@@ -829,11 +831,12 @@ void round_row(const float* x, int64_t k, RoundedX& r, int64_t t) {
   int8_t* q = r.q.data() + t * k;
   float *d = r.d.data() + t * units, *s = r.s.data() + 2 * t * units, *sum = r.sum.data() + t * units;
   int32_t* qsum = r.qsum.data() + 2 * t * units;
-  bool rounded = false;
+  bool simd = false;
 #if WICK_QDOT_X86
-  if (active_isa() >= Isa::Avx512Vnni) round_row_avx512(x, units, q, d, s, sum, qsum), rounded = true;
+  simd = active_isa() >= Isa::Avx512Vnni;
+  if (simd) round_row_avx512(x, units, q, d, s, sum, qsum);
 #endif
-  for (int64_t u = 0; u < units && !rounded; ++u) {
+  for (int64_t u = 0; u < units && !simd; ++u) {
     const kq::ActScale a = kq::quantize_act(x + u * kq::kUnit, q + u * kq::kUnit);
     d[u] = a.d;
     s[2 * u] = a.s0;
