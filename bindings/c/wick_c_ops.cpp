@@ -480,7 +480,7 @@ wick_status wick_qtensor_to_device(const wick_qtensor* w, wick_device device, wi
 wick_status wick_qtensor_bytes(const wick_qtensor* w, wick_tensor** out) {
   return guard([&] {
     out_ptr(out, "qtensor_bytes");
-    give(out, qin(w, "qtensor_bytes").bytes());
+    give(out, qin(w, "qtensor_bytes").plain().bytes());
   });
 }
 

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/op.h"
+#include "wick/error.h"
 #include "wick/quant.h"
 
 namespace wick {
@@ -29,6 +30,22 @@ class QuantKernels {
   // storage (m, rows) of x's dtype, accumulated in f32.
   virtual StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows,
                             int64_t cols) const = 0;
+
+  // The blocks rearranged for this backend's products (quant::QTensor::arrange): new storage of as
+  // many bytes, or null where the backend keeps blocks of qtype in GGUF's order (the default).
+  virtual StoragePtr arrange(const Storage& /*w*/, quant::QType /*qtype*/, int64_t /*rows*/, int64_t /*cols*/) const {
+    return nullptr;
+  }
+
+  // Blocks that arrange() made: back in GGUF's order (new storage), and their product as matmul's.
+  // Called for no other blocks, so a backend without arrange() never is.
+  virtual StoragePtr plain(const Storage& /*w*/, quant::QType qtype, int64_t /*rows*/, int64_t /*cols*/) const {
+    throw Error(detail::str_cat("plain: no arrangement of ", qtype, " blocks on this backend"));
+  }
+  virtual StoragePtr matmul_arranged(const View& /*x*/, const Storage& /*w*/, quant::QType qtype, int64_t /*rows*/,
+                                     int64_t /*cols*/) const {
+    throw Error(detail::str_cat("qmatmul: no arrangement of ", qtype, " blocks on this backend"));
+  }
 };
 
 }  // namespace wick

@@ -355,7 +355,7 @@ void GgufWriter::add(std::string name, const quant::QTensor& t) {
   for (const Entry& e : tensors_)
     if (e.name == name) throw ShapeError(detail::str_cat("gguf: tensor ", name, " added twice"));
   Entry e{std::move(name), {t.cols(), t.rows()}, static_cast<uint32_t>(quant::ggml_type(t.qtype())), {}};
-  e.data = t.bytes().reshape({t.nbytes()}).to_vector<uint8_t>();
+  e.data = t.plain().bytes().reshape({t.nbytes()}).to_vector<uint8_t>();
   tensors_.push_back(std::move(e));
 }
 

@@ -143,7 +143,29 @@ QTensor QTensor::from_blocks(QType qtype, int64_t rows, int64_t cols, const void
 QTensor QTensor::to_device(Device device) const {
   check_defined("QTensor::to_device", *this);
   if (device == this->device()) return *this;
-  return QTensor(qtype_, rows_, cols_, bytes_.to_device(device));
+  return QTensor(qtype_, rows_, cols_, plain().bytes_.to_device(device));
+}
+
+QTensor QTensor::arrange() const {
+  check_defined("QTensor::arrange", *this);
+  const QuantKernels* k = ops::backend_of(bytes_).quant();
+  if (arranged_ || k == nullptr || rows_ == 0) return *this;
+  StoragePtr s = k->arrange(*bytes_.storage(), qtype_, rows_, cols_);
+  if (s == nullptr) return *this;
+  QTensor a = *this;
+  a.bytes_ = ops::wrap(std::move(s), bytes_.shape(), DType::U8);
+  a.arranged_ = true;
+  return a;
+}
+
+QTensor QTensor::plain() const {
+  check_defined("QTensor::plain", *this);
+  if (!arranged_) return *this;
+  QTensor p = *this;
+  p.bytes_ = ops::wrap(ops::backend_of(bytes_).quant()->plain(*bytes_.storage(), qtype_, rows_, cols_), bytes_.shape(),
+                       DType::U8);
+  p.arranged_ = false;
+  return p;
 }
 
 // ---- quantize ---------------------------------------------------------------------------------
@@ -256,6 +278,7 @@ Tensor dequantize(const QTensor& w, DType dtype) {
   check_defined(op, w);
   check_float(op, dtype, "the result");
   if (w.rows() == 0) return Tensor::zeros({0, w.cols()}, dtype, w.device());
+  if (w.arranged()) return dequantize(w.plain(), dtype);
   if (const QuantKernels* k = kernels_for(w.bytes(), QuantOp::Dequantize, dtype))
     return ops::wrap(k->dequantize(*w.bytes().storage(), w.qtype(), w.rows(), w.cols(), dtype), {w.rows(), w.cols()},
                      dtype);
@@ -279,7 +302,12 @@ Tensor qmatmul(const Tensor& x, const QTensor& w) {
   const int64_t m = x.numel() / w.cols();
   if (m == 0 || w.rows() == 0) return Tensor::zeros(out_shape, x.dtype(), x.device());
   const Tensor x2 = x.contiguous().reshape({m, w.cols()});
-  if (const QuantKernels* k = kernels_for(x, QuantOp::Matmul, x.dtype()))
+  const QuantKernels* k = kernels_for(x, QuantOp::Matmul, x.dtype());
+  if (w.arranged() && k != nullptr)
+    return ops::wrap(k->matmul_arranged(ops::view_of(x2), *w.bytes().storage(), w.qtype(), w.rows(), w.cols()),
+                     out_shape, x.dtype());
+  if (w.arranged()) return qmatmul(x, w.plain());
+  if (k != nullptr)
     return ops::wrap(k->matmul(ops::view_of(x2), *w.bytes().storage(), w.qtype(), w.rows(), w.cols()), out_shape,
                      x.dtype());
   // The composition (the oracle of the kernels): the weight's exact values, the product in f32.

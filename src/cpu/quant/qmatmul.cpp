@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
+#include "cpu/quant/arranged.h"
 #include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
 #include "kernels/quant.h"
@@ -140,7 +141,32 @@ StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t ro
   return out;
 }
 
+StoragePtr CpuQuantKernels::arrange(const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
+  if (!arranged::arranges(qtype, cols) || rows < arranged::kRows) return nullptr;
+  StoragePtr out = backend_.alloc(DType::U8, rows * quant::row_bytes(qtype, cols));
+  arranged::arrange(qtype, static_cast<const uint8_t*>(w.data()), rows, cols, out->as<uint8_t>());
+  return out;
+}
+
+StoragePtr CpuQuantKernels::plain(const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
+  StoragePtr out = backend_.alloc(DType::U8, rows * quant::row_bytes(qtype, cols));
+  arranged::plain(qtype, static_cast<const uint8_t*>(w.data()), rows, cols, out->as<uint8_t>());
+  return out;
+}
+
 StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
+  return product(x, w, qtype, rows, cols, false);
+}
+
+StoragePtr CpuQuantKernels::matmul_arranged(const View& x, const Storage& w, QType qtype, int64_t rows,
+                                            int64_t cols) const {
+  // Arranged where the machine had the kernel; a test may since have lowered the instruction set.
+  if (!arranged::arranges(qtype, cols)) return product(x, *plain(w, qtype, rows, cols), qtype, rows, cols, false);
+  return product(x, w, qtype, rows, cols, true);
+}
+
+StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
+                                    bool arranged) const {
   const int64_t m = x.layout.numel() / cols;
   // Batch-invariant: tiles of qdot::kInvariantRows rows of x through the few-row kernels, whatever m.
   const bool invariant = batch_invariant();
@@ -168,15 +194,19 @@ StoragePtr CpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        // Many rows of x go through panels of weight rows where the machine has that kernel. What
-        // is left, each task takes in runs of about kRunBytes of weight rows (kept in the core's
-        // cache) through every tile of up to qdot::kMaxRows rows of x, so that the weight is read
-        // from memory once and x, from the shared cache, once per run.
+        // An arranged weight's groups of rows go through their kernel, whatever m (each row of x
+        // gets bits of its own there, so batch-invariant mode takes it too). Else many rows of x go
+        // through panels of weight rows where the machine has that kernel. What is left (an
+        // arranged weight's last rows, fewer than a group, lie as they were), each task takes in
+        // runs of about kRunBytes of weight rows (kept in the core's cache) through every tile of
+        // up to qdot::kMaxRows rows of x, so that the weight is read from memory once and x, from
+        // the shared cache, once per run.
         const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(qtype, cols));
         const int64_t grain = qdot::kPanelRows;
         parallel_for((rows + grain - 1) / grain, 1, [&](int64_t first, int64_t last) {
           const int64_t end = std::min(rows, last * grain);
           int64_t begin = first * grain;
+          if (arranged) begin = arranged::simd_rows(Q, blocks, begin, end, cols, rx, m, y, rows);
           if (!invariant && m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, rows);
           for (int64_t r0 = begin; r0 < end; r0 += run) {
             const int64_t r1 = std::min(end, r0 + run);

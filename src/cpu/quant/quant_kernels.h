@@ -11,12 +11,20 @@ class CpuQuantKernels final : public QuantKernels {
 
   StoragePtr dequantize(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols, DType dtype) const override;
   StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
+  // Q4_0 in groups of 16 rows where the machine has AVX-512 VNNI (cpu/quant/arranged.h).
+  StoragePtr arrange(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
+  StoragePtr plain(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
+  StoragePtr matmul_arranged(const View& x, const Storage& w, quant::QType qtype, int64_t rows,
+                             int64_t cols) const override;
 
   // The most rows of x the portable integer-dot loop takes; more go through dequantize and the GEMM
   // where the machine has no SIMD kernels (qdot.h), which take any number of rows in tiles.
   static constexpr int64_t kMaxDotRows = 8;
 
  private:
+  StoragePtr product(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
+                     bool arranged) const;
+
   Backend& backend_;
 };
 

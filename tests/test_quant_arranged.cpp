@@ -1,0 +1,159 @@
+// Block-format weights arranged for their device's products (QTensor::arrange; on the CPU,
+// cpu/quant/arranged.h): the same values and products as the blocks in GGUF's order, GGUF's bytes
+// back from plain(), every row of x's product its own bits whatever the batch, and the instruction
+// set lowered under an arranged weight.
+#include <cstring>
+
+#include "cpu/quant/qdot.h"
+#include "test_util.h"
+
+namespace wick::test {
+namespace {
+
+using quant::QTensor;
+using quant::QType;
+namespace qdot = cpu::qdot;
+
+// Rows: two groups of 16 and 5 more, which stay as they were.
+constexpr int64_t kRows = 37;
+
+QTensor random_weight(QType q, int64_t rows, int64_t k, uint64_t seed) {
+  manual_seed(seed);
+  return quant::quantize(Tensor::rand_normal({rows, k}, 0.0, 0.1), q);
+}
+
+std::vector<uint8_t> bytes_of(const QTensor& w) { return w.bytes().reshape({w.nbytes()}).to_vector<uint8_t>(); }
+
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  const std::vector<float> v = t.to_dtype(DType::F32).contiguous().reshape({t.numel()}).to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  const std::vector<float> g = got.reshape({got.numel()}).to_vector<float>();
+  const std::vector<float> w = want.reshape({want.numel()}).to_vector<float>();
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    err += (static_cast<double>(g[i]) - w[i]) * (static_cast<double>(g[i]) - w[i]);
+    norm += static_cast<double>(w[i]) * w[i];
+  }
+  return err / norm;
+}
+
+// The Q4_0 weight arranged, or a skip where this machine keeps Q4_0 as it is.
+#define ARRANGED_OR_SKIP(name, plain)                                             \
+  const QTensor name = (plain).arrange();                                         \
+  if (!name.arranged())                                                           \
+  GTEST_SKIP() << "this machine's CPU products take Q4_0 blocks as they lie (no " \
+                  "AVX-512 VNNI): nothing is arranged"
+
+TEST(QuantArranged, PlainGivesGgufBytesBack) {
+  for (int64_t rows : {int64_t{16}, kRows, int64_t{64}}) {
+    for (int64_t k : {32, 544, 2048}) {
+      const QTensor w = random_weight(QType::Q4_0, rows, k, static_cast<uint64_t>(rows * k));
+      ARRANGED_OR_SKIP(a, w);
+      EXPECT_EQ(a.nbytes(), w.nbytes());
+      EXPECT_EQ(a.qtype(), w.qtype());
+      EXPECT_EQ(a.rows(), rows);
+      EXPECT_EQ(a.cols(), k);
+      EXPECT_NE(bytes_of(a), bytes_of(w)) << rows << " x " << k;  // the groups moved
+      EXPECT_EQ(bytes_of(a.plain()), bytes_of(w)) << rows << " x " << k;
+      EXPECT_FALSE(a.plain().arranged());
+      EXPECT_TRUE(a.arrange().arranged());
+      EXPECT_EQ(bytes_of(a.arrange()), bytes_of(a));  // arranged once only
+      EXPECT_EQ(bits_of(quant::dequantize(a)), bits_of(quant::dequantize(w))) << rows << " x " << k;
+    }
+  }
+}
+
+TEST(QuantArranged, OnlyWhatTheKernelsTakeIsArranged) {
+  // Other formats, and weights of fewer rows than a group, keep GGUF's order.
+  for (QType q : {QType::Q8_0, QType::Q4_K, QType::Q6_K})
+    EXPECT_FALSE(random_weight(q, 32, 256, 1).arrange().arranged()) << q;
+  EXPECT_FALSE(random_weight(QType::Q4_0, 15, 64, 2).arrange().arranged());
+  const QTensor plain = random_weight(QType::Q4_0, 16, 64, 3);
+  EXPECT_EQ(bytes_of(plain.plain()), bytes_of(plain));
+}
+
+// The same integer dot products as the kernels of the blocks in GGUF's order; only the order of
+// the float sums differs. Every count of rows of x up to a few tiles, the last rows of the weight
+// (fewer than a group) included.
+TEST(QuantArranged, ProductsMatchThoseOfThePlainBlocks) {
+  for (int64_t k : {544, 2048}) {
+    const QTensor w = random_weight(QType::Q4_0, kRows, k, 10 + static_cast<uint64_t>(k));
+    ARRANGED_OR_SKIP(a, w);
+    const Tensor wf = quant::dequantize(w);
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
+      manual_seed(100 + static_cast<uint64_t>(m));
+      for (DType dt : {DType::F32, DType::BF16}) {
+        const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0).to_dtype(dt);
+        const Tensor got = quant::qmatmul(x, a);
+        EXPECT_EQ(got.dtype(), dt);
+        EXPECT_LT(relative_error(got.to_dtype(DType::F32), quant::qmatmul(x, w).to_dtype(DType::F32)),
+                  dt == DType::F32 ? 1e-10 : 1e-4)
+            << "k " << k << " m " << m << " " << dt;
+        if (dt == DType::F32) {
+          EXPECT_LT(relative_error(got, x.matmul(wf.t())), 1e-4) << "k " << k << " m " << m;
+        }
+      }
+    }
+  }
+}
+
+// A row of x gets the same bits alone as beside any others: the kernel sums each row of x by itself
+// in one order for any count of rows (the last rows of the weight, through the kernels of plain
+// blocks, are left out: those may change their order with the count).
+TEST(QuantArranged, RowsOfXDoNotDependOnTheBatch) {
+  const int64_t k = 1024, groups = kRows / 16 * 16;
+  const QTensor w = random_weight(QType::Q4_0, kRows, k, 20);
+  ARRANGED_OR_SKIP(a, w);
+  manual_seed(21);
+  const Tensor x = Tensor::rand_normal({40, k}, 0.0, 1.0);
+  const Tensor all = quant::qmatmul(x, a).narrow(1, 0, groups);
+  for (int64_t t : {0, 7, 8, 23, 39}) {
+    EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t, 1), a).narrow(1, 0, groups)), bits_of(all.narrow(0, t, 1)))
+        << "row " << t << " of 40";
+    EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t / 8 * 8, std::min<int64_t>(8, 40 - t / 8 * 8)), a)
+                          .narrow(0, t % 8, 1)
+                          .narrow(1, 0, groups)),
+              bits_of(all.narrow(0, t, 1)))
+        << "row " << t << " in a tile of 8";
+  }
+}
+
+// Where a test lowers the instruction set below the arranged kernel's, an arranged weight's product
+// is that of its plain blocks under the same limit, bit for bit.
+TEST(QuantArranged, LoweredInstructionSetsTakeThePlainBlocks) {
+  const int64_t k = 512;
+  const QTensor w = random_weight(QType::Q4_0, kRows, k, 30);
+  ARRANGED_OR_SKIP(a, w);
+  for (qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2}) {
+    if (isa > qdot::best_isa()) continue;
+    for (int64_t m : {1, 6, 20}) {
+      manual_seed(31 + static_cast<uint64_t>(m));
+      const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
+      const qdot::Isa was = qdot::set_isa_limit(isa);
+      const std::vector<uint32_t> got = bits_of(quant::qmatmul(x, a)), want = bits_of(quant::qmatmul(x, w));
+      qdot::set_isa_limit(was);
+      EXPECT_EQ(got, want) << "isa " << static_cast<int>(isa) << " m " << m;
+    }
+  }
+}
+
+// An arranged weight leaves its device, is written to a file and read by the C API in GGUF's order.
+TEST(QuantArranged, EverythingElseSeesGgufOrder) {
+  const QTensor w = random_weight(QType::Q4_0, 32, 64, 40);
+  ARRANGED_OR_SKIP(a, w);
+  io::GgufWriter writer;
+  writer.add("w", a);
+  TempDir dir;
+  writer.write(dir.file("w.gguf"));
+  const io::GgufFile f = io::GgufFile::open(dir.file("w.gguf"));
+  EXPECT_EQ(bytes_of(f.qtensor(*f.find_tensor("w"), Device::cpu())), bytes_of(w));
+  EXPECT_FALSE(a.to_device(Device::cpu()).plain().arranged());
+}
+
+}  // namespace
+}  // namespace wick::test
