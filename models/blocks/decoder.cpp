@@ -84,7 +84,21 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
       m.inv_freq_[i] /= static_cast<double>(factors[i]);
     }
   }
+  // Weights read in place from the file's mapping stay as the file lays them out.
+  if (w.copy_on_cpu) m.arrange_linears();
   return m;
+}
+
+void LlamaModel::arrange_linears() {
+  const bool tied = output_.quantized.defined() && embedding_.quantized.defined() &&
+                    output_.quantized.bytes().storage() == embedding_.quantized.bytes().storage();
+  for (Layer& l : layers_) {
+    l.qkv = l.qkv.arranged();
+    l.o = l.o.arranged();
+    l.gate_up = l.gate_up.arranged();
+    l.down = l.down.arranged();
+  }
+  if (!tied) output_ = output_.arranged();
 }
 
 LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm,
@@ -159,6 +173,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
   m.output_ = linear(c.vocab, c.dim, false, 0);
   m.inv_freq_ = c.inv_freq();
+  m.arrange_linears();
   return m;
 }
 
@@ -227,7 +242,7 @@ Tensor LlamaModel::embed(const Tensor& tokens) const {
   } else {
     // The rows' blocks, gathered, then dequantized: only the rows the tokens use.
     const quant::QTensor& q = embedding_.quantized;
-    const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.bytes().index_select(ids, 0));
+    const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.plain().bytes().index_select(ids, 0));
     x = quant::dequantize(rows, dtype_);
   }
   return ranks_ > 1 ? reduce(x * mine) : x;

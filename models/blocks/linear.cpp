@@ -16,14 +16,15 @@ Linear Linear::slice(int dim, int rank, int size) const {
   Linear l;
   if (quantized.defined()) {
     const quant::QType q = quantized.qtype();
+    const Tensor blocks = quantized.plain().bytes();
     if (dim == 0) {
-      l.quantized = quant::QTensor(q, width, quantized.cols(), quantized.bytes().narrow(0, width * rank, width));
+      l.quantized = quant::QTensor(q, width, quantized.cols(), blocks.narrow(0, width * rank, width));
     } else {
       if (width % quant::block_values(q) != 0)
         throw NotSupportedError(detail::str_cat("llama: split of a ", q, " weight of ", n, " columns in ", size,
                                                 " parts of ", width, " (not whole blocks of ", quant::block_values(q), ")"));
       const int64_t piece = quant::row_bytes(q, width);
-      l.quantized = quant::QTensor(q, quantized.rows(), width, quantized.bytes().narrow(1, piece * rank, piece));
+      l.quantized = quant::QTensor(q, quantized.rows(), width, blocks.narrow(1, piece * rank, piece));
     }
   } else {
     l.dense = dense.narrow(dim, width * rank, width).contiguous();
@@ -32,6 +33,12 @@ Linear Linear::slice(int dim, int rank, int size) const {
     if (dim != 0) throw NotSupportedError("llama: split of a biased weight by its columns");
     l.bias = bias.narrow(0, width * rank, width).contiguous();
   }
+  return l;
+}
+
+Linear Linear::arranged() const {
+  Linear l = *this;
+  if (quantized.defined()) l.quantized = quantized.arrange();
   return l;
 }
 
@@ -59,7 +66,7 @@ LinearGroup LinearGroup::of(std::vector<Linear> linears) {
   }
   std::vector<Tensor> rows, biases;
   for (const Linear& l : linears) {
-    rows.push_back(l.quantized.defined() ? l.quantized.bytes() : l.dense);
+    rows.push_back(l.quantized.defined() ? l.quantized.plain().bytes() : l.dense);
     if (l.bias.defined()) biases.push_back(l.bias);
   }
   Linear joint;
@@ -88,6 +95,12 @@ std::vector<Tensor> LinearGroup::operator()(const Tensor& x) const {
     from += w;
   }
   return out;
+}
+
+LinearGroup LinearGroup::arranged() const {
+  LinearGroup g = *this;
+  for (Linear& l : g.weights) l = l.arranged();
+  return g;
 }
 
 int64_t LinearGroup::bytes() const {

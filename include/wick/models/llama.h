@@ -82,6 +82,8 @@ struct Linear {
   // Part `rank` of `size` equal parts of the weight's rows (dim 0; the bias's too) or columns (dim
   // 1; a block-format weight's in whole blocks), as a weight of its own.
   Linear slice(int dim, int rank, int size) const;
+  // The weight's blocks in the arrangement of its device's products (quant::QTensor::arrange).
+  Linear arranged() const;
   int64_t out_features() const;
   int64_t in_features() const;
   int64_t bytes() const;  // of the weight and the bias
@@ -99,6 +101,7 @@ struct LinearGroup {
   static LinearGroup of(std::vector<Linear> linears);
   // Each layer's output for x, in order (views of one product where stacked).
   std::vector<Tensor> operator()(const Tensor& x) const;
+  LinearGroup arranged() const;  // each weight's Linear::arranged()
   int64_t bytes() const;
 };
 
@@ -202,6 +205,9 @@ class LlamaModel : public Model {
   // Sets the communicator and the counts of this rank's heads; NotSupportedError for a split that
   // does not divide.
   void split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format);
+  // Every linear layer's blocks in the arrangement of the device's products (a copy each), but the
+  // embedding's, whose rows are gathered by token (and so a head tied to it).
+  void arrange_linears();
   Part part(int dim) const { return {dim, rank_, ranks_}; }
   // The whole of a rank's partial sums, or x where the model is not split.
   Tensor reduce(const Tensor& x) const;
