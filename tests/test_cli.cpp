@@ -420,6 +420,28 @@ TEST(Cli, BenchServeRunsTheEngineOnTheTinyModel) {
   EXPECT_NE(bad.err.find("pass the model's context of 2048"), std::string::npos) << bad.err;
 }
 
+// bench-model on the tiny model by default; --gen 0 or --prompt 0 leaves that test out.
+TEST(Cli, BenchModelRunsEitherTestAlone) {
+  const WickRun both = run_wick("bench-model --prompt 16 --gen 4 --reps 1 --device cpu");
+  ASSERT_EQ(both.status, 0) << both.err;
+  EXPECT_NE(both.out.find("| pp16 |"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("| tg4 |"), std::string::npos) << both.out;
+  const WickRun pp = run_wick("bench-model --prompt 16 --gen 0 --reps 1 --device cpu");
+  ASSERT_EQ(pp.status, 0) << pp.err;
+  EXPECT_NE(pp.out.find("| pp16 |"), std::string::npos) << pp.out;
+  EXPECT_EQ(pp.out.find("| tg"), std::string::npos) << pp.out;
+  const WickRun tg = run_wick("bench-model --prompt 0 --gen 4 --reps 1 --device cpu");
+  ASSERT_EQ(tg.status, 0) << tg.err;
+  EXPECT_EQ(tg.out.find("| pp"), std::string::npos) << tg.out;
+  EXPECT_NE(tg.out.find("| tg4 |"), std::string::npos) << tg.out;
+  const WickRun none = run_wick("bench-model --prompt 0 --gen 0 --device cpu");
+  EXPECT_NE(none.status, 0);
+  EXPECT_NE(none.err.find("not both 0"), std::string::npos) << none.err;
+  const WickRun two = run_wick("bench-model --model x.gguf --shape llama3-1b");
+  EXPECT_NE(two.status, 0);
+  EXPECT_NE(two.err.find("exclude each other"), std::string::npos) << two.err;
+}
+
 // More tokens than the model's context holds (the tiny model's 2048 positions): generation stops
 // there and says so.
 TEST(Cli, GenerateStopsAtTheContext) {

@@ -2,6 +2,8 @@
 // (N prompt tokens through the model at once, from an empty cache, the last position's logits to
 // the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host; on
 // one GPU through models::DecodeGraph unless --no-graph).
+#include "bench_model.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,10 +11,11 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "args.h"
-#include "bench_model.h"
+#include "generate.h"
 #include "wick/dist.h"
 #include "wick/io.h"
 #include "wick/models/llama.h"
@@ -78,8 +81,13 @@ int cmd_bench_model(int argc, char** argv) {
       o.unknown();
     }
   }
-  if (model_path.empty() == shape.empty()) throw std::runtime_error("bench-model: one of --model and --shape is needed");
-  if (prompt < 1 || gen < 1 || batch < 1 || reps < 1) throw std::runtime_error("bench-model: --prompt, --gen, --batch and --reps must be positive");
+  if (!model_path.empty() && !shape.empty())
+    throw std::runtime_error("bench-model: --model and --shape exclude each other");
+  if (model_path.empty() && shape.empty()) model_path = tiny_model_path();
+  if (prompt < 0 || gen < 0 || prompt + gen == 0 || batch < 1 || reps < 1)
+    throw std::runtime_error(
+        "bench-model: --prompt and --gen must be 0 (that test left out) or more, not both 0; --batch and --reps "
+        "positive");
   // One model, or one part of it per device (tensor parallel; random parts made one after another,
   // since ranks on the CPU share its generator).
   if (devices.empty()) devices = {device};
@@ -117,7 +125,7 @@ int cmd_bench_model(int argc, char** argv) {
     const auto cache = model.make_cache(batch, length);
     return memory_use(first).in_use - before;
   };
-  const int64_t pp_cache = cache_bytes(prompt), tg_cache = cache_bytes(gen);
+  const int64_t pp_cache = prompt > 0 ? cache_bytes(prompt) : 0, tg_cache = gen > 0 ? cache_bytes(gen) : 0;
 
   const bool use_graph = graph && devices.size() == 1 && first.is_gpu();
   std::string recording_error;  // DecodeGraph's, where recording failed
@@ -129,63 +137,75 @@ int cmd_bench_model(int argc, char** argv) {
     const models::Model& m = *parts[static_cast<size_t>(rank)];
     const Device d = devices[static_cast<size_t>(rank)];
     if (rank == 0) reset_peak_memory(d);
-    pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
-      auto cache = m.make_cache(batch, prompt);
-      const auto t = Clock::now();
-      (void)m.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
-      return seconds_since(t);
-    });
+    if (prompt > 0)
+      pps[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
+        auto cache = m.make_cache(batch, prompt);
+        const auto t = Clock::now();
+        (void)m.forward(Tensor::from_vector(tokens, {batch, prompt}), cache, {}, true).to_vector<float>();
+        return seconds_since(t);
+      });
     if (rank == 0) {
       pp_peak = memory_use(d).peak;
       reset_peak_memory(d);
     }
-    tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
-      auto cache = m.make_cache(batch, gen);
-      const std::unique_ptr<models::DecodeSteps> steps = use_graph ? m.decode_steps(cache) : nullptr;
-      std::vector<int64_t> next(static_cast<size_t>(batch), 1);
-      const auto t = Clock::now();
-      for (int64_t s = 0; s < gen; ++s) {
-        const Tensor tokens = Tensor::from_vector(next, {batch, 1});
-        const Tensor logits = steps ? steps->step(tokens) : m.forward(tokens, cache, {}, true);
-        next = logits.argmax(-1).to_dtype(DType::I64).reshape({batch}).to_vector<int64_t>();
-      }
-      const double took = seconds_since(t);
-      if (steps && rank == 0) recording_error = steps->recording_error();
-      return took;
-    });
+    if (gen > 0)
+      tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
+        auto cache = m.make_cache(batch, gen);
+        const std::unique_ptr<models::DecodeSteps> steps = use_graph ? m.decode_steps(cache) : nullptr;
+        std::vector<int64_t> next(static_cast<size_t>(batch), 1);
+        const auto t = Clock::now();
+        for (int64_t s = 0; s < gen; ++s) {
+          const Tensor tokens = Tensor::from_vector(next, {batch, 1});
+          const Tensor logits = steps ? steps->step(tokens) : m.forward(tokens, cache, {}, true);
+          next = logits.argmax(-1).to_dtype(DType::I64).reshape({batch}).to_vector<int64_t>();
+        }
+        const double took = seconds_since(t);
+        if (steps && rank == 0) recording_error = steps->recording_error();
+        return took;
+      });
     if (rank == 0) tg_peak = memory_use(d).peak;
   });
   const double pp = pps[0], tg = tgs[0];
-  const double pp_rate = static_cast<double>(batch * prompt) / pp, tg_rate = static_cast<double>(batch * gen) / tg;
-  const double weights_per_second = static_cast<double>(model.weight_bytes()) * static_cast<double>(gen) / tg / 1e9;
+  const double pp_rate = prompt > 0 ? static_cast<double>(batch * prompt) / pp : 0;
+  const double tg_rate = gen > 0 ? static_cast<double>(batch * gen) / tg : 0;
+  const double weights_per_second =
+      gen > 0 ? static_cast<double>(model.weight_bytes()) * static_cast<double>(gen) / tg / 1e9 : 0;
   const auto in_gib = [](int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); };
   std::printf("| model | size | params | device | dtype | batch | test | t/s | weights read | peak memory |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | | %.2f GiB |\n", name.c_str(), gib,
-              static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
-              static_cast<long long>(batch), static_cast<long long>(prompt), pp_rate, in_gib(pp_peak));
-  std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s | %.2f GiB |\n", name.c_str(), gib,
-              static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
-              static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second, in_gib(tg_peak));
-  std::printf("\nmemory on %s: the model holds %.2f GiB, a cache of %lld tokens %.3f GiB, of %lld tokens %.3f GiB; peak "
-              "over pp%lld %.2f GiB (%.2f of model + cache), over tg%lld %.2f GiB (%.2f)\n",
-              first.to_string().c_str(), in_gib(model_bytes), static_cast<long long>(prompt), in_gib(pp_cache),
-              static_cast<long long>(gen), in_gib(tg_cache), static_cast<long long>(prompt), in_gib(pp_peak),
-              static_cast<double>(pp_peak) / static_cast<double>(model_bytes + pp_cache), static_cast<long long>(gen),
-              in_gib(tg_peak), static_cast<double>(tg_peak) / static_cast<double>(model_bytes + tg_cache));
-  if (!use_graph)
+  if (prompt > 0)
+    std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | pp%lld | %.1f | | %.2f GiB |\n", name.c_str(), gib,
+                static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
+                static_cast<long long>(batch), static_cast<long long>(prompt), pp_rate, in_gib(pp_peak));
+  if (gen > 0)
+    std::printf("| %s | %.2f GiB | %.2f B | %s | %s | %lld | tg%lld | %.1f | %.0f GB/s | %.2f GiB |\n", name.c_str(),
+                gib, static_cast<double>(model.parameters()) / 1e9, where.c_str(), dtype_text.c_str(),
+                static_cast<long long>(batch), static_cast<long long>(gen), tg_rate, weights_per_second,
+                in_gib(tg_peak));
+  std::printf("\nmemory on %s: the model holds %.2f GiB", first.to_string().c_str(), in_gib(model_bytes));
+  for (const auto& [test, length, cache, peak] :
+       {std::tuple{"pp", prompt, pp_cache, pp_peak}, {"tg", gen, tg_cache, tg_peak}}) {
+    if (length == 0) continue;
+    std::printf("; a cache of %lld tokens %.3f GiB, peak over %s%lld %.2f GiB (%.2f of model + cache)",
+                static_cast<long long>(length), in_gib(cache), test, static_cast<long long>(length), in_gib(peak),
+                static_cast<double>(peak) / static_cast<double>(model_bytes + cache));
+  }
+  std::printf("\n");
+  if (gen > 0 && !use_graph)
     std::printf("decode steps: forward() (each step's ops launched one by one)\n");
-  else if (recording_error.empty())
+  else if (gen > 0 && recording_error.empty())
     std::printf("decode steps: DecodeGraph (each step replayed from a recorded graph)\n");
-  else
+  else if (gen > 0)
     std::printf("decode steps: DecodeGraph, run op by op (recording failed: %s)\n", recording_error.c_str());
   if (!csv.empty()) {
     std::ofstream f(csv, std::ios::app);
     if (!f) throw std::runtime_error("bench-model: cannot write " + csv);
-    f << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",pp" << prompt
-      << "," << pp_rate << "," << pp_peak << "\n"
-      << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",tg" << gen
-      << "," << tg_rate << "," << tg_peak << "\n";
+    if (prompt > 0)
+      f << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",pp" << prompt
+        << "," << pp_rate << "," << pp_peak << "\n";
+    if (gen > 0)
+      f << name << "," << model.weight_bytes() << "," << where << "," << dtype_text << "," << batch << ",tg" << gen
+        << "," << tg_rate << "," << tg_peak << "\n";
   }
   return 0;
 }
