@@ -53,10 +53,10 @@ constexpr int64_t kRunBytes = 256 * 1024;
 // thread than waking a team (half of a 4-sequence step's parallel regions were these).
 constexpr int64_t kRoundGrain = 4 * kParallelGrain;
 
-// x rounded, with the offset bytes that the row kernels of qtype read.
+// x rounded, with offset bytes in `order` (those the row kernels that will read x take).
 template <typename T>
-RoundedX round_x(const T* x, int64_t m, int64_t k, QType qtype) {
-  RoundedX r(m, k, qdot::offset_order(qtype, k));
+RoundedX round_x(const T* x, int64_t m, int64_t k, qdot::Offset order) {
+  RoundedX r(m, k, order);
   parallel_for(m, std::max<int64_t>(1, kRoundGrain / k), [&](int64_t begin, int64_t end) {
     std::vector<float> buf(static_cast<size_t>(k));
     for (int64_t t = begin; t < end; ++t) qdot::round_row(rows::widen(x + t * k, k, buf.data()), k, r, t);
@@ -185,7 +185,10 @@ StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype
   StoragePtr out = backend_.alloc(x.dtype, m * rows);
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (rows::kTakes<T>) {
-      const RoundedX rx = round_x(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m, cols, qtype);
+      // An arranged weight of whole groups leaves no rows to the row kernels: no offset bytes.
+      const qdot::Offset order = arranged && rows % arranged::kRows == 0 ? qdot::Offset::None
+                                                                         : qdot::offset_order(qtype, cols);
+      const RoundedX rx = round_x(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m, cols, order);
       std::vector<float> result;
       float* y = rows::results(out->as<T>(), nullptr);
       if (y == nullptr) {
