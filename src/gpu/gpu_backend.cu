@@ -237,6 +237,17 @@ bool GpuBackend::set_option(std::string_view key, std::string_view value) {
       return false;
     return true;
   }
+  if (key == "qmatmul") {
+    if (value == "library")
+      qmatmul_path_ = QmatmulPath::Auto;
+    else if (value == "tiles")
+      qmatmul_path_ = QmatmulPath::Tiles;
+    else if (value == "dot")
+      qmatmul_path_ = QmatmulPath::Dot;
+    else
+      return false;
+    return true;
+  }
   return false;
 }
 
@@ -247,6 +258,15 @@ GpuBackend::AttentionPath GpuBackend::attention_path() const {
     return s == "own" ? AttentionPath::Own : s == "rows" ? AttentionPath::Rows : AttentionPath::Library;
   }();
   return env != AttentionPath::Library ? env : attention_path_;
+}
+
+GpuBackend::QmatmulPath GpuBackend::qmatmul_path() const {
+  static const QmatmulPath env = [] {
+    const char* v = std::getenv("WICK_QMATMUL");
+    const std::string_view s = v ? v : "";
+    return s == "tiles" ? QmatmulPath::Tiles : s == "dot" ? QmatmulPath::Dot : QmatmulPath::Auto;
+  }();
+  return env != QmatmulPath::Auto ? env : qmatmul_path_;
 }
 
 // ---- timing -----------------------------------------------------------------------------------

@@ -55,10 +55,16 @@ class GpuBackend final : public Backend {
   // "attention": "library" (cuDNN's fused attention where it serves, else wick's own kernels; the
   // default), "own" (wick's kernels, on the matrix units where the device has them) or "rows"
   // (wick's kernels without the matrix units: the path of a device that has none).
+  // "qmatmul": "library" (the default: wick's choice by the rows of x), "tiles" (the matrix-unit
+  // tile kernel wherever it applies, one row of x too) or "dot" (never the tile kernel: the integer
+  // dot products up to 16 rows of x, dequantize and the GEMM past them).
   bool set_option(std::string_view key, std::string_view value) override;
   enum class AttentionPath { Library, Own, Rows };
   // The "attention" option, unless WICK_ATTENTION=own or rows in the environment forces one.
   AttentionPath attention_path() const;
+  enum class QmatmulPath { Auto, Tiles, Dot };
+  // The "qmatmul" option, unless WICK_QMATMUL=tiles or dot in the environment forces one.
+  QmatmulPath qmatmul_path() const;
 
   // For the kernels of this backend.
   Stream stream() const { return stream_; }
@@ -113,6 +119,7 @@ class GpuBackend final : public Backend {
   mutable std::map<std::tuple<const void*, int, size_t>, int> occupancy_;
   bool conv_own_path_ = false;
   AttentionPath attention_path_ = AttentionPath::Library;
+  QmatmulPath qmatmul_path_ = QmatmulPath::Auto;
   const GpuNnKernels nn_{*this};
   const GpuQuantKernels quant_{*this};
 };

@@ -75,6 +75,9 @@ void add_dequantize(std::vector<Case>& cases, QType q, DType dt) {
                    }});
 }
 
+// A GPU backend runs each f16 and bf16 case through each of its qmatmul paths: its default choice by
+// the rows of x, the matrix-unit tile kernel wherever it applies ("tiles", one row of x too), and
+// never the tile kernel ("dot": the integer dot products, or dequantize and the GEMM).
 void add_qmatmul(std::vector<Case>& cases, QType q, DType dt) {
   const int64_t bv = quant::block_values(q);
   struct V {
@@ -83,21 +86,39 @@ void add_qmatmul(std::vector<Case>& cases, QType q, DType dt) {
     int64_t rows;
     Form form;
   };
-  // Rows of x on both sides of the GPU's integer-dot limit (16), one weight row per lane and more.
+  // Rows of x on both sides of the GPU's integer-dot limit (16) and of the tile kernel's (64), one
+  // weight row per lane and more; for the tile kernel, a last step of k short of its 256 values (9 x
+  // 32), weight rows past a tile of 64, and k split over blocks (2048 values, 80 rows).
   const V variants[] = {{"decode", {1, 8 * bv}, 72, Form::Contiguous},
                         {"few_rows", {2, 3, 2 * bv}, 40, Form::Contiguous},
                         {"dot_limit", {16, 2 * bv}, 33, Form::Contiguous},
                         {"transposed", {5, 2 * bv}, 24, Form::Transposed},
-                        {"prefill", {40, 2 * bv}, 48, Form::Contiguous}};
-  for (const V& v : variants) {
-    Case k{OpKey(QuantOp::Matmul).name(), qlabel(q, dt), shape_label(v.x, "rows " + std::to_string(v.rows)), v.name,
-           QuantOp::Matmul, {dt}, Compare::Float, false, [=](Ctx& c) {
-             const QTensor w = weight(c, q, v.rows, v.x[v.x.rank() - 1]);
-             return result(quant::qmatmul(tensor(c.input(dt, v.x, v.form)), w));
-           }};
-    k.tolerance = qmatmul_tolerance(dt);
-    cases.push_back(std::move(k));
-  }
+                        {"prefill", {40, 2 * bv}, 48, Form::Contiguous},
+                        {"tile_rows", {2, 5, bv < 256 ? 9 * 32 : 2 * bv}, 70, Form::Contiguous},
+                        {"tile_split", {33, 2048}, 80, Form::Contiguous},
+                        {"tile_limit", {64, 2 * bv}, 17, Form::Contiguous},
+                        {"past_tiles", {65, bv}, 20, Form::Contiguous}};
+  for (const V& v : variants)
+    for (const char* path : {"library", "tiles", "dot"}) {
+      if (dt == DType::F32 && std::string_view(path) != "library") continue;  // f32 x has no tile kernel
+      std::string layout = v.name;
+      if (std::string_view(path) != "library") layout += std::string(".") + path;
+      Case k{OpKey(QuantOp::Matmul).name(),
+             qlabel(q, dt),
+             shape_label(v.x, "rows " + std::to_string(v.rows)),
+             layout,
+             QuantOp::Matmul,
+             {dt},
+             Compare::Float,
+             false,
+             [=](Ctx& c) {
+               BackendOption guard(c.backend(), "qmatmul", path);
+               const QTensor w = weight(c, q, v.rows, v.x[v.x.rank() - 1]);
+               return result(quant::qmatmul(tensor(c.input(dt, v.x, v.form)), w));
+             }};
+      k.tolerance = qmatmul_tolerance(dt);
+      cases.push_back(std::move(k));
+    }
 }
 
 }  // namespace

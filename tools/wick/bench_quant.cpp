@@ -1,8 +1,9 @@
 // `wick bench` cases of the block formats: qmatmul of one row of x (decode; memory-bound, its
-// bytes the quantized weight's) and of 512 rows (prefill; compute-bound, beside the GEMM of the same
-// shape in x's dtype), on the weight shapes of an 8B Llama layer (4096x4096, 14336x4096,
-// 4096x14336; on the CPU the 4096x14336 that ggml's test-backend-ops perf times), and the
-// dequantization that the many-row product starts with.
+// bytes the quantized weight's), of 16 and 64 rows on a GPU (a batch of decoding sequences; the
+// weight's bytes still, read once by the matrix-unit tile kernel) and of 512 rows (prefill; compute-bound, beside the
+// GEMM of the same shape in x's dtype), on the weight shapes of an 8B Llama layer (4096x4096, 14336x4096, 4096x14336;
+// on the CPU the 4096x14336 that ggml's test-backend-ops perf times), and the dequantization that the many-row product
+// starts with.
 #include <random>
 
 #include "backend/quant_kernels.h"
@@ -30,7 +31,7 @@ StoragePtr random_blocks(Backend& b, int64_t nbytes) {
 Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt) {
   const double wbytes = static_cast<double>(n * quant::row_bytes(q, k));
   const double xbytes = static_cast<double>(dtype_size(dt) * m * (k + n));
-  const bool decode = m <= 16;
+  const bool decode = m <= 64;
   return {.op = "quant.matmul",
           .dtype = std::string(quant::qtype_name(q)) + "/" + parity::label(dt),
           .shape = dims_label({m, k}) + " @ " + dims_label({k, n}),
@@ -98,6 +99,9 @@ void add_quant_cases(std::vector<Case>& cases, Scale scale) {
   if (scale == Scale::Quick) shapes = {{64, 512}}, dt = DType::F32, prefill = 20;
   for (auto [n, k] : shapes) {
     for (QType q : types) cases.push_back(qmatmul_case(q, 1, n, k, dt));
+    if (scale == Scale::Gpu)
+      for (int64_t m : {16, 64})
+        for (QType q : types) cases.push_back(qmatmul_case(q, m, n, k, dt));
     for (QType q : types) cases.push_back(qmatmul_case(q, prefill, n, k, dt));
     for (QType q : types) cases.push_back(dequantize_case(q, n, k, dt));
     cases.push_back(gemm_case(prefill, n, k, dt));

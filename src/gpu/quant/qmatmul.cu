@@ -4,6 +4,7 @@
 
 #include "core/dispatch.h"
 #include "gpu/quant/qmatmul.cuh"
+#include "gpu/quant/qmatmul_tiles.cuh"
 #include "gpu/quant/quant_kernels.h"
 #include "wick/device.h"
 
@@ -11,6 +12,7 @@ namespace wick::gpu {
 
 using qmm::launch_dequantize;
 using qmm::launch_dot_rows;
+using qmm::launch_tile_rows;
 using quant::QType;
 
 namespace {
@@ -57,6 +59,18 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
                         static_cast<int>(tile));
     });
     return out;
+  }
+  const GpuBackend::QmatmulPath path = b.qmatmul_path();
+  if (path == GpuBackend::QmatmulPath::Tiles ||
+      (path == GpuBackend::QmatmulPath::Auto && m >= kMinTileRows && m <= kMaxTileRows)) {
+    StoragePtr out = b.alloc(x.dtype, m * rows);
+    bool queued = false;
+    dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
+      queued = launch_tile_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
+                                static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m),
+                                out->as<T>());
+    });
+    if (queued) return out;
   }
   if (m > kMaxDotRows) {
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In

@@ -1,0 +1,9 @@
+// The matrix-unit kernels of the block formats for x in bf16 (qmatmul_tiles.cuh), in a translation
+// unit of their own so that the two dtypes of x compile in parallel.
+#include "gpu/quant/qmatmul_tiles.cuh"
+
+namespace wick::gpu::qmm {
+
+template bool launch_tile_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int, bf16*);
+
+}  // namespace wick::gpu::qmm
