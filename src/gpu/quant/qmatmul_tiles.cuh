@@ -1,18 +1,18 @@
 // Products of a few dozen rows of x with a weight in a block format, on the matrix units (x in f16
-// or bf16; the formats of kHasTileKernel). Each block of the grid takes kTileN weight rows and every
-// row of x (at most kTileMaxRows), kTileK values of k per step:
-//   - the step's weight blocks are copied into shared memory as they lie (aligned 16-byte words,
-//     asynchronously, two steps ahead), and x's step beside them;
-//   - all the block's threads dequantize the words into a tile of x's dtype, kTilePiece values of
-//     one group at a time (tile_pairs: on NVIDIA, for quants of at most 7 bits, two values at a
-//     time in T's own arithmetic);
-//   - each wave multiplies 16 weight rows by every 16-row tile of x over half of the step's k
+// or bf16; the formats of kHasTileKernel). The work comes in items of kTileN weight rows and a
+// range of k, against every row of x (at most kTileMaxRows), kTileK values of k per step:
+//   - each step's weight blocks are copied into shared memory as they lie (aligned 16-byte words,
+//     asynchronously, one step ahead of the one computed), and x's step beside them;
+//   - each wave dequantizes its own 16 weight rows and half of the step into a tile of x's dtype,
+//     kTilePiece values of one group at a time (TilePairs: on NVIDIA, for quants of at most 7 bits,
+//     two values at a time in T's own arithmetic), and multiplies them by every 16-row tile of x
 //     (gpu/mma.cuh: f32 accumulators), 16 values of k at a time; the two waves of each 16 rows add
-//     their sums at the end.
+//     their sums at the end of the item.
 // The weight is read from memory once and unpacked once, however many rows x has; the integer-dot
 // kernels unpack each unit once per row of x, and past a few rows their dot products, not memory,
-// bound them. Where the weight's row blocks alone would leave multiprocessors idle, k is split over
-// blocks of the grid as well, and a second kernel adds their f32 partial sums in a fixed order.
+// bound them. The grid holds as many blocks as the device runs at once, each taking items in turn
+// with its copies running ahead across items; k is split into as many ranges as fill those blocks
+// best (tile_splits), and a second kernel adds the ranges' f32 partial sums in a fixed order.
 // Written against gpu/mma.cuh, so the same source runs on 32- and 64-lane waves.
 #pragma once
 
@@ -30,7 +30,7 @@ constexpr int kTileK = 256;            // values of k per step: a K block, 8 blo
 constexpr int kTileLd = kTileK + 8;    // shared rows of T padded by 16 bytes, for ldmatrix's banks
 constexpr int kTilePiece = 16;         // values a thread dequantizes at a time, within one group
 constexpr int kTileMaxRows = 64;       // rows of x
-constexpr int kTileMinSplitSteps = 4;  // steps per block of the grid at the least, when k is split
+constexpr int kTileMinSplitSteps = 4;  // steps per range of k at the least, when k is split
 
 // The formats with a tile kernel: those of the files people run (Q4_0, Q8_0 and the _K_M mixes).
 template <QType Q>
@@ -46,7 +46,8 @@ struct TileShape {
   static constexpr int kBytes = kBlocks * static_cast<int>(sizeof(Block));
   static constexpr int kWords = (kBytes + 30) / 16;  // 16-byte words covering a row's step at any alignment
   static constexpr int kRows = 16 * MT;              // rows of x held
-  // Shared memory: x's step for two steps, the dequantized weight, the weight's words for two steps.
+  // Shared memory: x's step for two steps, the dequantized weight, the weight's words for two steps,
+  // the hand-over of sums.
   template <typename T>
   static constexpr size_t x_bytes() {
     return size_t{kRows} * kTileLd * sizeof(T);
@@ -56,9 +57,24 @@ struct TileShape {
     return size_t{kTileN} * kTileLd * sizeof(T);
   }
   static constexpr size_t raw_bytes() { return size_t{kTileN} * kWords * 16; }
+  // The second half's sums of each 16-row tile, handed to the first half's waves: 16 x 16 floats
+  // per tile of x.
+  static constexpr size_t hand_bytes() { return size_t{kTileN / 16} * MT * 256 * sizeof(float); }
+  template <typename T>
+  static constexpr size_t x_offset(int buffers) {
+    return buffers * x_bytes<T>();
+  }
+  template <typename T>
+  static constexpr size_t raw_offset() {
+    return x_offset<T>(2) + w_bytes<T>();
+  }
+  template <typename T>
+  static constexpr size_t hand_offset() {
+    return raw_offset<T>() + 2 * raw_bytes();
+  }
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return 2 * x_bytes<T>() + w_bytes<T>() + 2 * raw_bytes();
+    return hand_offset<T>() + hand_bytes();
   }
 };
 
@@ -157,11 +173,16 @@ struct TileArgs {
   const uint8_t* w;
   int64_t n, k, row_bytes;
   int m;
-  int64_t split_steps;  // steps of each block of the grid along k (gridDim.y blocks)
-  float* part;          // k split: (gridDim.y, m, n) partial sums; else null and out is written
+  uint32_t tiles;       // of kTileN weight rows
+  uint32_t splits;      // ranges of k per tile (tiles * splits items: 32-bit divisions, not 64-bit calls)
+  int64_t split_steps;  // steps per range (the last may have fewer)
+  float* part;          // splits > 1: (splits, m, n) partial sums; else null and out is written
 };
 
-// out (m, n) = x (m, k) times w (n, k) transposed, m <= 16 * MT; x's rows 16-byte aligned.
+// out (m, n) = x (m, k) times w (n, k) transposed, m <= 16 * MT; x's rows 16-byte aligned. The work
+// items are (tile, range of k) pairs, item i being tile i % tiles and range i / tiles; block b of
+// the grid takes items b, b + gridDim.x, ... as one sequence of steps, the copies of the next step
+// in flight while it computes one, across items too.
 template <QType Q, int MT, typename T>
 __global__ void tile_rows_kernel(TileArgs a, const T* __restrict__ x, T* __restrict__ out) {
 #if WICK_GPU_MMA
@@ -173,49 +194,72 @@ __global__ void tile_rows_kernel(TileArgs a, const T* __restrict__ x, T* __restr
   // The two buffers of x and of the weight's words as offsets from the first (an array of two
   // pointers indexed at run time would live in local memory).
   T* const xs0 = reinterpret_cast<T*>(base);
-  T* const ws = reinterpret_cast<T*>(base + 2 * S::template x_bytes<T>());
-  uint4* const raw0 = reinterpret_cast<uint4*>(base + 2 * S::template x_bytes<T>() + S::template w_bytes<T>());
+  T* const ws = reinterpret_cast<T*>(base + S::template x_offset<T>(2));
+  uint4* const raw0 = reinterpret_cast<uint4*>(base + S::template raw_offset<T>());
+  float* const hand = reinterpret_cast<float*>(base + S::template hand_offset<T>());
   auto xs = [&](int buf) { return xs0 + buf * (S::kRows * kTileLd); };
   auto raw = [&](int buf) { return raw0 + buf * (kTileN * S::kWords); };
 
   const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
-  const int64_t n0 = int64_t{blockIdx.x} * kTileN;
+  const int lane = tid % mma::kWave, wave = tid / mma::kWave, live = (a.m + 15) / 16;
+  const int ntile = wave % (kTileN / 16), half = wave / (kTileN / 16);  // the wave's 16 rows and half of k
+  constexpr int kHalfK = kTileK / kTileHalves;
   const int64_t row_blocks = a.k / F::kValues, size = a.n * a.row_bytes;
-  const int64_t first = int64_t{blockIdx.y} * a.split_steps;
-  const int64_t last = std::min((a.k + kTileK - 1) / kTileK, first + a.split_steps);
+  const int64_t steps = (a.k + kTileK - 1) / kTileK;
+  const uint32_t items = a.tiles * a.splits, stride = gridDim.x;
+  // A place in the block's sequence: an item, its first weight row and range of k, and a step of
+  // it (divided out once per item, not per step).
+  struct Cursor {
+    uint32_t item;
+    int64_t n0, split, step, last;
+  };
+  auto start = [&](Cursor& c) {
+    if (c.item >= items) return;
+    c.split = c.item / a.tiles;
+    c.n0 = int64_t{c.item - static_cast<uint32_t>(c.split) * a.tiles} * kTileN;
+    c.step = c.split * a.split_steps;
+    c.last = std::min(steps, c.step + a.split_steps);
+  };
+  auto advance = [&](Cursor& c) {
+    if (++c.step == c.last) {
+      c.item += stride;
+      start(c);
+    }
+  };
 
-  // Step `step`'s weight words and x into buffer `buf`, as one group of asynchronous copies (an
-  // empty one past the last step, so that every step waits for the same count).
-  auto issue = [&](int64_t step, int buf) {
-    if (step < last) {
-      for (int i = tid; i < kTileN * S::kWords; i += threads) {
-        const int64_t row = n0 + i / S::kWords;
-        if (row >= a.n) continue;  // its tile row is never stored
-        const int64_t from = ((row * a.row_bytes + step * S::kBytes) & ~int64_t{15}) + 16 * (i % S::kWords);
-        if (from + 16 <= size)
-          mma::copy_async_16(raw(buf) + i, a.w + from);
-        else
-          raw(buf)[i] = load_word(a.w, from, size);
-      }
-      constexpr int kChunks = kTileK / 8;  // 16-byte chunks of a row of x's step
-      for (int i = tid; i < a.m * kChunks; i += threads) {
-        const int t = i / kChunks, c = i % kChunks;
-        const int64_t col = step * kTileK + 8 * c;
-        T* dst = xs(buf) + t * kTileLd + 8 * c;
-        if (col < a.k)
-          mma::copy_async_16(dst, x + t * a.k + col);
-        else
-          *reinterpret_cast<uint4*>(dst) = uint4{0, 0, 0, 0};  // past k: zeros beside the weight's zeros
-      }
+  // Step `step` of item `item`: its weight words and x into buffer `buf`, as one group of
+  // asynchronous copies.
+  auto issue = [&](const Cursor& c, int buf) {
+    const int64_t n0 = c.n0, step = c.step;
+    for (int i = tid; i < kTileN * S::kWords; i += threads) {
+      const int64_t row = n0 + i / S::kWords;
+      if (row >= a.n) continue;  // its tile row is never stored
+      const int64_t from = ((row * a.row_bytes + step * S::kBytes) & ~int64_t{15}) + 16 * (i % S::kWords);
+      if (from + 16 <= size)
+        mma::copy_async_16(raw(buf) + i, a.w + from);
+      else
+        raw(buf)[i] = load_word(a.w, from, size);
+    }
+    constexpr int kChunks = kTileK / 8;  // 16-byte chunks of a row of x's step
+    for (int i = tid; i < a.m * kChunks; i += threads) {
+      const int t = i / kChunks, c = i % kChunks;
+      const int64_t col = step * kTileK + 8 * c;
+      T* dst = xs(buf) + t * kTileLd + 8 * c;
+      if (col < a.k)
+        mma::copy_async_16(dst, x + t * a.k + col);
+      else
+        *reinterpret_cast<uint4*>(dst) = uint4{0, 0, 0, 0};  // past k: zeros beside the weight's zeros
     }
     mma::copy_async_commit();
   };
 
-  // Buffer `buf`'s weight words as T, piece by piece; zeros past the row's blocks.
-  auto dequantize = [&](int64_t step, int buf) {
-    constexpr int kPieces = kTileK / kTilePiece;  // per weight row
-    for (int p = tid; p < kTileN * kPieces; p += threads) {
-      const int r = p / kPieces, v0 = (p % kPieces) * kTilePiece;
+  // The wave's own part of the weight tile (its 16 rows, its half of k) from buffer `buf` as T,
+  // piece by piece; zeros past the row's blocks. No other wave reads it.
+  auto dequantize = [&](const Cursor& c, int buf) {
+    constexpr int kPieces = kHalfK / kTilePiece;  // per weight row
+    const int64_t n0 = c.n0, step = c.step;
+    for (int p = lane; p < 16 * kPieces; p += mma::kWave) {
+      const int r = ntile * 16 + p / kPieces, v0 = half * kHalfK + p % kPieces * kTilePiece;
       const int64_t row = n0 + r;
       if (row >= a.n) continue;
       uint4 words[kTilePiece * sizeof(T) / 16] = {};  // zeros past the row's blocks
@@ -241,23 +285,63 @@ __global__ void tile_rows_kernel(TileArgs a, const T* __restrict__ x, T* __restr
   // kChains accumulators per tile of x, taking the 16-value slices of k in turn: the matrix unit's
   // latency is paid once per chain, not once per slice.
   constexpr int kChains = MT == 1 ? 4 : MT == 2 ? 2 : 1;
-  static_assert(kTileK / kTileHalves / 16 % kChains == 0);
-  const int wave = tid / mma::kWave, live = (a.m + 15) / 16;
-  const int ntile = wave % (kTileN / 16), half = wave / (kTileN / 16);
-  constexpr int kHalfK = kTileK / kTileHalves;
+  static_assert(kHalfK / 16 % kChains == 0);
   mma::FragC acc[kChains][MT];
+  auto zero = [&] {
 #pragma unroll
-  for (int c = 0; c < kChains; ++c)
+    for (int c = 0; c < kChains; ++c)
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) mma::zero(acc[c][mt]);
-  issue(first, 0);
-  issue(first + 1, 1);
-  for (int64_t step = first; step < last; ++step) {
-    const int buf = static_cast<int>((step - first) & 1);
-    mma::copy_async_wait<1>();  // this step's group; the next may still be in flight
+      for (int mt = 0; mt < MT; ++mt) mma::zero(acc[c][mt]);
+  };
+  // The item's sums: the chains added, the second half's waves hand theirs to the first's, which
+  // store them. Every thread of the block calls it at the same step.
+  auto flush = [&](const Cursor& c) {
+#pragma unroll
+    for (int c = 1; c < kChains; ++c)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < mma::kAccum; ++i) acc[0][mt].v[i] += acc[c][mt].v[i];
+    auto slot = [&](int mt, int i) { return ((ntile * MT + mt) * mma::kAccum + i) * mma::kWave + lane; };
+    if (half == 1) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < mma::kAccum; ++i) hand[slot(mt, i)] = acc[0][mt].v[i];
+    }
     __syncthreads();
-    dequantize(step, buf);
-    __syncthreads();
+    if (half == 0) {
+      const int64_t n0 = c.n0, split = c.split;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if (mt >= live) continue;
+#pragma unroll
+        for (int i = 0; i < mma::kAccum; ++i) {
+          const int t = mt * 16 + mma::accum_row(i);
+          const int64_t col = n0 + ntile * 16 + mma::accum_col(i);
+          if (t >= a.m || col >= a.n) continue;
+          const float v = acc[0][mt].v[i] + hand[slot(mt, i)];
+          if (a.part != nullptr)
+            a.part[(split * a.m + t) * a.n + col] = v;
+          else
+            out[t * a.n + col] = mma::round_to<T>(v);
+        }
+      }
+    }
+    zero();
+  };
+
+  Cursor at{blockIdx.x, 0, 0, 0, 0};
+  start(at);
+  Cursor next = at;  // the next step to copy
+  if (next.item < items) issue(next, 0), advance(next);
+  zero();
+  for (int buf = 0; at.item < items; buf ^= 1) {
+    mma::copy_async_wait_all();  // this step's copies (the only ones in flight)
+    __syncthreads();             // ...and every thread's; every wave is done with the other buffer
+    if (next.item < items) issue(next, buf ^ 1), advance(next);
+    dequantize(at, buf);
+    group_sync();
     const T* wt = ws + ntile * 16 * kTileLd + half * kHalfK;
     const T* xt = xs(buf) + half * kHalfK;
 #pragma unroll
@@ -273,47 +357,8 @@ __global__ void tile_rows_kernel(TileArgs a, const T* __restrict__ x, T* __restr
         }
       }
     }
-    __syncthreads();  // the buffers are read: they take the step after next
-    issue(step + 2, buf);
-  }
-  mma::copy_async_wait_all();
-
-#pragma unroll
-  for (int c = 1; c < kChains; ++c)
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < mma::kAccum; ++i) acc[0][mt].v[i] += acc[c][mt].v[i];
-  // The second half's waves hand their sums to the first's, through the weight tile's memory.
-  __syncthreads();
-  float* hand = reinterpret_cast<float*>(ws);
-  const int lane = tid % mma::kWave;
-  auto slot = [&](int mt, int i) { return ((ntile * MT + mt) * mma::kAccum + i) * mma::kWave + lane; };
-  if (half == 1) {
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int i = 0; i < mma::kAccum; ++i) hand[slot(mt, i)] = acc[0][mt].v[i];
-  }
-  __syncthreads();
-  if (half == 1) return;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int i = 0; i < mma::kAccum; ++i) acc[0][mt].v[i] += hand[slot(mt, i)];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    if (mt >= live) continue;
-#pragma unroll
-    for (int i = 0; i < mma::kAccum; ++i) {
-      const int t = mt * 16 + mma::accum_row(i);
-      const int64_t col = n0 + ntile * 16 + mma::accum_col(i);
-      if (t >= a.m || col >= a.n) continue;
-      if (a.part != nullptr)
-        a.part[(int64_t{blockIdx.y} * a.m + t) * a.n + col] = acc[0][mt].v[i];
-      else
-        out[t * a.n + col] = mma::round_to<T>(acc[0][mt].v[i]);
-    }
+    if (at.step + 1 == at.last) flush(at);
+    advance(at);
   }
 #else
   (void)a;
@@ -333,6 +378,55 @@ __global__ __launch_bounds__(kThreads) void tile_combine_kernel(const float* __r
   }
 }
 
+// Ranges of k per tile of weight rows: the count whose work items (tiles x ranges, each at least
+// kTileMinSplitSteps steps) best fill `capacity` resident blocks, round after round; a larger count
+// only where it fills them a twentieth better, as each range adds a pass over its partial sums.
+inline int64_t tile_splits(int64_t tiles, int64_t steps, int64_t capacity) {
+  auto filled = [&](int64_t s) {
+    const int64_t items = tiles * s, rounds = (items + capacity - 1) / capacity;
+    return static_cast<double>(items) / static_cast<double>(rounds * capacity);
+  };
+  int64_t best = 1;
+  for (int64_t s = 2; s <= std::max<int64_t>(1, steps / kTileMinSplitSteps); ++s)
+    if (filled(s) > filled(best) + 0.05) best = s;
+  return best;
+}
+
+// Queues the tile kernel for format Q, x of at most 16 * MT rows; false where the device lacks the
+// shared memory it takes.
+template <QType Q, int MT, typename T>
+bool launch_tiles(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
+  const DeviceProps& props = b.props();
+  const size_t smem = TileShape<Q, MT>::template smem_bytes<T>();
+  if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return false;
+  const auto kernel = tile_rows_kernel<Q, MT, T>;
+  const int threads = kTileWaves * props.warp_size;
+  if (smem > props.shared_per_block)
+    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
+  const int per_sm = std::max(1, b.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem));
+  const int64_t tiles = (n + kTileN - 1) / kTileN, steps = (k + kTileK - 1) / kTileK;
+  const int64_t capacity = int64_t{per_sm} * std::max(1, props.multiprocessors);
+  const int64_t splits = tile_splits(tiles, steps, capacity);
+  TileArgs args{w, n, k, quant::row_bytes(qtype, k), m, 0, 0, (steps + splits - 1) / splits, nullptr};
+  args.tiles = static_cast<uint32_t>(tiles);
+  args.splits = static_cast<uint32_t>((steps + args.split_steps - 1) / args.split_steps);  // each range holds a step
+  StoragePtr part;
+  if (args.splits > 1) {
+    part = b.alloc(static_cast<size_t>(int64_t{args.splits} * m * n) * sizeof(float));
+    args.part = part->as<float>();
+  }
+  const int64_t items = tiles * args.splits;
+  kernel<<<static_cast<unsigned>(std::min(items, capacity)), threads, smem, b.stream()>>>(args, x, out);
+  WICK_GPU_CHECK_LAUNCH();
+  if (args.splits > 1) {
+    const int64_t count = int64_t{m} * n;
+    tile_combine_kernel<T>
+        <<<grid_for(count, kThreads), kThreads, 0, b.stream()>>>(args.part, static_cast<int>(args.splits), count, out);
+    WICK_GPU_CHECK_LAUNCH();
+  }
+  return true;
+}
+
 // Queues out (m, n) = x (m, k) times w (n, k) transposed through the tile kernel and returns true,
 // or returns false where it does not apply: x not in f16 or bf16, m past kTileMaxRows, a format
 // without the kernel, a device without matrix units or with too little shared memory, or x's
@@ -342,54 +436,18 @@ bool launch_tile_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, i
   if constexpr (!std::is_same_v<T, f16> && !std::is_same_v<T, bf16>) {
     return false;
   } else {
-    const DeviceProps& props = b.props();
-    if (m < 1 || m > kTileMaxRows || n < 1 || !mma::available(props) || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
-        k % 8 != 0)
+    if (m < 1 || m > kTileMaxRows || n < 1 || n / kTileN >= INT32_MAX / 64 || !mma::available(b.props()) ||
+        reinterpret_cast<uintptr_t>(x) % 16 != 0 || k % 8 != 0)
       return false;
-    bool queued = false;
-    kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    return kq::dispatch_qtype(qtype, [&]<QType Q>() {
       if constexpr (kHasTileKernel<Q>) {
-        auto launch = [&]<int MT>() {
-          const size_t smem = TileShape<Q, MT>::template smem_bytes<T>();
-          if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return;
-          const auto kernel = tile_rows_kernel<Q, MT, T>;
-          const int threads = kTileWaves * props.warp_size;
-          if (smem > props.shared_per_block)
-            WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
-          const int per_sm = std::max(1, b.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem));
-          const int64_t row_tiles = (n + kTileN - 1) / kTileN, steps = (k + kTileK - 1) / kTileK;
-          const int64_t capacity = int64_t{per_sm} * std::max(1, props.multiprocessors);
-          int64_t splits = 1;
-          if (row_tiles < capacity)
-            splits = std::clamp<int64_t>((capacity + row_tiles - 1) / row_tiles, 1,
-                                         std::max<int64_t>(1, steps / kTileMinSplitSteps));
-          TileArgs args{w, n, k, quant::row_bytes(qtype, k), m, (steps + splits - 1) / splits, nullptr};
-          splits = (steps + args.split_steps - 1) / args.split_steps;
-          StoragePtr part;
-          if (splits > 1) {
-            part = b.alloc(static_cast<size_t>(splits * m * n) * sizeof(float));
-            args.part = part->as<float>();
-          }
-          kernel<<<dim3(static_cast<unsigned>(row_tiles), static_cast<unsigned>(splits)), threads, smem, b.stream()>>>(
-              args, x, out);
-          WICK_GPU_CHECK_LAUNCH();
-          if (splits > 1) {
-            const int64_t count = int64_t{m} * n;
-            tile_combine_kernel<T><<<grid_for(count, kThreads), kThreads, 0, b.stream()>>>(
-                args.part, static_cast<int>(splits), count, out);
-            WICK_GPU_CHECK_LAUNCH();
-          }
-          queued = true;
-        };
-        if (m <= 16)
-          launch.template operator()<1>();
-        else if (m <= 32)
-          launch.template operator()<2>();
-        else
-          launch.template operator()<4>();
+        if (m <= 16) return launch_tiles<Q, 1, T>(b, qtype, w, n, k, x, m, out);
+        if (m <= 32) return launch_tiles<Q, 2, T>(b, qtype, w, n, k, x, m, out);
+        return launch_tiles<Q, 4, T>(b, qtype, w, n, k, x, m, out);
+      } else {
+        return false;
       }
     });
-    return queued;
   }
 }
 
