@@ -1,18 +1,18 @@
-// Times the ops of a Llama decode step, as a recorded step runs them: each
-// op 32 times in one wick::Graph (one call per layer, each layer with its own tensors), the graph
-// replayed, microseconds per call. The shape is Llama 3 8B's at batch 1 by default (32 query
-// heads, 8 key heads, head dim 128, width 4096, feed-forward 14336), bf16, with the cache's first
-// `context` positions filled and the keys read in spans of 256 positions as the runner reads them
-// (the positions past the context hidden by the mask). The first row times a fill of one row of
-// the width: the cost of any node of the graph.
+// Times the ops of a Llama decode step, as a recorded step runs them: each op 32 times in one
+// wick::Graph (one call per layer, each layer with its own tensors), the graph replayed,
+// microseconds per call. The shape is Llama 3 8B's at batch 1 by default (32 query heads, 8 key
+// heads, head dim 128, width 4096, feed-forward 14336), in bf16 (--dtype f16: f16), with the
+// cache's first `context` positions filled and the keys read in spans of 256 positions as the
+// runner reads them (the positions past the context hidden by the mask). The first row times a
+// fill of one row of the width: the cost of any node of the graph.
 //
 // With --qtype, each of a layer's four products (q, k and v stacked; o; gate and up stacked; down)
-// is timed the same way, with that block format's weights (bf16: dense weights), 32 layers of its
-// own so that the weights come from memory, and the weight bytes read per microsecond (GB/s)
-// printed beside a copy of 256 MiB timed alike.
+// is timed the same way, with that block format's weights (bf16: dense weights, in the dtype of
+// the activations), 32 layers of its own so that the weights come from memory, and the weight
+// bytes read per microsecond (GB/s) printed beside a copy of 256 MiB timed alike.
 //
-//   bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]
-//                    [--deterministic]
+//   bench_decode_ops [--context N] [--batch B] [--reps R] [--dtype bf16|f16] [--qtype bf16|q4_k|...]...
+//                    [--product NAME] [--deterministic]
 //
 // --product times only the products whose name holds NAME ("gate_up"), and no other op.
 // --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
@@ -62,7 +62,7 @@ double us_per_call(Device dev, int reps, const std::function<void(int)>& op) {
 
 // A layer's products for each format in `formats`, as the runner makes them: x (batch, 1, in) times
 // a weight (out, in) transposed, dense bf16 or blocks (256 random rows quantized, repeated).
-void time_products(Device dev, int reps, int64_t batch, const std::vector<std::string>& formats,
+void time_products(Device dev, int reps, int64_t batch, DType dt, const std::vector<std::string>& formats,
                    const std::string& only) {
   const Tensor from = Tensor::rand_uniform({int64_t{128} << 20}, -1, 1, DType::BF16, dev);
   Tensor to = Tensor::zeros({from.numel()}, DType::BF16, dev);
@@ -87,7 +87,7 @@ void time_products(Device dev, int reps, int64_t batch, const std::vector<std::s
       std::vector<Tensor> xs;
       int64_t bytes = 0;
       for (int i = 0; i < kLayers; ++i) {
-        xs.push_back(Tensor::rand_uniform({batch, 1, s.in}, -1, 1, DType::BF16, dev));
+        xs.push_back(Tensor::rand_uniform({batch, 1, s.in}, -1, 1, dt, dev));
         if (q) {
           const int64_t rows = 256;
           const quant::QTensor block = quant::quantize(Tensor::rand_normal({rows, s.in}, 0.0, 0.02), *q).to_device(dev);
@@ -97,7 +97,7 @@ void time_products(Device dev, int reps, int64_t batch, const std::vector<std::s
           blocks.emplace_back(*q, s.out, s.in, block.bytes().index_select(which, 0));
           bytes = blocks.back().nbytes();
         } else {
-          dense.push_back(Tensor::rand_normal({s.out, s.in}, 0.0, 0.02, DType::BF16, dev));
+          dense.push_back(Tensor::rand_normal({s.out, s.in}, 0.0, 0.02, dt, dev));
           bytes = s.out * s.in * 2;
         }
       }
@@ -115,6 +115,7 @@ void time_products(Device dev, int reps, int64_t batch, const std::vector<std::s
 int main(int argc, char** argv) {
   int64_t context = 128, batch = 1;
   int reps = 9;
+  DType dt = DType::BF16;
   std::vector<std::string> products;
   std::string only;  // --product: only the products whose name holds this, and none of the other ops
   for (int i = 1; i < argc; ++i) {
@@ -127,6 +128,13 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--product" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--dtype" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "bf16" && v != "f16") {
+        std::fprintf(stderr, "bench_decode_ops: --dtype takes bf16 or f16, not '%s'\n", v.c_str());
+        return 2;
+      }
+      dt = v == "f16" ? DType::F16 : DType::BF16;
     } else if (a == "--deterministic") {
       set_batch_invariant(true);
     } else if (a == "--qtype" && i + 1 < argc) {
@@ -138,8 +146,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(
           stderr,
-          "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--qtype bf16|q4_k|...]... [--product NAME]"
-          " [--deterministic]\n");
+          "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--dtype bf16|f16] [--qtype bf16|q4_k|...]..."
+          " [--product NAME] [--deterministic]\n");
       return 2;
     }
   }
@@ -151,7 +159,6 @@ int main(int argc, char** argv) {
     return dev.type() == DeviceType::Cpu ? 0 : 2;
   }
   constexpr int64_t heads = 32, kv_heads = 8, head_dim = 128, dim = 4096, hidden = 14336, span = 256;
-  const DType dt = DType::BF16;
   const int64_t length = (context / span + 1) * span;  // keys a step reads (its span)
   const int64_t qkv = (heads + 2 * kv_heads) * head_dim;
 
@@ -187,9 +194,9 @@ int main(int argc, char** argv) {
   options.mask = mask;
 
   const char* path = std::getenv("WICK_ATTENTION");
-  std::printf("device %s, batch %lld, context %lld (keys read %lld), attention path %s, us per call in a graph:\n",
-              dev.to_string().c_str(), static_cast<long long>(batch), static_cast<long long>(context),
-              static_cast<long long>(length), path ? path : "default");
+  std::printf("device %s, %s, batch %lld, context %lld (keys read %lld), attention path %s, us per call in a graph:\n",
+              dev.to_string().c_str(), std::string(dtype_name(dt)).c_str(), static_cast<long long>(batch),
+              static_cast<long long>(context), static_cast<long long>(length), path ? path : "default");
   struct Row {
     const char* name;
     std::function<void(int)> op;
@@ -267,6 +274,6 @@ int main(int argc, char** argv) {
     for (const Row& r : rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
   if (only.empty())
     for (const Row& r : paged_rows) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
-  if (!products.empty()) time_products(dev, reps, batch, products, only);
+  if (!products.empty()) time_products(dev, reps, batch, dt, products, only);
   return 0;
 }
