@@ -4,6 +4,7 @@
 // the wave's width or of which lane holds what, beyond what the functions below say.
 //
 //   WICK_GPU_MMA          1 in device code for a target with the instructions (guards kernel bodies)
+//   WICK_GPU_PAIRED_FMA   1 where fma2 below is there (NVIDIA's device code; 0 on AMD)
 //   available(props)      the device has them (host side)
 //   kWave                 lanes of the wave that issues a product (32 or 64)
 //   FragA<T>, FragB<T>    operands; load_a (A(m,k) = tile[m*ld + k]), load_b_nk (B(k,n) = tile[n*ld + k]),
@@ -15,6 +16,10 @@
 //   mma(c, a, b)          c += a b
 //   to_a<T>(c)            the accumulator rounded to T as an A operand (an S tile becomes the P of P V)
 //   round_to<T>(x)        f32 to T (f16 or bf16), rounded to nearest even
+//   pack2<T>(lo, hi)      two f32 as two T in one 32-bit word, lo in the low half, each rounded to
+//                         nearest even
+//   fma2<T>(a, b, c)      a * b + c on two T packed in 32-bit words, each rounded once (where
+//                         WICK_GPU_PAIRED_FMA)
 //   copy_async_16, copy_async_commit, copy_async_wait_all, copy_async_wait<N> (until at most N
 //                         groups are in flight): 16-byte copies from global to shared memory
 //   exp2_fast             2^x on the special-function unit

@@ -63,14 +63,12 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
   const GpuBackend::QmatmulPath path = b.qmatmul_path();
   if (path == GpuBackend::QmatmulPath::Tiles ||
       (path == GpuBackend::QmatmulPath::Auto && m >= kMinTileRows && m <= kMaxTileRows)) {
-    StoragePtr out = b.alloc(x.dtype, m * rows);
-    bool queued = false;
+    StoragePtr out;
     dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
-      queued = launch_tile_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
-                                static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m),
-                                out->as<T>());
+      out = launch_tile_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
+                             static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m));
     });
-    if (queued) return out;
+    if (out) return out;
   }
   if (m > kMaxDotRows) {
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In

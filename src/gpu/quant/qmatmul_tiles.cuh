@@ -78,6 +78,7 @@ struct TileShape {
   }
 };
 
+#if WICK_GPU_MMA
 // Byte i of a group word as a float, less the format's offset (kq::word_value, then the offset of
 // kq::group_value), without an integer-to-float conversion (a quarter-rate instruction, once per
 // weight: it bound the first version of this kernel): 2^23 + the byte has the byte in its low
@@ -102,51 +103,23 @@ __device__ inline float tile_value(kq::GroupScale s, float u) {
   return u * s.d;
 }
 
-// Two floats as T, rounded to nearest even, `lo` in the low half: one conversion for the pair on
-// NVIDIA.
-template <typename T>
-__device__ inline uint32_t tile_pack(float lo, float hi) {
-#if WICK_GPU_MMA && defined(__CUDA_ARCH__)
-  return mma::pack2<T>(lo, hi);
-#elif WICK_GPU_MMA
-  return static_cast<uint32_t>(mma::round_to<T>(lo).bits) | static_cast<uint32_t>(mma::round_to<T>(hi).bits) << 16;
-#else
-  (void)lo;
-  (void)hi;
-  return 0;  // not reached: the kernels' bodies need the matrix units
-#endif
-}
-
 // Four values of a group (one group word, value 4w + i in byte i) as two pairs of T, lo first.
-// On NVIDIA, where the quants are unsigned and below 128, in T's paired arithmetic: one byte
-// permutation puts two quants u into the low mantissa bits of two T holding 128 + u (bf16) or
-// 1024 + u (f16), an exact fused multiply-add takes away that base and the format's offset, and a
-// second gives d * u - m (or d * u + m, d * u) rounded once from T's d and m: about 1.5
-// instructions per weight, against 3.5 through f32 (tile_value, one rounding from f32's d and m,
-// as `dequantize` gives them).
+// Where the device has paired fused multiply-adds (mma::fma2) and the quants are unsigned and
+// below 128, in T's own arithmetic: one byte permutation puts two quants u into the low mantissa
+// bits of two T holding 128 + u (bf16) or 1024 + u (f16), an exact fma2 takes away that base and
+// the format's offset, and a second gives d * u - m (or d * u + m, d * u) rounded once from T's d
+// and m: about 1.5 instructions per weight, against 3.5 through f32 (tile_value, one rounding
+// from f32's d and m, as `dequantize` gives them).
 template <QType Q, typename T>
 struct TilePairs {
   using F = kq::Format<Q>;
-#if WICK_GPU_MMA && defined(__CUDA_ARCH__)
-  static constexpr bool kPacked = !F::kSigned;
+  static constexpr bool kPacked = WICK_GPU_PAIRED_FMA && !F::kSigned;
   static constexpr bool kHalf = std::is_same_v<T, f16>;
   static constexpr uint32_t kMagic = kHalf ? 0x64646464u : 0x43434343u;
   static constexpr uint32_t kOne = kHalf ? 0x3C003C00u : 0x3F803F80u;
-  __device__ static uint32_t fma2(uint32_t a, uint32_t b, uint32_t c) {
-    uint32_t d;
-    if constexpr (kHalf)
-      asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    else
-      asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-  }
-#else
-  static constexpr bool kPacked = false;
-#endif
   uint32_t d2 = 0, m2 = 0, base2 = 0;  // packed: d, the added minimum (-m, m or -0) and -(base + offset)
   kq::GroupScale s{};
   __device__ explicit TilePairs(kq::GroupScale scale) : s(scale) {
-#if WICK_GPU_MMA && defined(__CUDA_ARCH__)
     if constexpr (kPacked) {
       const float base = (kHalf ? 1024.f : 128.f) + static_cast<float>(F::kMin == kq::MinForm::None ? F::kOffset : 0);
       const float m = F::kMin == kq::MinForm::Sub ? -s.m : F::kMin == kq::MinForm::Add ? s.m : -0.f;
@@ -154,20 +127,20 @@ struct TilePairs {
       m2 = mma::pack2<T>(m, m);
       base2 = mma::pack2<T>(-base, -base);
     }
-#endif
   }
   __device__ void operator()(uint32_t word, uint32_t& lo, uint32_t& hi) const {
-#if WICK_GPU_MMA && defined(__CUDA_ARCH__)
+#if WICK_GPU_PAIRED_FMA
     if constexpr (kPacked) {
-      lo = fma2(fma2(__byte_perm(word, kMagic, 0x5140), kOne, base2), d2, m2);
-      hi = fma2(fma2(__byte_perm(word, kMagic, 0x5342), kOne, base2), d2, m2);
+      lo = mma::fma2<T>(mma::fma2<T>(__byte_perm(word, kMagic, 0x5140), kOne, base2), d2, m2);
+      hi = mma::fma2<T>(mma::fma2<T>(__byte_perm(word, kMagic, 0x5342), kOne, base2), d2, m2);
       return;
     }
 #endif
-    lo = tile_pack<T>(tile_value<Q>(s, word_float<Q>(word, 0)), tile_value<Q>(s, word_float<Q>(word, 1)));
-    hi = tile_pack<T>(tile_value<Q>(s, word_float<Q>(word, 2)), tile_value<Q>(s, word_float<Q>(word, 3)));
+    lo = mma::pack2<T>(tile_value<Q>(s, word_float<Q>(word, 0)), tile_value<Q>(s, word_float<Q>(word, 1)));
+    hi = mma::pack2<T>(tile_value<Q>(s, word_float<Q>(word, 2)), tile_value<Q>(s, word_float<Q>(word, 3)));
   }
 };
+#endif  // WICK_GPU_MMA
 
 struct TileArgs {
   const uint8_t* w;
@@ -392,67 +365,78 @@ inline int64_t tile_splits(int64_t tiles, int64_t steps, int64_t capacity) {
   return best;
 }
 
-// Queues the tile kernel for format Q, x of at most 16 * MT rows; false where the device lacks the
-// shared memory it takes.
+// Queues the tile kernel for format Q, x of at most 16 * MT rows, and returns out (m, n); null
+// where the device lacks the shared memory it takes or the items would not count in 32 bits.
 template <QType Q, int MT, typename T>
-bool launch_tiles(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
+StoragePtr launch_tiles(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m) {
   const DeviceProps& props = b.props();
   const size_t smem = TileShape<Q, MT>::template smem_bytes<T>();
-  if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return false;
+  if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return nullptr;
   const auto kernel = tile_rows_kernel<Q, MT, T>;
   const int threads = kTileWaves * props.warp_size;
-  if (smem > props.shared_per_block)
-    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
   const int per_sm = std::max(1, b.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem));
   const int64_t tiles = (n + kTileN - 1) / kTileN, steps = (k + kTileK - 1) / kTileK;
   const int64_t capacity = int64_t{per_sm} * std::max(1, props.multiprocessors);
-  const int64_t splits = tile_splits(tiles, steps, capacity);
-  TileArgs args{w, n, k, quant::row_bytes(qtype, k), m, 0, 0, (steps + splits - 1) / splits, nullptr};
-  args.tiles = static_cast<uint32_t>(tiles);
-  args.splits = static_cast<uint32_t>((steps + args.split_steps - 1) / args.split_steps);  // each range holds a step
-  StoragePtr part;
-  if (args.splits > 1) {
-    part = b.alloc(static_cast<size_t>(int64_t{args.splits} * m * n) * sizeof(float));
+  const int64_t wanted = tile_splits(tiles, steps, capacity), split_steps = (steps + wanted - 1) / wanted;
+  const int64_t splits = (steps + split_steps - 1) / split_steps;  // each range holds a step
+  if (tiles * splits > UINT32_MAX) return nullptr;
+  if (smem > props.shared_per_block)
+    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
+  TileArgs args{w,
+                n,
+                k,
+                quant::row_bytes(qtype, k),
+                m,
+                static_cast<uint32_t>(tiles),
+                static_cast<uint32_t>(splits),
+                split_steps,
+                nullptr};
+  StoragePtr out = b.alloc(dtype_of<T>, m * n), part;
+  if (splits > 1) {
+    part = b.alloc(static_cast<size_t>(splits * m * n) * sizeof(float));
     args.part = part->as<float>();
   }
-  const int64_t items = tiles * args.splits;
-  kernel<<<static_cast<unsigned>(std::min(items, capacity)), threads, smem, b.stream()>>>(args, x, out);
+  kernel<<<static_cast<unsigned>(std::min(tiles * splits, capacity)), threads, smem, b.stream()>>>(args, x,
+                                                                                                   out->as<T>());
   WICK_GPU_CHECK_LAUNCH();
-  if (args.splits > 1) {
+  if (splits > 1) {
     const int64_t count = int64_t{m} * n;
-    tile_combine_kernel<T>
-        <<<grid_for(count, kThreads), kThreads, 0, b.stream()>>>(args.part, static_cast<int>(args.splits), count, out);
+    tile_combine_kernel<T><<<grid_for(count, kThreads), kThreads, 0, b.stream()>>>(args.part, static_cast<int>(splits),
+                                                                                   count, out->as<T>());
     WICK_GPU_CHECK_LAUNCH();
   }
-  return true;
+  return out;
 }
 
-// Queues out (m, n) = x (m, k) times w (n, k) transposed through the tile kernel and returns true,
-// or returns false where it does not apply: x not in f16 or bf16, m past kTileMaxRows, a format
-// without the kernel, a device without matrix units or with too little shared memory, or x's
-// rows not 16-byte aligned.
+// out (m, n) = x (m, k) times w (n, k) transposed, queued through the tile kernel; null (nothing
+// allocated or queued) where it does not apply: x not in f16 or bf16, m past kTileMaxRows, a format
+// without the kernel, a device without matrix units or with too little shared memory, or x's rows
+// not 16-byte aligned.
 template <typename T>
-bool launch_tile_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
+StoragePtr launch_tile_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m) {
   if constexpr (!std::is_same_v<T, f16> && !std::is_same_v<T, bf16>) {
-    return false;
+    return nullptr;
   } else {
-    if (m < 1 || m > kTileMaxRows || n < 1 || n / kTileN >= INT32_MAX / 64 || !mma::available(b.props()) ||
-        reinterpret_cast<uintptr_t>(x) % 16 != 0 || k % 8 != 0)
-      return false;
-    return kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    if (m < 1 || m > kTileMaxRows || n < 1 || !mma::available(b.props()) || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+        k % 8 != 0)
+      return nullptr;
+    StoragePtr out;
+    kq::dispatch_qtype(qtype, [&]<QType Q>() {
       if constexpr (kHasTileKernel<Q>) {
-        if (m <= 16) return launch_tiles<Q, 1, T>(b, qtype, w, n, k, x, m, out);
-        if (m <= 32) return launch_tiles<Q, 2, T>(b, qtype, w, n, k, x, m, out);
-        return launch_tiles<Q, 4, T>(b, qtype, w, n, k, x, m, out);
-      } else {
-        return false;
+        if (m <= 16)
+          out = launch_tiles<Q, 1, T>(b, qtype, w, n, k, x, m);
+        else if (m <= 32)
+          out = launch_tiles<Q, 2, T>(b, qtype, w, n, k, x, m);
+        else
+          out = launch_tiles<Q, 4, T>(b, qtype, w, n, k, x, m);
       }
     });
+    return out;
   }
 }
 
-extern template bool launch_tile_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*);
-extern template bool launch_tile_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int,
-                                            bf16*);
+extern template StoragePtr launch_tile_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int);
+extern template StoragePtr launch_tile_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*,
+                                                  int);
 
 }  // namespace wick::gpu::qmm

@@ -4,6 +4,6 @@
 
 namespace wick::gpu::qmm {
 
-template bool launch_tile_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*);
+template StoragePtr launch_tile_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int);
 
 }  // namespace wick::gpu::qmm

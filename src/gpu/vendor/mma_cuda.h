@@ -15,6 +15,7 @@
 #else
 #define WICK_GPU_MMA 0
 #endif
+#define WICK_GPU_PAIRED_FMA WICK_GPU_MMA
 
 namespace wick::gpu::mma {
 
@@ -112,6 +113,18 @@ __device__ inline uint32_t pack2(float lo, float hi) {
   else
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+// a * b + c on the two T of each word, each rounded once (one instruction: fma.rn.f16x2 /
+// fma.rn.bf16x2). Where WICK_GPU_PAIRED_FMA is 1.
+template <typename T>
+__device__ inline uint32_t fma2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  if constexpr (std::is_same_v<T, f16>)
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  else
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
 }
 
 // f32 to T, rounded to nearest even by the hardware (one instruction; NaN becomes the canonical one).

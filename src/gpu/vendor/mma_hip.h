@@ -23,6 +23,7 @@
 #else
 #define WICK_GPU_MMA 0
 #endif
+#define WICK_GPU_PAIRED_FMA 0  // no fma2: the kernels take f32 arithmetic instead
 
 namespace wick::gpu::mma {
 
@@ -152,6 +153,13 @@ __device__ inline short to_bits(float x) {
 template <typename T>
 __device__ inline T round_to(float x) {
   return T::from_bits(static_cast<uint16_t>(to_bits<T>(x)));
+}
+
+// Two floats as T, rounded to nearest even, `lo` in the low half.
+template <typename T>
+__device__ inline uint32_t pack2(float lo, float hi) {
+  return static_cast<uint32_t>(static_cast<uint16_t>(to_bits<T>(lo))) |
+         static_cast<uint32_t>(static_cast<uint16_t>(to_bits<T>(hi))) << 16;
 }
 
 // The accumulator as an A operand, rounded to nearest even. On RDNA3 a lane holds every other
