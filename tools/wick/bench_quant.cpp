@@ -28,10 +28,10 @@ StoragePtr random_blocks(Backend& b, int64_t nbytes) {
   return b.from_host(bytes.data(), bytes.size());
 }
 
-Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt) {
+// `decode`: x's rows are decoding sequences (memory-bound: rated by bytes), not a prompt.
+Case qmatmul_case(QType q, int64_t m, int64_t n, int64_t k, DType dt, bool decode) {
   const double wbytes = static_cast<double>(n * quant::row_bytes(q, k));
   const double xbytes = static_cast<double>(dtype_size(dt) * m * (k + n));
-  const bool decode = m <= 64;
   return {.op = "quant.matmul",
           .dtype = std::string(quant::qtype_name(q)) + "/" + parity::label(dt),
           .shape = dims_label({m, k}) + " @ " + dims_label({k, n}),
@@ -98,11 +98,11 @@ void add_quant_cases(std::vector<Case>& cases, Scale scale) {
   if (scale == Scale::Cpu) shapes = {{4096, 14336}}, dt = DType::F32;
   if (scale == Scale::Quick) shapes = {{64, 512}}, dt = DType::F32, prefill = 20;
   for (auto [n, k] : shapes) {
-    for (QType q : types) cases.push_back(qmatmul_case(q, 1, n, k, dt));
+    for (QType q : types) cases.push_back(qmatmul_case(q, 1, n, k, dt, true));
     if (scale == Scale::Gpu)
       for (int64_t m : {16, 64})
-        for (QType q : types) cases.push_back(qmatmul_case(q, m, n, k, dt));
-    for (QType q : types) cases.push_back(qmatmul_case(q, prefill, n, k, dt));
+        for (QType q : types) cases.push_back(qmatmul_case(q, m, n, k, dt, true));
+    for (QType q : types) cases.push_back(qmatmul_case(q, prefill, n, k, dt, false));
     for (QType q : types) cases.push_back(dequantize_case(q, n, k, dt));
     cases.push_back(gemm_case(prefill, n, k, dt));
   }
