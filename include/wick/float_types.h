@@ -1,10 +1,15 @@
 // Storage types for the low-precision floats: f16 (IEEE binary16), bf16 and f8e4m3 (OCP e4m3fn).
 // They hold bits and convert to and from f32/f64 with round-to-nearest-even; arithmetic is done
-// in f32 by the caller. The conversions are bit manipulation only, so the host and every GPU
-// produce the same bits. Usable in host code and in CUDA/HIP device code.
+// in f32 by the caller. The conversions are bit manipulation, except that GPU code converts f16
+// with the hardware's own instruction (the same IEEE rounding, NaNs taken from the bit version), so
+// the host and every GPU produce the same bits. Usable in host code and in CUDA/HIP device code.
 #pragma once
 
 #include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define WICK_HD __host__ __device__
@@ -58,11 +63,36 @@ WICK_HD inline float f64_to_f32_round_odd(double d) {
   return f32_from_bits(b | 1u);
 }
 
+#if WICK_DEVICE_CODE
+// f16 conversions by the GPU's instruction (cvt on NVIDIA, v_cvt on AMD): round to nearest even.
+__device__ inline uint16_t f16_hardware_bits(float f) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  return __builtin_bit_cast(uint16_t, static_cast<_Float16>(f));
+#else
+  return __half_as_ushort(__float2half_rn(f));
+#endif
+}
+__device__ inline float f16_hardware_value(uint16_t h) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  return static_cast<float>(__builtin_bit_cast(_Float16, h));
+#else
+  return __half2float(__ushort_as_half(h));
+#endif
+}
+#endif
+
 WICK_HD inline uint16_t f32_to_f16_bits(float f) {
   uint32_t x = f32_bits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  const auto nan = static_cast<uint16_t>(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+#if WICK_DEVICE_CODE
+  // The GPU's conversion rounds finite values and infinities as the lines below do, in one
+  // instruction where they take a dozen and a branch (which made every f16 kernel ALU-bound); a
+  // NaN keeps the payload bits the host gives it.
+  return ax > 0x7f800000u ? nan : f16_hardware_bits(f);
+#else
+  if (ax > 0x7f800000u) return nan;
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (ax >= 0x38800000u) {                                              // normal: >= 2^-14
     uint32_t r = ax - ((127u - 15u) << 23);
@@ -75,18 +105,24 @@ WICK_HD inline uint16_t f32_to_f16_bits(float f) {
   uint32_t shift = 126u - e;
   uint32_t q = round_nearest_even(m >> shift, m & ((1u << shift) - 1), 1u << (shift - 1));
   return static_cast<uint16_t>(sign | q);
+#endif
 }
 
 WICK_HD inline float f16_bits_to_f32(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
-  if (e == 0x1f) return f32_from_bits(sign | 0x7f800000u | (m << 13));
+  const float special = f32_from_bits(sign | 0x7f800000u | (m << 13));  // infinity or NaN, payload kept
+#if WICK_DEVICE_CODE
+  return e == 0x1f ? special : f16_hardware_value(h);  // every finite f16 is exact in f32
+#else
+  if (e == 0x1f) return special;
   if (e == 0) {
     float v = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24, exact
     return f32_from_bits(sign | f32_bits(v));
   }
   return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+#endif
 }
 
 // A NaN keeps its sign and payload's top bits, made quiet. Written as a select: GPU kernels unroll

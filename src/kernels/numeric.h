@@ -24,14 +24,27 @@ inline constexpr bool is_float_v = is_low_float_v<T> || std::is_floating_point_v
 template <typename T>
 using opmath_t = std::conditional_t<is_low_float_v<T>, float, T>;
 
+// In GPU code, f16 goes to and from f32 by the hardware's conversion alone: the same values as the
+// casts, except that a NaN's payload is not kept (arithmetic gives the processor's own NaN anyway).
+// The casts' payload-keeping selects, once per value, made the f16 products integer-bound.
 template <typename T>
 WICK_HD inline opmath_t<T> to_opmath(T x) {
-  return static_cast<opmath_t<T>>(x);
+#if WICK_DEVICE_CODE
+  if constexpr (std::is_same_v<T, f16>)
+    return detail::f16_hardware_value(x.bits);
+  else
+#endif
+    return static_cast<opmath_t<T>>(x);
 }
 
 template <typename T, typename M>
 WICK_HD inline T from_opmath(M x) {
-  return static_cast<T>(x);
+#if WICK_DEVICE_CODE
+  if constexpr (std::is_same_v<T, f16> && std::is_same_v<M, float>)
+    return f16::from_bits(detail::f16_hardware_bits(x));
+  else
+#endif
+    return static_cast<T>(x);
 }
 
 // Integer arithmetic that wraps modulo 2^bits instead of overflowing (no undefined behaviour):
