@@ -74,7 +74,9 @@ class GpuBackend final : public Backend {
   void activate() const;
   // How many blocks of `threads` threads and `shared` bytes of dynamic shared memory of `kernel`
   // one multiprocessor of this device holds at once (at least 1); asked of the runtime once per
-  // kernel and size, then remembered, so that launchers may ask on every call.
+  // kernel and size, then remembered, so that launchers may ask on every call. A kernel that takes
+  // more shared memory than the default limit must have had its limit raised
+  // (kernel_set_shared_limit) before it is asked about: the runtime counts 0 blocks otherwise.
   int blocks_per_sm(const void* kernel, int threads, size_t shared) const;
   // The seed and a fresh stream number of the random generator.
   RandomStreams::Draw next_random_stream() { return random_.next(); }

@@ -374,14 +374,15 @@ StoragePtr launch_tiles(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n,
   if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return nullptr;
   const auto kernel = tile_rows_kernel<Q, MT, T>;
   const int threads = kTileWaves * props.warp_size;
-  const int per_sm = std::max(1, b.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem));
+  // The limit first: asked before it is raised, the runtime would count 0 blocks (1 remembered).
+  if (smem > props.shared_per_block)
+    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
+  const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
   const int64_t tiles = (n + kTileN - 1) / kTileN, steps = (k + kTileK - 1) / kTileK;
   const int64_t capacity = int64_t{per_sm} * std::max(1, props.multiprocessors);
   const int64_t wanted = tile_splits(tiles, steps, capacity), split_steps = (steps + wanted - 1) / wanted;
   const int64_t splits = (steps + split_steps - 1) / split_steps;  // each range holds a step
   if (tiles * splits > UINT32_MAX) return nullptr;
-  if (smem > props.shared_per_block)
-    WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
   TileArgs args{w,
                 n,
                 k,
