@@ -16,6 +16,7 @@ struct ModelFile::Source {
   std::string architecture;
   std::optional<io::GgufFile> gguf;  // a GGUF file, or
   std::string config;                // a checkpoint's config.json (its directory holds the rest)
+  std::optional<DType> stored;       // ModelFile::stored_dtype
   mutable std::once_flag tokenizer_once;
   mutable std::optional<Tokenizer> tokenizer;
 };

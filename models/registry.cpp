@@ -2,6 +2,7 @@
 // the table from the architecture they name to the family that loads them. A new family is a file
 // of its own in arch/ and a line in kFamilies.
 #include <filesystem>
+#include <map>
 
 #include "arch/arch.h"
 #include "json.h"
@@ -35,6 +36,31 @@ const Family* family(std::string_view architecture) {
   std::string known;
   for (const Family& f : kFamilies) known.append(known.empty() ? "" : ", ").append(f.architecture);
   throw NotSupportedError(detail::str_cat("models: ", path, ": ", key, " \"", architecture, "\" (wick runs ", known, ")"));
+}
+
+// The dense dtype of most of a GGUF file's bytes of matrices, or nullopt where block formats hold more.
+std::optional<DType> gguf_dtype(const io::GgufFile& file) {
+  std::map<std::optional<DType>, int64_t> bytes;  // nullopt: block formats
+  for (const io::GgufTensor& t : file.tensors())
+    if (t.shape.rank() == 2) bytes[t.qtype ? std::nullopt : t.dtype] += t.nbytes;
+  std::optional<DType> most;
+  int64_t most_bytes = -1;
+  for (const auto& [dtype, n] : bytes)
+    if (n > most_bytes) most = dtype, most_bytes = n;
+  return most;
+}
+
+// config.json's torch_dtype (newer files: dtype), where it names f32, f16 or bf16.
+std::optional<DType> checkpoint_dtype(const nlohmann::json& config) {
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    const auto it = config.find(key);
+    if (it == config.end() || !it->is_string()) continue;
+    const std::string name = it->get<std::string>();
+    if (name == "float32") return DType::F32;
+    if (name == "float16") return DType::F16;
+    if (name == "bfloat16") return DType::BF16;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -89,12 +115,14 @@ ModelFile ModelFile::open(const std::string& path) {
       throw io::FormatError(detail::str_cat("models: ", s->config, ": model_type: missing"));
     s->architecture = type->get<std::string>();
     if (family(s->architecture) == nullptr) unknown(s->config, "model_type", s->architecture);
+    s->stored = checkpoint_dtype(j);
   } else {
     s->gguf = io::GgufFile::open(path);
     const io::GgufValue* arch = s->gguf->find("general.architecture");
     if (arch == nullptr) throw io::FormatError(detail::str_cat("models: ", path, ": general.architecture: missing"));
     s->architecture = arch->as_string(detail::str_cat(path, ": general.architecture"));
     if (family(s->architecture) == nullptr) unknown(path, "general.architecture", s->architecture);
+    s->stored = gguf_dtype(*s->gguf);
   }
   ModelFile f;
   f.source_ = std::move(s);
@@ -115,6 +143,14 @@ const Tokenizer& ModelFile::tokenizer() const {
   const Source& s = *source_;
   std::call_once(s.tokenizer_once, [&] { s.tokenizer = s.gguf ? Tokenizer::from_gguf(*s.gguf) : Tokenizer::open(s.path); });
   return *s.tokenizer;
+}
+
+std::optional<DType> ModelFile::stored_dtype() const { return source_->stored; }
+
+DType ModelFile::default_dtype(Device device) const {
+  if (device.is_gpu()) return models::default_dtype(device);
+  const std::optional<DType> stored = stored_dtype();
+  return stored == DType::F16 || stored == DType::BF16 ? *stored : DType::F32;
 }
 
 std::shared_ptr<const Model> ModelFile::load(const LoadOptions& options) const {

@@ -28,7 +28,7 @@ TEST_P(ModelFileTest, AGgufFileOpensOnceWithItsTokenizer) {
   models::LoadOptions o;
   o.device = device();
   const std::shared_ptr<const models::Model> model = file.load(o);
-  EXPECT_EQ(model->dtype(), models::default_dtype(device()));
+  EXPECT_EQ(model->dtype(), file.default_dtype(device()));
   EXPECT_EQ(model->architecture(), "llama");
   ASSERT_NE(model->tokenizer(), nullptr);
   EXPECT_EQ(model->tokenizer()->size(), tok.size());
@@ -83,6 +83,63 @@ TEST(ModelFile, FilesWithoutATokenizerOrOfAnotherArchitecture) {
   EXPECT_EQ(models::architectures(), (std::vector<std::string>{"llama", "mistral", "qwen2"}));
   EXPECT_EQ(models::default_dtype(Device::cpu()), DType::F32);
   EXPECT_EQ(models::default_dtype(Device::cuda(0)), DType::BF16);
+}
+
+// A file's model runs, unless told, in the dtype its products read fastest: on the CPU the one its
+// dense weights are stored in where that is f16 or bf16 (never widened at load), f32 for f32 and
+// block-format files; bf16 on a GPU whatever the file.
+TEST(ModelFile, TheDefaultDtypeFollowsTheFile) {
+  TempDir dir;
+  struct Case {
+    std::string name;
+    DType dense;
+    std::optional<quant::QType> qtype;
+    std::optional<DType> stored;
+    DType cpu;
+  };
+  const Case cases[] = {{"f32", DType::F32, std::nullopt, DType::F32, DType::F32},
+                        {"f16", DType::F16, std::nullopt, DType::F16, DType::F16},
+                        {"bf16", DType::BF16, std::nullopt, DType::BF16, DType::BF16},
+                        {"q8_0", DType::F32, quant::QType::Q8_0, std::nullopt, DType::F32}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tiny t;
+    t.dense = c.dense;
+    t.qtype = c.qtype;
+    tiny_model(t).write(dir.file(c.name + ".gguf"));
+    const ModelFile file = ModelFile::open(dir.file(c.name + ".gguf"));
+    EXPECT_EQ(file.stored_dtype(), c.stored);
+    EXPECT_EQ(file.default_dtype(Device::cpu()), c.cpu);
+    EXPECT_EQ(file.default_dtype(Device::cuda(0)), DType::BF16);
+    const std::shared_ptr<const models::Model> model = file.load();
+    EXPECT_EQ(model->dtype(), c.cpu);
+    if (c.cpu == DType::F16 || c.cpu == DType::BF16) {
+      // Read as stored: half the bytes the same file holds widened to f32 on request.
+      models::LoadOptions wide;
+      wide.dtype = DType::F32;
+      const std::shared_ptr<const models::Model> widened = file.load(wide);
+      EXPECT_EQ(widened->dtype(), DType::F32);
+      EXPECT_LT(model->weight_bytes() * 3 / 2, widened->weight_bytes());
+      const Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 20, 33, 7}, {1, 4});
+      auto a = model->make_cache(1, 8), b = widened->make_cache(1, 8);
+      const std::vector<float> got = model->forward(ids, a).to_dtype(DType::F32).to_vector<float>();
+      const std::vector<float> want = widened->forward(ids, b).to_vector<float>();
+      ASSERT_EQ(got.size(), want.size());
+      const float tol = c.cpu == DType::F16 ? 2e-2f : 1e-1f;
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol * (1.f + std::abs(want[i]))) << i;
+    }
+  }
+  // A checkpoint's config.json names its dtype.
+  for (const auto& [name, stored] : {std::pair<std::string, std::optional<DType>>{"bfloat16", DType::BF16},
+                                     {"float16", DType::F16},
+                                     {"float32", DType::F32},
+                                     {"int8", std::nullopt}}) {
+    TempDir ckpt;
+    ckpt.write("config.json", R"({"model_type": "llama", "torch_dtype": ")" + name + R"("})");
+    const ModelFile file = ModelFile::open(ckpt.path());
+    EXPECT_EQ(file.stored_dtype(), stored) << name;
+    EXPECT_EQ(file.default_dtype(Device::cpu()), stored && *stored != DType::F32 ? *stored : DType::F32) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, ModelFileTest, ::testing::ValuesIn(devices()), device_name);

@@ -505,7 +505,7 @@ PYBIND11_MODULE(_wick, m) {
         for (const std::string& d : *devices) ds.push_back(device_arg(d));
         return Model{models::TensorParallelModel::load(file, ds, o), file.tokenizer()};
       }), py::arg("path"), py::arg("device") = "cpu", py::arg("dtype") = py::none(), py::arg("devices") = py::none(),
-      "dtype: the activations' (f32, f16, bf16); None: bf16 on a GPU, f32 on the CPU. devices: a list of at least "
+      "dtype: the activations' (f32, f16, bf16); None: bf16 on a GPU; on the CPU f16 or bf16 for a file stored so, else f32. devices: a list of at least "
       "2 devices (which may repeat) to split the model over (tensor parallel), run as one model; device is then "
       "unused.")
       .def("encode", [](const Model& w, const std::string& text) { return w.tokenizer.encode(text); })

@@ -5,9 +5,11 @@ A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from 
 see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
 Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
-the tolerance given per file type: tight for F32 and F16, where both compute in f32 from the same
-weights, looser for the block formats, where ggml rounds the activations to 8 bits per block
-before the dot products and wick's CPU kernels round them per 32 values.
+the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
+and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
+llama.cpp rounds its f32 activations to f16 before each product; looser for the block formats,
+where ggml rounds the activations to 8 bits per block before the dot products and wick's CPU
+kernels round them per 32 values.
 
 llama-perplexity runs with --no-repack: ggml's plain block kernels, the same on every x86 machine.
 Without it, ggml moves some formats into layouts of its own chosen by the CPU it finds (the repack

@@ -16,7 +16,8 @@ struct Tiny {
   std::string arch = "llama";
   int64_t vocab = 64, dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 128;
   bool tied = false;
-  std::optional<quant::QType> qtype;  // the linear layers' format; dense f32 otherwise
+  std::optional<quant::QType> qtype;  // the linear layers' format; dense otherwise, in `dense`
+  DType dense = DType::F32;
   std::string drop;                   // a tensor left out
   std::string ints;                   // a tensor written as i32
 };
@@ -46,7 +47,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
     else if (linear && m.qtype)
       w.add(name, quant::quantize(t, *m.qtype));
     else
-      w.add(name, t);
+      w.add(name, linear ? t.to_dtype(m.dense) : t);
   };
   auto norm = [&](const std::string& name) {
     std::vector<float> v(static_cast<size_t>(m.dim));

@@ -57,7 +57,8 @@ commands:
       --seed N            the draws' seed (default 0)
       --device D          cpu, cuda:0, ... (default: the first GPU present, else cpu)
       --devices D,D,...   the model split over these devices (tensor parallel; cpu may repeat)
-      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU, f32 on the CPU)
+      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU; on the CPU f16
+                          or bf16 for a file whose weights are stored so, else f32)
       --mmap              on the CPU, read the weights in place from the file's mapping (no
                           copy: opens at once, shares the page cache; decodes slower)
   chat-template [options] a chat template rendered over a conversation, as serve and generate
@@ -130,7 +131,8 @@ commands:
       --ctx N             tokens per chunk (default 512); the second half of each is scored
       --chunks N          at most N chunks (default: all the text holds)
       --device D          cpu (default), cuda:0, ...
-      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU, f32 on the CPU)
+      --dtype T           activations: f32, f16 or bf16 (default: bf16 on a GPU; on the CPU f16
+                          or bf16 for a file whose weights are stored so, else f32)
       --mmap              as for generate
   bench-dist [options]    all_reduce over ranks of this process, 8 bytes to --max: time, algorithm
                           and bus bandwidth per size, as nccl-tests print them

@@ -28,13 +28,14 @@ namespace wick::models {
 // pages. A model on a GPU copies its weights to the device either way.
 enum class WeightMemory { Copy, Map };
 
-// The activations' dtype a model runs in on `device` unless told otherwise: bf16 on a GPU (its
-// matrix units' fast type), f32 on the CPU.
+// The activations' dtype a model runs in on `device` unless told otherwise, for weights made
+// rather than read (`bench-model --shape`): bf16 on a GPU (its matrix units' fast type), f32 on
+// the CPU. A file's model takes ModelFile::default_dtype, which knows how the file stores them.
 DType default_dtype(Device device);
 
 struct LoadOptions {
   Device device = Device::cpu();
-  std::optional<DType> dtype;  // the activations' (f32, f16, bf16); default_dtype(device) if none
+  std::optional<DType> dtype;  // the activations' (f32, f16, bf16); the file's default_dtype(device) if none
   dist::Communicator comm;     // with one: this rank's part of the model (tensor parallel)
   WeightMemory memory = WeightMemory::Copy;
 };
@@ -166,6 +167,14 @@ class ModelFile {
   // and the tokenizer, parsed on first use and kept (a FormatError where there is none).
   bool has_tokenizer() const;
   const Tokenizer& tokenizer() const;
+  // The dtype the file's dense weights are stored in (f32, f16 or bf16; by bytes, where they mix),
+  // or nullopt where block formats hold most of its bytes. For a checkpoint, config.json's
+  // torch_dtype (nullopt where it names none).
+  std::optional<DType> stored_dtype() const;
+  // The activations' dtype the model runs in on `device` unless LoadOptions::dtype says otherwise:
+  // bf16 on a GPU; on the CPU, f16 or bf16 for a file that stores its weights so (its products read
+  // them as stored, and never widened at load), else f32 (block formats' CPU kernels take f32 rows).
+  DType default_dtype(Device device) const;
   // The model on options.device (this rank's part with options.comm), with the file's tokenizer
   // where it has one.
   std::shared_ptr<const Model> load(const LoadOptions& options = {}) const;
