@@ -35,7 +35,7 @@ def write_model(vocab_dir, path):
     rng = np.random.default_rng(0)
     for name, rows, cols, scale in llama_tensors(SHAPE, vocab, tied=True):
         if rows is None:
-            w.add_tensor(name, np.ones(SHAPE["dim"], dtype=np.float32))
+            w.add_tensor(name, np.ones(cols, dtype=np.float32))
         else:
             block = (rng.standard_normal((64, cols)) * (scale / 10)).astype(np.float16)
             w.add_tensor(name, np.tile(block, (-(-rows // 64), 1))[:rows])

@@ -24,6 +24,7 @@ constexpr Family kFamilies[] = {
     {"llama", arch::load_llama},    // Llama 2, 3, 3.1 and Mistral in GGUF files; Llama checkpoints
     {"mistral", arch::load_llama},  // Mistral checkpoints
     {"qwen2", arch::load_qwen2},
+    {"qwen3", arch::load_qwen3},
 };
 
 const Family* family(std::string_view architecture) {

@@ -41,7 +41,7 @@ class LlamaTest : public ::testing::TestWithParam<Device> {
 
 // Decoding token by token through the KV cache gives the logits of the whole sequence at once.
 TEST_P(LlamaTest, StepByStepEqualsWholeSequence) {
-  for (const std::string arch : {"llama", "qwen2"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
     SCOPED_TRACE(arch);
     Tiny tiny;
     tiny.arch = arch;
@@ -204,9 +204,9 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
 
 // The same weights as a Hugging Face checkpoint (config.json and safetensors under transformers'
 // names, q and k rows in transformers' order) give the GGUF file's logits: Llama with its rows of q
-// and k permuted in the GGUF file, Qwen2 with biases, tied embeddings.
+// and k permuted in the GGUF file, Qwen2 with biases, Qwen3 with q and k norms, tied embeddings.
 TEST_P(LlamaTest, CheckpointEqualsGguf) {
-  for (const char* arch : {"llama", "qwen2"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
     for (const bool tied : {false, true}) {
       Tiny m;
       m.arch = arch;
@@ -230,6 +230,8 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
         put(h + "self_attn.v_proj.weight", g + "attn_v.weight");
         if (m.arch == "qwen2")
           for (const char* x : {"q", "k", "v"}) put(h + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias");
+        if (m.arch == "qwen3")
+          for (const char* x : {"q", "k"}) put(h + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight");
         put(h + "self_attn.o_proj.weight", g + "attn_output.weight");
         put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight");
         put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight");
@@ -296,6 +298,15 @@ TEST(LlamaConfig, FromJson) {
   EXPECT_EQ(models::LlamaConfig::from_json(dir.file("mistral.json")).window, 4096);
   dir.write("qwen2.json", R"({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": false, )" + base + "}");
   EXPECT_EQ(models::LlamaConfig::from_json(dir.file("qwen2.json")).window, 0);
+  // Qwen3: q and k normed per head, no biases, a head size of its own.
+  dir.write("qwen3.json", R"({"model_type": "qwen3", "head_dim": 256, "attention_bias": false, )" + base + "}");
+  const models::LlamaConfig q3 = models::LlamaConfig::from_json(dir.file("qwen3.json"));
+  EXPECT_EQ(q3.architecture, "qwen3");
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_FALSE(q3.interleaved_rope);
+  EXPECT_EQ(q3.head_dim, 256);
+  EXPECT_FALSE(models::LlamaConfig::from_json(dir.file("qwen2.json")).qk_norm);
 
   dir.write("gpt2.json", R"({"model_type": "gpt2", )" + base + "}");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("gpt2.json")), NotSupportedError, "gpt2.json", "gpt2");
@@ -388,9 +399,11 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
     int64_t window = 0;
     int64_t batch = 1;
   };
-  std::vector<Case> cases = {{"llama", Tiny{}}, {"qwen2", Tiny{}}, {"window", Tiny{}, 5}, {"q8_0", Tiny{}}, {"batch", Tiny{}, 0, 2}};
+  std::vector<Case> cases = {{"llama", Tiny{}}, {"qwen2", Tiny{}},       {"window", Tiny{}, 5},
+                             {"q8_0", Tiny{}},  {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}};
   cases[1].tiny.arch = "qwen2";
   cases[3].tiny.qtype = quant::QType::Q8_0;
+  cases[5].tiny.arch = "qwen3";
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     LlamaModel model = load(c.tiny, device());
@@ -461,6 +474,7 @@ TEST_P(LlamaTest, RandomModelsAndLastPositionLogits) {
   models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
   EXPECT_EQ(c.parameters(), 8030261248);  // Llama 3 8B's count, untied
   EXPECT_EQ(models::LlamaConfig::preset("qwen2-7b").architecture, "qwen2");
+  EXPECT_EQ(models::LlamaConfig::preset("qwen3-8b").parameters(), 8190735360);  // Qwen3 8B's, q and k norms included
   WICK_EXPECT_ERROR(models::LlamaConfig::preset("gpt-9"), Error, "gpt-9", "llama3-8b");
   c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
   for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}}) {
@@ -482,9 +496,9 @@ INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), dev
 
 // The model split over 2 and 4 CPU ranks (Megatron's split) gives the whole model's logits, within
 // the rounding of its partial sums, and the same greedy tokens; for dense and block-format
-// weights, Qwen2's biases and tied embeddings.
+// weights, Qwen2's biases, Qwen3's q and k norms and tied embeddings.
 TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
-  for (const std::string arch : {"llama", "qwen2"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3"})
     for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}})
       for (int n : {2, 4}) {
         Tiny m;

@@ -12,9 +12,11 @@ namespace wick::models::arch {
 std::shared_ptr<Model> load_llama(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Qwen2 and Qwen2.5: "qwen2".
 std::shared_ptr<Model> load_qwen2(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Qwen3 (dense): "qwen3".
+std::shared_ptr<Model> load_qwen3(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 // The Llama-style decoder (blocks/decoder.cpp) of a GGUF file or a checkpoint, configured by the
-// readers of blocks/hparams.cpp: what Llama, Mistral and Qwen2 share.
+// readers of blocks/hparams.cpp: what Llama, Mistral, Qwen2 and Qwen3 share.
 std::shared_ptr<Model> load_decoder(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 }  // namespace wick::models::arch

@@ -60,6 +60,10 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
                      w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
                      w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
+    if (c.qk_norm) {
+      l.q_norm = w.dense(p + "attn_q_norm.weight", Shape({c.head_dim}), device, dtype);
+      l.k_norm = w.dense(p + "attn_k_norm.weight", Shape({c.head_dim}), device, dtype);
+    }
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
     l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
@@ -163,6 +167,10 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
     Layer l;
     l.attn_norm = Tensor::ones({c.dim}, dtype, device);
     l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
+    if (c.qk_norm) {
+      l.q_norm = Tensor::ones({c.head_dim}, dtype, device);
+      l.k_norm = Tensor::ones({c.head_dim}, dtype, device);
+    }
     l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias, 0), linear(c.kv_heads * c.head_dim, c.dim, bias, 0),
                              linear(c.kv_heads * c.head_dim, c.dim, bias, 0)});
     l.o = linear(c.dim, c.heads * c.head_dim, false, 1);
@@ -181,6 +189,7 @@ int64_t LlamaModel::weight_bytes() const {
   int64_t n = output_.bytes() + output_norm_.numel() * dtype_size(output_norm_.dtype());
   for (const Layer& l : layers_) {
     n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
+    if (l.q_norm.defined()) n += (l.q_norm.numel() + l.k_norm.numel()) * dtype_size(l.q_norm.dtype());
     n += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
   }
   return n;
@@ -303,8 +312,12 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
 Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows) const {
   const LlamaConfig& c = config_;
   const int64_t b = x.shape()[0], t = x.shape()[1];
-  // (b, t, heads * head_dim) -> (b, heads, t, head_dim).
-  auto heads = [&](const Tensor& y, int64_t n) { return y.reshape({b, t, n, c.head_dim}).transpose(1, 2); };
+  // (b, t, heads * head_dim) -> (b, heads, t, head_dim), each head RMS-normed first where the
+  // family norms q and k (Qwen3).
+  auto heads = [&](const Tensor& y, int64_t n, const Tensor& norm = Tensor()) {
+    const Tensor h = y.reshape({b, t, n, c.head_dim});
+    return (norm.defined() ? nn::rms_norm(h, norm, c.rms_eps) : h).transpose(1, 2);
+  };
   // Each residual add is fused with the norm after it: the feed-forward's, the next layer's
   // attention's, and after the last layer the output's.
   Tensor normed = nn::rms_norm(x, layers_.front().attn_norm, c.rms_eps);
@@ -314,13 +327,13 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
     if (l.qkv.weights.size() == 1) {
       // One product of stacked q, k and v, seen as the three.
       const Tensor y = l.qkv.weights.front()(normed);
-      q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_);
-      k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
+      q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_, l.q_norm);
+      k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_, l.k_norm);
       v = heads(y.narrow(-1, (heads_ + kv_heads_) * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
     } else {
       const std::vector<Tensor> qkv = l.qkv(normed);
-      q = heads(qkv[0], heads_);
-      k = heads(qkv[1], kv_heads_);
+      q = heads(qkv[0], heads_, l.q_norm);
+      k = heads(qkv[1], kv_heads_, l.k_norm);
       v = heads(qkv[2], kv_heads_);
     }
     const Tensor a = attend(i, q, k, v);

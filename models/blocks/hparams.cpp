@@ -63,9 +63,9 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   const io::GgufValue* arch = f.find("general.architecture");
   if (arch == nullptr) fail(f, "general.architecture", "missing");
   c.architecture = arch->as_string(in_file(f, "general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2")
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
     throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture,
-                                            "\" (wick runs \"llama\" and \"qwen2\")"));
+                                            "\" (wick runs \"llama\", \"qwen2\" and \"qwen3\")"));
   const std::string a = c.architecture + ".";
   c.dim = positive(f, a + "embedding_length");
   c.hidden = positive(f, a + "feed_forward_length");
@@ -91,6 +91,7 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   }
   c.interleaved_rope = c.architecture == "llama";
   c.qkv_bias = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3";
   int64_t tokens = 0;
   if (const io::GgufValue* t = f.find("tokenizer.ggml.tokens"))
     tokens = static_cast<int64_t>(t->as_array(in_file(f, "tokenizer.ggml.tokens")).items.size());
@@ -154,11 +155,13 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   const nlohmann::json* type = f.find(j, "model_type");
   if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
   const std::string model_type = type->get<std::string>();
-  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2")
+  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2" && model_type != "qwen3")
     throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
-                                            "\" (wick runs \"llama\", \"mistral\" and \"qwen2\")"));
-  c.architecture = model_type == "qwen2" ? "qwen2" : "llama";
+                                            "\" (wick runs \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")"));
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3";
+  c.architecture = qwen ? model_type : "llama";
   c.qkv_bias = model_type == "qwen2";
+  c.qk_norm = model_type == "qwen3";
   c.vocab = f.positive("vocab_size");
   c.dim = f.positive("hidden_size");
   c.hidden = f.positive("intermediate_size");
@@ -177,8 +180,8 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   if (model_type != "qwen2" && f.flag("attention_bias", false))
     throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
   if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
-  // Mistral slides always where it names a window; Qwen2 only with use_sliding_window.
-  if (model_type == "mistral" || (model_type == "qwen2" && f.flag("use_sliding_window", false)))
+  // Mistral slides always where it names a window; Qwen2 and Qwen3 only with use_sliding_window.
+  if (model_type == "mistral" || (qwen && f.flag("use_sliding_window", false)))
     if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
 
   // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
@@ -232,8 +235,15 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
     c.qkv_bias = true;
     c.vocab = 152064, c.dim = 3584, c.hidden = 18944, c.layers = 28, c.heads = 28, c.kv_heads = 4, c.head_dim = 128;
     c.context = 32768, c.rope_theta = 1000000, c.rms_eps = 1e-6;
+  } else if (name == "qwen3-8b") {
+    c.architecture = "qwen3";
+    c.interleaved_rope = false;
+    c.qk_norm = true;
+    c.vocab = 151936, c.dim = 4096, c.hidden = 12288, c.layers = 36, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 40960, c.rope_theta = 1000000, c.rms_eps = 1e-6;
   } else {
-    throw Error(detail::str_cat("llama: no preset \"", name, "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b)"));
+    throw Error(detail::str_cat("llama: no preset \"", name,
+                                "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b, qwen3-8b)"));
   }
   return c;
 }
@@ -242,9 +252,9 @@ void LlamaConfig::check(std::string_view source) const {
   auto bad = [&](std::string_view field, std::string_view what) {
     throw io::FormatError(detail::str_cat("llama: ", source, ": ", field, ": ", what));
   };
-  if (architecture != "llama" && architecture != "qwen2")
+  if (architecture != "llama" && architecture != "qwen2" && architecture != "qwen3")
     throw NotSupportedError(detail::str_cat("llama: ", source, ": architecture \"", architecture,
-                                            "\" (wick runs \"llama\" and \"qwen2\")"));
+                                            "\" (wick runs \"llama\", \"qwen2\" and \"qwen3\")"));
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},       {"dim", dim},        {"hidden", hidden},
                                                    {"layers", layers},     {"heads", heads},    {"kv_heads", kv_heads},
                                                    {"head_dim", head_dim}, {"context", context}};
@@ -285,8 +295,8 @@ void LlamaConfig::check(std::string_view source) const {
 int64_t LlamaConfig::parameters() const {
   const int64_t attention = saturated_add(saturated_mul(saturated_mul(dim, heads), saturated_mul(head_dim, 2)),
                                           saturated_mul(saturated_mul(dim, kv_heads), saturated_mul(head_dim, 2)));
-  const int64_t layer =
-      saturated_add(saturated_add(attention, saturated_mul(saturated_mul(dim, hidden), 3)), saturated_mul(dim, 2));
+  const int64_t layer = saturated_add(saturated_add(attention, saturated_mul(saturated_mul(dim, hidden), 3)),
+                                      saturated_add(saturated_mul(dim, 2), qk_norm ? saturated_mul(head_dim, 2) : 0));
   return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
 }
 

@@ -127,9 +127,11 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
  private:
   static std::string translate(const std::string& name) {
     static const std::pair<std::string_view, std::string_view> kLayer[] = {
-        {"attn_norm", "input_layernorm"},      {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"},
-        {"attn_v", "self_attn.v_proj"},        {"attn_output", "self_attn.o_proj"},
-        {"ffn_norm", "post_attention_layernorm"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+        {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+        {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+        {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+        {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+        {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
         {"ffn_down", "mlp.down_proj"}};
     static const std::pair<std::string_view, std::string_view> kTop[] = {
         {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};

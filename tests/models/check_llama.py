@@ -3,7 +3,8 @@
 
 A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from tokenizer.json;
 see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
-Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file. On each, `llama-perplexity` and
+Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file; a Qwen3 model of the same shape (its q and k
+normed per head) in F32, and its Q4_K_M copy. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
 the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
 and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
@@ -43,39 +44,45 @@ from check_tokenizer import vocab_writer, write_gguf
 SHAPE = dict(context=256, dim=128, layers=2, hidden=256, heads=4, kv_heads=2)
 CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
-TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2}
+TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
+             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2}
 
 
-def llama_tensors(shape, vocab, tied=False):
+def llama_tensors(shape, vocab, tied=False, qk_norm=False):
     """The tensors of a Llama model of `shape` under llama.cpp's names, in file order: (name, rows,
     cols, scale) for a matrix (scale: the deviation of check_llama's random weights), (name, None,
-    None, None) for a norm's weight."""
+    size, None) for a norm's weight; with qk_norm, Qwen3's norms of each head of q and k too."""
     dim, hidden, heads, kv = shape["dim"], shape["hidden"], shape["heads"], shape["kv_heads"]
     hd = dim // heads
     yield "token_embd.weight", vocab, dim, 1.0
     for i in range(shape["layers"]):
         p = f"blk.{i}."
-        yield p + "attn_norm.weight", None, None, None
+        yield p + "attn_norm.weight", None, dim, None
         yield p + "attn_q.weight", heads * hd, dim, 0.2
         yield p + "attn_k.weight", kv * hd, dim, 0.2
         yield p + "attn_v.weight", kv * hd, dim, 0.2
+        if qk_norm:
+            yield p + "attn_q_norm.weight", None, hd, None
+            yield p + "attn_k_norm.weight", None, hd, None
         yield p + "attn_output.weight", dim, heads * hd, 0.1
-        yield p + "ffn_norm.weight", None, None, None
+        yield p + "ffn_norm.weight", None, dim, None
         yield p + "ffn_gate.weight", hidden, dim, 0.1
         yield p + "ffn_up.weight", hidden, dim, 0.1
         yield p + "ffn_down.weight", dim, hidden, 0.1
-    yield "output_norm.weight", None, None, None
+    yield "output_norm.weight", None, dim, None
     if not tied:
         yield "output.weight", vocab, dim, 0.15
 
 
-def tiny_llama(src, out, f16):
-    w, vocab = vocab_writer("tiny-llama", src, "llama", "", out, SHAPE)
+def tiny_llama(src, out, f16, arch="llama"):
+    """A model of SHAPE with random weights: Llama's, or with arch "qwen3" Qwen3's (q and k normed
+    per head, rotated over halves of each head)."""
+    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, arch)
     rng = np.random.default_rng(1)
     dtype = np.float16 if f16 else np.float32
-    for name, rows, cols, scale in llama_tensors(SHAPE, vocab):
+    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch == "qwen3"):
         if rows is None:
-            w.add_tensor(name, (1 + 0.1 * rng.standard_normal(SHAPE["dim"])).astype(np.float32))
+            w.add_tensor(name, (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32))
         else:
             w.add_tensor(name, (rng.standard_normal((rows, cols)) * scale).astype(dtype))
     write_gguf(w)
@@ -104,6 +111,11 @@ def main():
     for q in ("q8_0", "q6_k", "q4_k_m", "q4_0"):
         files[q] = os.path.join(out, f"tiny-llama-{q}.gguf")
         subprocess.run(["llama-quantize", files["f32"], files[q], q.upper()], capture_output=True, check=True)
+    # Qwen3: the same shape with q and k normed per head.
+    files["qwen3"] = os.path.join(out, "tiny-qwen3-f32.gguf")
+    tiny_llama(vocab, files["qwen3"], False, "qwen3")
+    files["qwen3-q4_k_m"] = os.path.join(out, "tiny-qwen3-q4_k_m.gguf")
+    subprocess.run(["llama-quantize", files["qwen3"], files["qwen3-q4_k_m"], "Q4_K_M"], capture_output=True, check=True)
     failed = 0
     shown = False
     scores = {}
@@ -149,9 +161,9 @@ def main():
         rel = abs(got - want) / want
         ok = rel <= TOLERANCE[kind]
         failed += not ok
-        print(f"{kind:7s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
+        print(f"{kind:12s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files, {len(files) - failed} agree, {failed} differ")
+    print(f"llama check: {len(files)} files (llama, qwen3), {len(files) - failed} agree, {failed} differ")
     return 1 if failed else 0
 
 

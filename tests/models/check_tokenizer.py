@@ -62,9 +62,11 @@ CORPUS = [
 TINY = dict(context=2048, dim=64, layers=1, hidden=128, heads=4, kv_heads=4)
 
 
-def vocab_writer(name, src, kind, pre, out, shape=TINY):
-    """A GGUFWriter for `out` holding a Llama model's metadata of `shape` and the vocabulary of
-    tokenizer.json in `src`; the caller adds tensors, if any, and writes it (write_gguf)."""
+def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama"):
+    """A GGUFWriter for `out` holding the metadata of a model of `shape` (general.architecture
+    `arch`: "llama", or another that llama.cpp reads with the same keys, "qwen3") and the
+    vocabulary of tokenizer.json in `src`; the caller adds tensors, if any, and writes it
+    (write_gguf)."""
     tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
     cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
     model = tok["model"]
@@ -83,7 +85,7 @@ def vocab_writer(name, src, kind, pre, out, shape=TINY):
         if kind == "llama" and t["content"] == "<unk>":
             types[i] = gguf.TokenType.UNKNOWN
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    w = gguf.GGUFWriter(out, "llama")
+    w = gguf.GGUFWriter(out, arch)
     w.add_name(name)
     w.add_context_length(shape["context"])
     w.add_embedding_length(shape["dim"])

@@ -2,7 +2,8 @@
 """wick's model runner against transformers, on checkpoints that transformers writes.
 
 For LlamaForCausalLM (plain, and with Llama 3.1's "llama3" rope scaling), MistralForCausalLM (a
-sliding window shorter than the sequence) and Qwen2ForCausalLM (q/k/v biases, tied embeddings),
+sliding window shorter than the sequence), Qwen2ForCausalLM (q/k/v biases, tied embeddings) and
+Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
 by save_pretrained as safetensors, and a random prompt of 24 tokens:
   - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
@@ -20,7 +21,7 @@ import sys
 import torch
 from safetensors.numpy import load_file, save_file
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 PROMPT, GREEDY, TOLERANCE = 24, 64, 2e-4
 BASE = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
@@ -35,6 +36,8 @@ CASES = [
      dict(sliding_window=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
     ("qwen2", Qwen2Config, Qwen2ForCausalLM,
      dict(tie_word_embeddings=True, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    ("qwen3", Qwen3Config, Qwen3ForCausalLM,
+     dict(head_dim=64, tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
 ]
 
 
@@ -83,7 +86,7 @@ def main():
                 print(f"  transformers {want_ids.tolist()}\n  wick         {got_ids.tolist()}")
         model.to("cpu")
     print(f"transformers check (transformers {__import__('transformers').__version__}): "
-          f"{runs} runs, {runs - failed} agree, {failed} differ")
+          f"{runs} runs, {runs - failed} agree, {failed} differ ({', '.join(name for name, *_ in CASES)})")
     return 1 if failed else 0
 
 

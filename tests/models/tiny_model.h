@@ -67,6 +67,13 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
       add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
     }
+    if (m.arch == "qwen3") {  // each head of q and k RMS-normed before rope
+      for (const char* x : {"q", "k"}) {
+        std::vector<float> v(static_cast<size_t>(hd));
+        for (size_t j = 0; j < v.size(); ++j) v[j] = 0.8f + 0.05f * static_cast<float>((j + (*x == 'k' ? 3 : 0)) % 7);
+        w.add(p + "attn_" + x + "_norm.weight", Tensor::from_vector(v, {hd}));
+      }
+    }
     add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
     norm(p + "ffn_norm.weight");
     add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);

@@ -22,7 +22,7 @@
 namespace wick::models {
 
 struct LlamaConfig {
-  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral) or "qwen2"
+  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral), "qwen2" or "qwen3"
   int64_t vocab = 0;
   int64_t dim = 0;     // the residual stream's width
   int64_t hidden = 0;  // the MLP's width
@@ -48,16 +48,17 @@ struct LlamaConfig {
   } rope_scaling;
   bool tied_embeddings = false;  // the head is the embedding (checkpoints say so in config.json)
   bool qkv_bias = false;         // q, k and v have biases (Qwen2)
+  bool qk_norm = false;          // each head of q and of k RMS-normed (weights of head_dim) before rope (Qwen3)
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
   static LlamaConfig from_gguf(const io::GgufFile& file);
-  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral" or "qwen2"; the
+  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral", "qwen2" or "qwen3"; the
   // rope settings as rope_theta and rope_scaling, or transformers 5's rope_parameters); a
   // FormatError naming the file and the key for a missing or inconsistent value.
   static LlamaConfig from_json(const std::string& path);
   // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-70b",
-  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b"; an Error listing them for another name.
+  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b", "qwen3-8b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
   // A FormatError "llama: <source>: <field>: ..." unless every size is from 1 to 2^40 (at most
   // 2^16 layers), the head size is even, the KV heads divide the heads, rms_eps, rope_theta and
@@ -187,6 +188,7 @@ class LlamaModel : public Model {
   friend class PagedDecodeGraph;
   struct Layer {
     Tensor attn_norm, ffn_norm;
+    Tensor q_norm, k_norm;  // (head_dim) where LlamaConfig::qk_norm, else undefined
     LinearGroup qkv, gate_up;
     Linear o, down;
   };
