@@ -23,8 +23,9 @@ struct Family {
 constexpr Family kFamilies[] = {
     {"llama", arch::load_llama},    // Llama 2, 3, 3.1 and Mistral in GGUF files; Llama checkpoints
     {"mistral", arch::load_llama},  // Mistral checkpoints
-    {"qwen2", arch::load_qwen2},
-    {"qwen3", arch::load_qwen3},
+    {"qwen2", arch::load_qwen2},    // Qwen2 and Qwen2.5
+    {"qwen3", arch::load_qwen3},    // Qwen3 (dense)
+    {"phi3", arch::load_phi3},      // Phi-3 mini and medium (4k)
 };
 
 const Family* family(std::string_view architecture) {

@@ -41,7 +41,7 @@ class LlamaTest : public ::testing::TestWithParam<Device> {
 
 // Decoding token by token through the KV cache gives the logits of the whole sequence at once.
 TEST_P(LlamaTest, StepByStepEqualsWholeSequence) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3"}) {
     SCOPED_TRACE(arch);
     Tiny tiny;
     tiny.arch = arch;
@@ -204,9 +204,10 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
 
 // The same weights as a Hugging Face checkpoint (config.json and safetensors under transformers'
 // names, q and k rows in transformers' order) give the GGUF file's logits: Llama with its rows of q
-// and k permuted in the GGUF file, Qwen2 with biases, Qwen3 with q and k norms, tied embeddings.
+// and k permuted in the GGUF file, Qwen2 with biases, Qwen3 with q and k norms, Phi-3 with q, k and
+// v as one weight and gate and up as one, tied embeddings.
 TEST_P(LlamaTest, CheckpointEqualsGguf) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3"}) {
     for (const bool tied : {false, true}) {
       Tiny m;
       m.arch = arch;
@@ -225,17 +226,25 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
       for (int64_t i = 0; i < m.layers; ++i) {
         const std::string g = "blk." + std::to_string(i) + ".", h = "model.layers." + std::to_string(i) + ".";
         put(h + "input_layernorm.weight", g + "attn_norm.weight");
-        put(h + "self_attn.q_proj.weight", g + "attn_q.weight", m.heads);
-        put(h + "self_attn.k_proj.weight", g + "attn_k.weight", m.kv_heads);
-        put(h + "self_attn.v_proj.weight", g + "attn_v.weight");
+        if (m.arch == "phi3") {
+          put(h + "self_attn.qkv_proj.weight", g + "attn_qkv.weight");
+        } else {
+          put(h + "self_attn.q_proj.weight", g + "attn_q.weight", m.heads);
+          put(h + "self_attn.k_proj.weight", g + "attn_k.weight", m.kv_heads);
+          put(h + "self_attn.v_proj.weight", g + "attn_v.weight");
+        }
         if (m.arch == "qwen2")
           for (const char* x : {"q", "k", "v"}) put(h + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias");
         if (m.arch == "qwen3")
           for (const char* x : {"q", "k"}) put(h + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight");
         put(h + "self_attn.o_proj.weight", g + "attn_output.weight");
         put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight");
-        put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight");
-        put(h + "mlp.up_proj.weight", g + "ffn_up.weight");
+        if (m.arch == "phi3") {
+          put(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight");
+        } else {
+          put(h + "mlp.gate_proj.weight", g + "ffn_gate.weight");
+          put(h + "mlp.up_proj.weight", g + "ffn_up.weight");
+        }
         put(h + "mlp.down_proj.weight", g + "ffn_down.weight");
       }
       put("model.norm.weight", "output_norm.weight");
@@ -307,6 +316,20 @@ TEST(LlamaConfig, FromJson) {
   EXPECT_FALSE(q3.interleaved_rope);
   EXPECT_EQ(q3.head_dim, 256);
   EXPECT_FALSE(models::LlamaConfig::from_json(dir.file("qwen2.json")).qk_norm);
+  // Phi-3: slides where it names a window; LongRoPE and rotation over part of each head refused.
+  dir.write("phi3.json", R"({"model_type": "phi3", "sliding_window": 2047, )" + base + "}");
+  const models::LlamaConfig phi = models::LlamaConfig::from_json(dir.file("phi3.json"));
+  EXPECT_EQ(phi.architecture, "phi3");
+  EXPECT_EQ(phi.window, 2047);
+  EXPECT_FALSE(phi.interleaved_rope);
+  dir.write("phi4.json", R"({"model_type": "phi3", "partial_rotary_factor": 0.75, )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("phi4.json")), NotSupportedError, "phi4.json",
+                    "partial_rotary_factor 0.75");
+  dir.write("phi3-128k.json",
+            R"({"model_type": "phi3", )" + base +
+                R"(, "rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}})");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("phi3-128k.json")), NotSupportedError, "phi3-128k.json",
+                    "longrope");
 
   dir.write("gpt2.json", R"({"model_type": "gpt2", )" + base + "}");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("gpt2.json")), NotSupportedError, "gpt2.json", "gpt2");
@@ -496,9 +519,9 @@ INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), dev
 
 // The model split over 2 and 4 CPU ranks (Megatron's split) gives the whole model's logits, within
 // the rounding of its partial sums, and the same greedy tokens; for dense and block-format
-// weights, Qwen2's biases, Qwen3's q and k norms and tied embeddings.
+// weights, Qwen2's biases, Qwen3's q and k norms, Phi-3's fused weights and tied embeddings.
 TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3"})
     for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}})
       for (int n : {2, 4}) {
         Tiny m;

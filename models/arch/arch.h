@@ -14,9 +14,11 @@ std::shared_ptr<Model> load_llama(const ModelFile& file, const LoadOptions& opti
 std::shared_ptr<Model> load_qwen2(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Qwen3 (dense): "qwen3".
 std::shared_ptr<Model> load_qwen3(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Phi-3 (mini and medium, 4k): "phi3".
+std::shared_ptr<Model> load_phi3(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 // The Llama-style decoder (blocks/decoder.cpp) of a GGUF file or a checkpoint, configured by the
-// readers of blocks/hparams.cpp: what Llama, Mistral, Qwen2 and Qwen3 share.
+// readers of blocks/hparams.cpp: what Llama, Mistral, Qwen2, Qwen3 and Phi-3 share.
 std::shared_ptr<Model> load_decoder(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 }  // namespace wick::models::arch

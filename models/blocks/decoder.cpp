@@ -57,17 +57,28 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     const Part r = split ? rows : whole, k = split ? cols : whole;
     Layer l;
     l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
-    l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
-                     w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
-                     w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
+    // Phi-3 stores q, k and v as the rows of one weight (attn_qkv), and gate and up as one: in a
+    // GGUF file as ffn_up of twice the MLP's width, in a checkpoint as gate_up_proj.
+    if (w.shape(p + "attn_qkv.weight"))
+      l.qkv = w.group(w.fused(p + "attn_qkv", {c.heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim},
+                              c.dim, device, dtype, r));
+    else
+      l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                       w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
+                       w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
     if (c.qk_norm) {
       l.q_norm = w.dense(p + "attn_q_norm.weight", Shape({c.head_dim}), device, dtype);
       l.k_norm = w.dense(p + "attn_k_norm.weight", Shape({c.head_dim}), device, dtype);
     }
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
-    l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
-                         w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});
+    if (w.shape(p + "ffn_gate_up.weight"))
+      l.gate_up = w.group(w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r));
+    else if (!w.shape(p + "ffn_gate.weight") && w.shape(p + "ffn_up.weight") == Shape({2 * c.hidden, c.dim}))
+      l.gate_up = w.group(w.fused(p + "ffn_up", {c.hidden, c.hidden}, c.dim, device, dtype, r));
+    else
+      l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
+                           w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});
     l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
     m.layers_.push_back(std::move(l));
   }
@@ -77,6 +88,11 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
                                        : m.embedding_;
 
   m.inv_freq_ = c.inv_freq();
+  // Phi-3's LongRoPE (two sets of factors, chosen by the sequence's length, and a scale of the
+  // rotation) is not one wick runs.
+  if (w.shape("rope_factors_long.weight") || w.shape("rope_factors_short.weight"))
+    throw NotSupportedError(
+        detail::str_cat("llama: ", w.source(), ": LongRoPE (rope_factors_long, rope_factors_short)"));
   // GGUF files carry Llama 3.1's scaling as one factor per rotated pair (rope_freqs.weight).
   if (w.shape("rope_freqs.weight")) {
     const std::vector<float> factors =

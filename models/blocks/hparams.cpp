@@ -63,9 +63,9 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   const io::GgufValue* arch = f.find("general.architecture");
   if (arch == nullptr) fail(f, "general.architecture", "missing");
   c.architecture = arch->as_string(in_file(f, "general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "phi3")
     throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture,
-                                            "\" (wick runs \"llama\", \"qwen2\" and \"qwen3\")"));
+                                            "\" (wick runs \"llama\", \"qwen2\", \"qwen3\" and \"phi3\")"));
   const std::string a = c.architecture + ".";
   c.dim = positive(f, a + "embedding_length");
   c.hidden = positive(f, a + "feed_forward_length");
@@ -155,11 +155,13 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   const nlohmann::json* type = f.find(j, "model_type");
   if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
   const std::string model_type = type->get<std::string>();
-  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2" && model_type != "qwen3")
-    throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
-                                            "\" (wick runs \"llama\", \"mistral\", \"qwen2\" and \"qwen3\")"));
+  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2" && model_type != "qwen3" &&
+      model_type != "phi3")
+    throw NotSupportedError(
+        detail::str_cat("llama: ", path, ": model_type \"", model_type,
+                        "\" (wick runs \"llama\", \"mistral\", \"qwen2\", \"qwen3\" and \"phi3\")"));
   const bool qwen = model_type == "qwen2" || model_type == "qwen3";
-  c.architecture = qwen ? model_type : "llama";
+  c.architecture = qwen || model_type == "phi3" ? model_type : "llama";
   c.qkv_bias = model_type == "qwen2";
   c.qk_norm = model_type == "qwen3";
   c.vocab = f.positive("vocab_size");
@@ -180,8 +182,8 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   if (model_type != "qwen2" && f.flag("attention_bias", false))
     throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
   if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
-  // Mistral slides always where it names a window; Qwen2 and Qwen3 only with use_sliding_window.
-  if (model_type == "mistral" || (qwen && f.flag("use_sliding_window", false)))
+  // Mistral and Phi-3 slide always where they name a window; Qwen2 and Qwen3 only with use_sliding_window.
+  if (model_type == "mistral" || model_type == "phi3" || (qwen && f.flag("use_sliding_window", false)))
     if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
 
   // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
@@ -189,6 +191,12 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   if (rope == nullptr) rope = f.find(j, "rope_scaling");
   if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
   c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", 10000) : 10000);
+  // Rotation over part of each head (Phi-4-mini's 0.75) is not one wick runs.
+  if (const double part =
+          f.number(j, "partial_rotary_factor", rope != nullptr ? f.number(*rope, "partial_rotary_factor", 1) : 1);
+      part != 1)
+    throw NotSupportedError(
+        detail::str_cat("llama: ", path, ": partial_rotary_factor ", part, " (wick rotates whole heads)"));
   if (rope != nullptr) {
     const nlohmann::json* kind = f.find(*rope, "rope_type");
     if (kind == nullptr) kind = f.find(*rope, "type");
@@ -252,9 +260,9 @@ void LlamaConfig::check(std::string_view source) const {
   auto bad = [&](std::string_view field, std::string_view what) {
     throw io::FormatError(detail::str_cat("llama: ", source, ": ", field, ": ", what));
   };
-  if (architecture != "llama" && architecture != "qwen2" && architecture != "qwen3")
+  if (architecture != "llama" && architecture != "qwen2" && architecture != "qwen3" && architecture != "phi3")
     throw NotSupportedError(detail::str_cat("llama: ", source, ": architecture \"", architecture,
-                                            "\" (wick runs \"llama\", \"qwen2\" and \"qwen3\")"));
+                                            "\" (wick runs \"llama\", \"qwen2\", \"qwen3\" and \"phi3\")"));
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},       {"dim", dim},        {"hidden", hidden},
                                                    {"layers", layers},     {"heads", heads},    {"kv_heads", kv_heads},
                                                    {"head_dim", head_dim}, {"context", context}};

@@ -69,6 +69,41 @@ class LlamaModel::Weights {
     else
       l.dense = floats(name, dense(name, at));
     if (bias) l.bias = dense(role + ".bias", Shape({out}), at, dtype);
+    return finish(std::move(l), device, dtype, part, in_place);
+  }
+  // A weight whose rows stack several (Phi-3's q, k and v in attn_qkv; gate and up in one), as a
+  // Linear each, of `widths` rows (or the part of each that `part` names), read in place.
+  std::vector<Linear> fused(const std::string& role, const std::vector<int64_t>& widths, int64_t in, Device device,
+                            DType dtype, Part part = {}) const {
+    const std::string name = role + ".weight";
+    int64_t out = 0;
+    for (int64_t w : widths) out += w;
+    expect(name, Shape({out, in}));
+    Linear whole;
+    if (quantized(name))
+      whole.quantized = blocks(name, Device::cpu());
+    else
+      whole.dense = floats(name, dense(name, Device::cpu()));
+    std::vector<Linear> parts;
+    int64_t from = 0;
+    for (int64_t w : widths) {
+      Linear l;
+      if (whole.quantized.defined())
+        l.quantized = quant::QTensor(whole.quantized.qtype(), w, in, whole.quantized.bytes().narrow(0, from, w));
+      else
+        l.dense = whole.dense.narrow(0, from, w);
+      from += w;
+      if (part.dim < 0) {
+        if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
+        if (l.dense.defined()) l.dense = l.dense.to_device(device);
+      }
+      parts.push_back(finish(std::move(l), device, dtype, part, true));
+    }
+    return parts;
+  }
+  // l (read on the host where `part` cuts it) as the model keeps it: its part on `device`, dense
+  // weights in `dtype`, copied out of the file's mapping unless `in_place`.
+  Linear finish(Linear l, Device device, DType dtype, Part part, bool in_place) const {
     if (part.dim >= 0) {
       l = l.slice(part.dim, part.rank, part.size);
       if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
@@ -132,7 +167,8 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
         {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
         {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
         {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-        {"ffn_down", "mlp.down_proj"}};
+        {"ffn_down", "mlp.down_proj"},       {"attn_qkv", "self_attn.qkv_proj"},
+        {"ffn_gate_up", "mlp.gate_up_proj"}};
     static const std::pair<std::string_view, std::string_view> kTop[] = {
         {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
     const size_t dot = name.rfind('.');

@@ -4,7 +4,8 @@
 A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from tokenizer.json;
 see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
 Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file; a Qwen3 model of the same shape (its q and k
-normed per head) in F32, and its Q4_K_M copy. On each, `llama-perplexity` and
+normed per head) in F32, and its Q4_K_M copy; a Phi-3 model of that shape (q, k and v as one weight,
+gate and up as one) in F32. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
 the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
 and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
@@ -45,29 +46,36 @@ SHAPE = dict(context=256, dim=128, layers=2, hidden=256, heads=4, kv_heads=2)
 CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
-             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2}
+             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4}
 
 
-def llama_tensors(shape, vocab, tied=False, qk_norm=False):
+def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False):
     """The tensors of a Llama model of `shape` under llama.cpp's names, in file order: (name, rows,
     cols, scale) for a matrix (scale: the deviation of check_llama's random weights), (name, None,
-    size, None) for a norm's weight; with qk_norm, Qwen3's norms of each head of q and k too."""
+    size, None) for a norm's weight; with qk_norm, Qwen3's norms of each head of q and k too; with
+    fused, Phi-3's q, k and v as one weight (attn_qkv) and gate and up as one (ffn_up)."""
     dim, hidden, heads, kv = shape["dim"], shape["hidden"], shape["heads"], shape["kv_heads"]
     hd = dim // heads
     yield "token_embd.weight", vocab, dim, 1.0
     for i in range(shape["layers"]):
         p = f"blk.{i}."
         yield p + "attn_norm.weight", None, dim, None
-        yield p + "attn_q.weight", heads * hd, dim, 0.2
-        yield p + "attn_k.weight", kv * hd, dim, 0.2
-        yield p + "attn_v.weight", kv * hd, dim, 0.2
+        if fused:
+            yield p + "attn_qkv.weight", (heads + 2 * kv) * hd, dim, 0.2
+        else:
+            yield p + "attn_q.weight", heads * hd, dim, 0.2
+            yield p + "attn_k.weight", kv * hd, dim, 0.2
+            yield p + "attn_v.weight", kv * hd, dim, 0.2
         if qk_norm:
             yield p + "attn_q_norm.weight", None, hd, None
             yield p + "attn_k_norm.weight", None, hd, None
         yield p + "attn_output.weight", dim, heads * hd, 0.1
         yield p + "ffn_norm.weight", None, dim, None
-        yield p + "ffn_gate.weight", hidden, dim, 0.1
-        yield p + "ffn_up.weight", hidden, dim, 0.1
+        if fused:
+            yield p + "ffn_up.weight", 2 * hidden, dim, 0.1
+        else:
+            yield p + "ffn_gate.weight", hidden, dim, 0.1
+            yield p + "ffn_up.weight", hidden, dim, 0.1
         yield p + "ffn_down.weight", dim, hidden, 0.1
     yield "output_norm.weight", None, dim, None
     if not tied:
@@ -76,11 +84,14 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False):
 
 def tiny_llama(src, out, f16, arch="llama"):
     """A model of SHAPE with random weights: Llama's, or with arch "qwen3" Qwen3's (q and k normed
-    per head, rotated over halves of each head)."""
-    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, arch)
+    per head, rotated over halves of each head), or with "phi3" Phi-3's (fused weights, rotated
+    over halves)."""
+    # llama.cpp looks up Phi-3's own control tokens by their text when it loads the vocabulary.
+    extra = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>") if arch == "phi3" else ()
+    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, arch, extra)
     rng = np.random.default_rng(1)
     dtype = np.float16 if f16 else np.float32
-    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch == "qwen3"):
+    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch == "qwen3", fused=arch == "phi3"):
         if rows is None:
             w.add_tensor(name, (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32))
         else:
@@ -116,6 +127,9 @@ def main():
     tiny_llama(vocab, files["qwen3"], False, "qwen3")
     files["qwen3-q4_k_m"] = os.path.join(out, "tiny-qwen3-q4_k_m.gguf")
     subprocess.run(["llama-quantize", files["qwen3"], files["qwen3-q4_k_m"], "Q4_K_M"], capture_output=True, check=True)
+    # Phi-3: the same shape with q, k and v as one weight, and gate and up as one.
+    files["phi3"] = os.path.join(out, "tiny-phi3-f32.gguf")
+    tiny_llama(vocab, files["phi3"], False, "phi3")
     failed = 0
     shown = False
     scores = {}
@@ -163,7 +177,7 @@ def main():
         failed += not ok
         print(f"{kind:12s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files (llama, qwen3), {len(files) - failed} agree, {failed} differ")
+    print(f"llama check: {len(files)} files (llama, qwen3, phi3), {len(files) - failed} agree, {failed} differ")
     return 1 if failed else 0
 
 

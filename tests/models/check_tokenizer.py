@@ -62,11 +62,11 @@ CORPUS = [
 TINY = dict(context=2048, dim=64, layers=1, hidden=128, heads=4, kv_heads=4)
 
 
-def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama"):
+def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama", extra=()):
     """A GGUFWriter for `out` holding the metadata of a model of `shape` (general.architecture
     `arch`: "llama", or another that llama.cpp reads with the same keys, "qwen3") and the
-    vocabulary of tokenizer.json in `src`; the caller adds tensors, if any, and writes it
-    (write_gguf)."""
+    vocabulary of tokenizer.json in `src`, with the control tokens `extra` after it; the caller adds
+    tensors, if any, and writes it (write_gguf)."""
     tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
     cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
     model = tok["model"]
@@ -85,6 +85,10 @@ def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama"):
         if kind == "llama" and t["content"] == "<unk>":
             types[i] = gguf.TokenType.UNKNOWN
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    for text in extra:
+        tokens.append(text)
+        types.append(gguf.TokenType.CONTROL)
+    n = len(tokens)
     w = gguf.GGUFWriter(out, arch)
     w.add_name(name)
     w.add_context_length(shape["context"])

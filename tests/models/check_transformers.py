@@ -2,8 +2,9 @@
 """wick's model runner against transformers, on checkpoints that transformers writes.
 
 For LlamaForCausalLM (plain, and with Llama 3.1's "llama3" rope scaling), MistralForCausalLM (a
-sliding window shorter than the sequence), Qwen2ForCausalLM (q/k/v biases, tied embeddings) and
-Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads),
+sliding window shorter than the sequence), Qwen2ForCausalLM (q/k/v biases, tied embeddings),
+Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads) and
+Phi3ForCausalLM (q, k and v as one weight, gate and up as one, a sliding window of 16),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
 by save_pretrained as safetensors, and a random prompt of 24 tokens:
   - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
@@ -20,8 +21,8 @@ import sys
 
 import torch
 from safetensors.numpy import load_file, save_file
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
+                          Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 PROMPT, GREEDY, TOLERANCE = 24, 64, 2e-4
 BASE = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
@@ -38,6 +39,8 @@ CASES = [
      dict(tie_word_embeddings=True, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
     ("qwen3", Qwen3Config, Qwen3ForCausalLM,
      dict(head_dim=64, tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    ("phi3", Phi3Config, Phi3ForCausalLM,
+     dict(sliding_window=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
 ]
 
 

@@ -59,9 +59,13 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
   for (int64_t i = 0; i < m.layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     norm(p + "attn_norm.weight");
-    add(p + "attn_q.weight", {m.heads * hd, m.dim}, 0.15f, true);
-    add(p + "attn_k.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
-    add(p + "attn_v.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    if (m.arch == "phi3") {  // q, k and v as one weight
+      add(p + "attn_qkv.weight", {(m.heads + 2 * m.kv_heads) * hd, m.dim}, 0.15f, true);
+    } else {
+      add(p + "attn_q.weight", {m.heads * hd, m.dim}, 0.15f, true);
+      add(p + "attn_k.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+      add(p + "attn_v.weight", {m.kv_heads * hd, m.dim}, 0.15f, true);
+    }
     if (m.arch == "qwen2") {
       add(p + "attn_q.bias", {m.heads * hd}, 0.1f, false);
       add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
@@ -76,8 +80,12 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
     }
     add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
     norm(p + "ffn_norm.weight");
-    add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);
-    add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
+    if (m.arch == "phi3") {  // gate and up as one weight, gate's rows first
+      add(p + "ffn_up.weight", {2 * m.hidden, m.dim}, 0.15f, true);
+    } else {
+      add(p + "ffn_gate.weight", {m.hidden, m.dim}, 0.15f, true);
+      add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
+    }
     add(p + "ffn_down.weight", {m.dim, m.hidden}, 0.12f, true);
   }
   norm("output_norm.weight");

@@ -22,7 +22,7 @@
 namespace wick::models {
 
 struct LlamaConfig {
-  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral), "qwen2" or "qwen3"
+  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral), "qwen2", "qwen3" or "phi3"
   int64_t vocab = 0;
   int64_t dim = 0;     // the residual stream's width
   int64_t hidden = 0;  // the MLP's width
@@ -53,7 +53,7 @@ struct LlamaConfig {
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
   static LlamaConfig from_gguf(const io::GgufFile& file);
-  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral", "qwen2" or "qwen3"; the
+  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral", "qwen2", "qwen3" or "phi3"; the
   // rope settings as rope_theta and rope_scaling, or transformers 5's rope_parameters); a
   // FormatError naming the file and the key for a missing or inconsistent value.
   static LlamaConfig from_json(const std::string& path);

@@ -186,7 +186,7 @@ class ModelFile {
   std::shared_ptr<Source> source_;
 };
 
-// The architectures ModelFile::open knows, as files name them ("llama", "mistral", "qwen2", "qwen3").
+// The architectures ModelFile::open knows, as files name them ("llama", "mistral", "qwen2", "qwen3", "phi3").
 std::vector<std::string> architectures();
 
 }  // namespace wick::models
