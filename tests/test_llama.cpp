@@ -316,6 +316,27 @@ TEST(LlamaConfig, FromJson) {
   EXPECT_FALSE(q3.interleaved_rope);
   EXPECT_EQ(q3.head_dim, 256);
   EXPECT_FALSE(models::LlamaConfig::from_json(dir.file("qwen2.json")).qk_norm);
+  // Qwen's window slides only the layers from max_window_layers on (transformers' layer_types): all
+  // or none, or refused.
+  const std::string slide = R"({"model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": true, )";
+  std::string all_sliding = R"("layer_types": [)";
+  for (int i = 0; i < 32; ++i) all_sliding += i ? R"(, "sliding_attention")" : R"("sliding_attention")";
+  all_sliding += "], ";
+  const std::pair<std::string, int64_t> windows[] = {{R"("max_window_layers": 0, )", 4096},
+                                                     {R"("max_window_layers": 32, )", 0},
+                                                     {all_sliding, 4096},
+                                                     {"", 0}};  // transformers' default of 28: refused
+  for (const auto& [extra, window] : windows) {
+    dir.write("slide.json", slide + extra + base + "}");
+    if (extra.empty()) {
+      WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("slide.json")), NotSupportedError,
+                        "a sliding window on 4 of the 32 layers");
+      continue;
+    }
+    EXPECT_EQ(models::LlamaConfig::from_json(dir.file("slide.json")).window, window) << extra;
+  }
+  dir.write("slide.json", slide + R"("max_window_layers": -1, )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("slide.json")), io::FormatError, "max_window_layers", "-1");
   // Phi-3: slides where it names a window; LongRoPE and rotation over part of each head refused.
   dir.write("phi3.json", R"({"model_type": "phi3", "sliding_window": 2047, )" + base + "}");
   const models::LlamaConfig phi = models::LlamaConfig::from_json(dir.file("phi3.json"));

@@ -182,9 +182,32 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   if (model_type != "qwen2" && f.flag("attention_bias", false))
     throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
   if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
-  // Mistral and Phi-3 slide always where they name a window; Qwen2 and Qwen3 only with use_sliding_window.
+  // Mistral and Phi-3 slide always where they name a window; Qwen2 and Qwen3 only with
+  // use_sliding_window, and then (as transformers builds their layer_types) only the layers from
+  // max_window_layers on: all of them or none is what wick runs, a window on some layers is refused.
   if (model_type == "mistral" || model_type == "phi3" || (qwen && f.flag("use_sliding_window", false)))
     if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
+  if (qwen && c.window > 0) {
+    int64_t sliding = 0;
+    if (const nlohmann::json* types = f.find(j, "layer_types")) {
+      if (!types->is_array() || static_cast<int64_t>(types->size()) != c.layers)
+        f.fail("layer_types",
+               detail::str_cat(types->dump().substr(0, 80), " is not a list of ", c.layers, " layer types"));
+      for (const nlohmann::json& t : *types) sliding += t.is_string() && t.get<std::string>() == "sliding_attention";
+    } else {
+      int64_t first = 28;  // transformers' default
+      if (const nlohmann::json* v = f.find(j, "max_window_layers")) {
+        if (!v->is_number_integer() || v->get<int64_t>() < 0)
+          f.fail("max_window_layers", detail::str_cat(v->dump(), " is not a layer count"));
+        first = v->get<int64_t>();
+      }
+      sliding = std::max<int64_t>(0, c.layers - first);
+    }
+    if (sliding == 0) c.window = 0;
+    if (sliding > 0 && sliding < c.layers)
+      throw NotSupportedError(detail::str_cat("llama: ", path, ": a sliding window on ", sliding, " of the ", c.layers,
+                                              " layers (max_window_layers, layer_types); wick slides all or none"));
+  }
 
   // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
   const nlohmann::json* rope = f.find(j, "rope_parameters");
