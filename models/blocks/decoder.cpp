@@ -60,8 +60,8 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     // Phi-3 stores q, k and v as the rows of one weight (attn_qkv), and gate and up as one: in a
     // GGUF file as ffn_up of twice the MLP's width, in a checkpoint as gate_up_proj.
     if (w.shape(p + "attn_qkv.weight"))
-      l.qkv = w.group(w.fused(p + "attn_qkv", {c.heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim},
-                              c.dim, device, dtype, r));
+      l.qkv = w.fused(p + "attn_qkv", {c.heads * c.head_dim, c.kv_heads * c.head_dim, c.kv_heads * c.head_dim}, c.dim,
+                      device, dtype, r);
     else
       l.qkv = w.group({w.linear(p + "attn_q", c.heads * c.head_dim, c.dim, bias, device, dtype, r, true),
                        w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
@@ -73,9 +73,9 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
     if (w.shape(p + "ffn_gate_up.weight"))
-      l.gate_up = w.group(w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r));
+      l.gate_up = w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else if (!w.shape(p + "ffn_gate.weight") && w.shape(p + "ffn_up.weight") == Shape({2 * c.hidden, c.dim}))
-      l.gate_up = w.group(w.fused(p + "ffn_up", {c.hidden, c.hidden}, c.dim, device, dtype, r));
+      l.gate_up = w.fused(p + "ffn_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else
       l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
                            w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});

@@ -71,19 +71,20 @@ class LlamaModel::Weights {
     if (bias) l.bias = dense(role + ".bias", Shape({out}), at, dtype);
     return finish(std::move(l), device, dtype, part, in_place);
   }
-  // A weight whose rows stack several (Phi-3's q, k and v in attn_qkv; gate and up in one), as a
-  // Linear each, of `widths` rows (or the part of each that `part` names), read in place.
-  std::vector<Linear> fused(const std::string& role, const std::vector<int64_t>& widths, int64_t in, Device device,
-                            DType dtype, Part part = {}) const {
-    const std::string name = role + ".weight";
+  // A weight whose rows stack several (Phi-3's q, k and v in attn_qkv; gate and up in one), of
+  // `widths` rows each: kept as it lies, one product seen as its parts, or with `part`, each part's
+  // share cut out and stacked again.
+  LinearGroup fused(const std::string& role, const std::vector<int64_t>& widths, int64_t in, Device device, DType dtype,
+                    Part part = {}) const {
     int64_t out = 0;
     for (int64_t w : widths) out += w;
-    expect(name, Shape({out, in}));
-    Linear whole;
-    if (quantized(name))
-      whole.quantized = blocks(name, Device::cpu());
-    else
-      whole.dense = floats(name, dense(name, Device::cpu()));
+    if (part.dim < 0) {
+      LinearGroup g;
+      g.widths = widths;
+      g.weights = {linear(role, out, in, false, device, dtype)};
+      return g;
+    }
+    const Linear whole = linear(role, out, in, false, Device::cpu(), dtype, {}, true);
     std::vector<Linear> parts;
     int64_t from = 0;
     for (int64_t w : widths) {
@@ -93,13 +94,9 @@ class LlamaModel::Weights {
       else
         l.dense = whole.dense.narrow(0, from, w);
       from += w;
-      if (part.dim < 0) {
-        if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
-        if (l.dense.defined()) l.dense = l.dense.to_device(device);
-      }
       parts.push_back(finish(std::move(l), device, dtype, part, true));
     }
-    return parts;
+    return group(std::move(parts));
   }
   // l (read on the host where `part` cuts it) as the model keeps it: its part on `device`, dense
   // weights in `dtype`, copied out of the file's mapping unless `in_place`.
