@@ -21,11 +21,14 @@ struct Family {
   Loader load;
 };
 constexpr Family kFamilies[] = {
-    {"llama", arch::load_llama},    // Llama 2, 3, 3.1 and Mistral in GGUF files; Llama checkpoints
-    {"mistral", arch::load_llama},  // Mistral checkpoints
-    {"qwen2", arch::load_qwen2},    // Qwen2 and Qwen2.5
-    {"qwen3", arch::load_qwen3},    // Qwen3 (dense)
-    {"phi3", arch::load_phi3},      // Phi-3 mini and medium (4k)
+    {"llama", arch::load_llama},          // Llama 2, 3, 3.1, Mistral and Mixtral in GGUF files; Llama checkpoints
+    {"mistral", arch::load_llama},        // Mistral checkpoints
+    {"qwen2", arch::load_qwen2},          // Qwen2 and Qwen2.5
+    {"qwen3", arch::load_qwen3},          // Qwen3 (dense)
+    {"qwen3moe", arch::load_qwen3_moe},   // Qwen3-MoE in GGUF files
+    {"qwen3_moe", arch::load_qwen3_moe},  // Qwen3-MoE checkpoints
+    {"mixtral", arch::load_mixtral},      // Mixtral checkpoints (its GGUF files are "llama" ones)
+    {"phi3", arch::load_phi3},            // Phi-3 mini and medium (4k)
 };
 
 const Family* family(std::string_view architecture) {
@@ -44,7 +47,7 @@ const Family* family(std::string_view architecture) {
 std::optional<DType> gguf_dtype(const io::GgufFile& file) {
   std::map<std::optional<DType>, int64_t> bytes;  // nullopt: block formats
   for (const io::GgufTensor& t : file.tensors())
-    if (t.shape.rank() == 2) bytes[t.qtype ? std::nullopt : t.dtype] += t.nbytes;
+    if (t.shape.rank() >= 2) bytes[t.qtype ? std::nullopt : t.dtype] += t.nbytes;
   std::optional<DType> most;
   int64_t most_bytes = -1;
   for (const auto& [dtype, n] : bytes)

@@ -24,11 +24,14 @@ using models::Request;
 class EngineTest : public ::testing::TestWithParam<Device> {
  protected:
   Device device() const { return GetParam(); }
-  std::shared_ptr<const models::Model> random_model(int64_t window = 0, DType dtype = DType::F32) const {
+  // With experts: Mixtral's layout, 4 experts of half the width, 2 per token.
+  std::shared_ptr<const models::Model> random_model(int64_t window = 0, DType dtype = DType::F32,
+                                                    bool experts = false) const {
     models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
     c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16;
     c.context = 512;
     c.window = window;
+    if (experts) c.hidden = 64, c.experts = 4, c.experts_used = 2;
     return std::make_shared<models::LlamaModel>(models::LlamaModel::random(c, device(), dtype, std::nullopt, 21));
   }
 };
@@ -117,6 +120,24 @@ TEST_P(EngineTest, DeterministicRequestsGiveTheirTokensAloneInAnyCompany) {
     EXPECT_EQ(together(e, rs), want) << (sampled ? "sampled" : "greedy");
     EXPECT_EQ(together(e, rs), want) << (sampled ? "sampled" : "greedy") << ", the prefix cache warm";
     EXPECT_GT(e.stats().prefix_hit_tokens, 0);
+  }
+}
+
+// A mixture of experts through the engine: requests together give each one's tokens alone (f32,
+// prompts chunked beside decode steps), and in deterministic mode in bf16 the same bits whatever the
+// company, though each step's experts then run over other rows.
+TEST_P(EngineTest, AMixtureOfExpertsGivesEachRequestsTokensAlone) {
+  for (const bool deterministic : {false, true}) {
+    const auto m = random_model(0, deterministic ? DType::BF16 : DType::F32, true);
+    EngineOptions o;
+    o.deterministic = deterministic;
+    const std::vector<Request> rs = requests(true);
+    const auto want = alone(m, rs, o);
+    EngineOptions chunked = o;
+    chunked.step_tokens = 32;
+    Engine e(m, chunked);
+    EXPECT_EQ(together(e, rs), want) << (deterministic ? "deterministic, bf16" : "f32");
+    EXPECT_EQ(e.stats().blocks_used, 0);
   }
 }
 

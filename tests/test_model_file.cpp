@@ -74,13 +74,14 @@ TEST(ModelFile, FilesWithoutATokenizerOrOfAnotherArchitecture) {
   other.arch = "gpt2";
   tiny_model(other).write(dir.file("gpt2.gguf"));
   WICK_EXPECT_ERROR(ModelFile::open(dir.file("gpt2.gguf")), NotSupportedError, "gpt2.gguf", "general.architecture",
-                    "\"gpt2\"", "llama, mistral, qwen2, qwen3, phi3");
+                    "\"gpt2\"", "llama, mistral, qwen2, qwen3, qwen3moe, qwen3_moe, mixtral, phi3");
   dir.write("config.json", R"({"model_type": "bert"})");
   WICK_EXPECT_ERROR(ModelFile::open(dir.path()), NotSupportedError, "config.json", "model_type", "\"bert\"");
   TempDir empty;
   WICK_EXPECT_ERROR(ModelFile::open(empty.path()), io::FormatError, "config.json");
   WICK_EXPECT_ERROR(ModelFile::open(dir.file("absent.gguf")), Error, "absent.gguf");
-  EXPECT_EQ(models::architectures(), (std::vector<std::string>{"llama", "mistral", "qwen2", "qwen3", "phi3"}));
+  EXPECT_EQ(models::architectures(), (std::vector<std::string>{"llama", "mistral", "qwen2", "qwen3", "qwen3moe",
+                                                               "qwen3_moe", "mixtral", "phi3"}));
   EXPECT_EQ(models::default_dtype(Device::cpu()), DType::F32);
   EXPECT_EQ(models::default_dtype(Device::cuda(0)), DType::BF16);
 }

@@ -313,7 +313,8 @@ TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
 // forward_paged, a chunk at a time for several sequences at once, against forward() over a
 // KvCache: short chunks (paged_attention only), and chunks of kChunkAttention tokens or more (the
 // fused attention kernel over keys gathered from the pool) beside short ones in one step. The
-// windowed runs are Qwen3's decoder (q and k normed per head, rope over halves).
+// windowed runs are Qwen3-MoE's decoder (q and k normed per head, rope over halves, a mixture of
+// experts whose tokens come from several sequences and chunks in one step).
 TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
   c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 256;
@@ -325,8 +326,10 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   for (const Schedule& plan : schedules) {
     for (int64_t window : {int64_t{0}, int64_t{7}}) {
       c.window = window;
-      c.architecture = window > 0 ? "qwen3" : "llama";
+      c.architecture = window > 0 ? "qwen3moe" : "llama";
       c.qk_norm = window > 0;
+      c.experts = window > 0 ? 4 : 0;
+      c.experts_used = window > 0 ? 2 : 0;
       c.interleaved_rope = window == 0;
       const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
       std::mt19937 rng(9);

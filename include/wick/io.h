@@ -111,8 +111,9 @@ class GgufFile {
   // it stay in this process: the mapping is private) and keeps the mapping alive; two tensors read
   // from one entry share their elements. On a GPU the bytes are copied to the device.
   Tensor tensor(const GgufTensor& t, Device device = Device::cpu()) const;
-  // A tensor of a block format (rank 1 or 2) as a QTensor on `device`, its blocks shared with the
-  // mapping on the CPU as tensor() does; DTypeError for a dtype.
+  // A tensor of a block format as a QTensor on `device` of (rows, cols): cols its last dim, rows the
+  // product of the others (1 for rank 1; experts stacked (experts, rows, cols) one after another),
+  // its blocks shared with the mapping on the CPU as tensor() does; DTypeError for a dtype.
   quant::QTensor qtensor(const GgufTensor& t, Device device = Device::cpu()) const;
 
  private:
@@ -141,6 +142,9 @@ class GgufWriter {
   // block-format weight; the bytes are copied now. ShapeError for a name used twice.
   void add(std::string name, const Tensor& t);
   void add(std::string name, const quant::QTensor& t);
+  // A block-format weight stored as `shape` (rank 2 to 4): its last dim the columns, the others'
+  // product the rows (a model's experts stacked, (experts, rows, cols)); ShapeError otherwise.
+  void add(std::string name, const quant::QTensor& t, const Shape& shape);
   // The file's bytes, and the file written to `path`.
   std::vector<uint8_t> bytes() const;
   void write(const std::string& path) const;

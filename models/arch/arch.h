@@ -14,11 +14,15 @@ std::shared_ptr<Model> load_llama(const ModelFile& file, const LoadOptions& opti
 std::shared_ptr<Model> load_qwen2(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Qwen3 (dense): "qwen3".
 std::shared_ptr<Model> load_qwen3(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Qwen3-MoE: GGUF's "qwen3moe", config.json's "qwen3_moe".
+std::shared_ptr<Model> load_qwen3_moe(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Mixtral checkpoints: "mixtral" (its GGUF files are "llama" ones).
+std::shared_ptr<Model> load_mixtral(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Phi-3 (mini and medium, 4k): "phi3".
 std::shared_ptr<Model> load_phi3(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 // The Llama-style decoder (blocks/decoder.cpp) of a GGUF file or a checkpoint, configured by the
-// readers of blocks/hparams.cpp: what Llama, Mistral, Qwen2, Qwen3 and Phi-3 share.
+// readers of blocks/hparams.cpp: what Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE and Phi-3 share.
 std::shared_ptr<Model> load_decoder(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 }  // namespace wick::models::arch

@@ -9,7 +9,9 @@
 namespace wick::models {
 
 std::unique_ptr<DecodeSteps> LlamaModel::decode_steps(std::vector<nn::KvCache>& cache) const {
-  if (device_.is_gpu() && ranks_ == 1) return std::make_unique<DecodeGraph>(*this, cache);
+  // A mixture of experts reads the router's choices on the host in every layer, which a recorded
+  // step cannot: its steps run op by op.
+  if (device_.is_gpu() && ranks_ == 1 && config_.experts == 0) return std::make_unique<DecodeGraph>(*this, cache);
   return Model::decode_steps(cache);
 }
 

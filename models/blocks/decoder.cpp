@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "blocks/weights.h"
 #include "wick/models/llama.h"
@@ -72,14 +73,19 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     }
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
     l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
-    if (w.shape(p + "ffn_gate_up.weight"))
+    if (c.experts > 0) {
+      // Every rank routes every token (the router whole on each), and holds its part of each expert.
+      l.router = w.linear(p + "ffn_gate_inp", c.experts, c.dim, false, device, dtype);
+      for (int64_t e = 0; e < c.experts; ++e)
+        l.experts.push_back(w.expert_mlp(p, e, c.experts, c.hidden, c.dim, device, dtype, r, k));
+    } else if (w.shape(p + "ffn_gate_up.weight"))
       l.gate_up = w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else if (!w.shape(p + "ffn_gate.weight") && w.shape(p + "ffn_up.weight") == Shape({2 * c.hidden, c.dim}))
       l.gate_up = w.fused(p + "ffn_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else
       l.gate_up = w.group({w.linear(p + "ffn_gate", c.hidden, c.dim, false, device, dtype, r, true),
                            w.linear(p + "ffn_up", c.hidden, c.dim, false, device, dtype, r, true)});
-    l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
+    if (c.experts == 0) l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
     m.layers_.push_back(std::move(l));
   }
   m.output_norm_ = w.dense("output_norm.weight", Shape({c.dim}), device, dtype);
@@ -115,8 +121,15 @@ void LlamaModel::arrange_linears() {
   for (Layer& l : layers_) {
     l.qkv = l.qkv.arranged();
     l.o = l.o.arranged();
-    l.gate_up = l.gate_up.arranged();
-    l.down = l.down.arranged();
+    if (l.experts.empty()) {
+      l.gate_up = l.gate_up.arranged();
+      l.down = l.down.arranged();
+    }
+    if (!l.experts.empty()) l.router = l.router.arranged();
+    for (Expert& x : l.experts) {
+      x.gate_up = x.gate_up.arranged();
+      x.down = x.down.arranged();
+    }
   }
   if (!tied) output_ = output_.arranged();
 }
@@ -160,12 +173,16 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   m.dtype_ = dtype;
   m.split_over(comm, weights);
   // Every rank draws the whole weight, then keeps its part (dim 0: rows, 1: columns).
+  std::map<std::pair<int64_t, int64_t>, quant::QTensor> blocks;  // by (rows, in): drawn once each
   auto linear = [&](int64_t out, int64_t in, bool bias, int dim) {
     Linear l;
     if (weights) {
-      // 256 random rows quantized on the CPU, repeated: valid blocks at any size, made quickly.
+      // 256 random rows quantized on the CPU, repeated (in every weight of that width): valid
+      // blocks at any size, made quickly (a Qwen3-30B-A3B shape has 18,432 expert weights).
       const int64_t rows = std::min<int64_t>(out, 256);
-      const quant::QTensor block = quant::quantize(Tensor::rand_normal({rows, in}, 0.0, 0.02), *weights).to_device(device);
+      auto [at, fresh] = blocks.try_emplace({rows, in});
+      if (fresh) at->second = quant::quantize(Tensor::rand_normal({rows, in}, 0.0, 0.02), *weights).to_device(device);
+      const quant::QTensor& block = at->second;
       std::vector<int64_t> rows_of(static_cast<size_t>(out));
       for (int64_t r = 0; r < out; ++r) rows_of[static_cast<size_t>(r)] = r % rows;
       const Tensor which = Tensor::from_vector(rows_of, {out}, device);
@@ -190,8 +207,16 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
     l.qkv = LinearGroup::of({linear(c.heads * c.head_dim, c.dim, bias, 0), linear(c.kv_heads * c.head_dim, c.dim, bias, 0),
                              linear(c.kv_heads * c.head_dim, c.dim, bias, 0)});
     l.o = linear(c.dim, c.heads * c.head_dim, false, 1);
-    l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
-    l.down = linear(c.dim, c.hidden, false, 1);
+    if (c.experts > 0) {
+      // The router dense (GGUF files keep it so), N(0, 1): scores far apart, experts chosen apart.
+      l.router.dense = Tensor::rand_normal({c.experts, c.dim}, 0.0, 1.0, dtype, device);
+      for (int64_t e = 0; e < c.experts; ++e)
+        l.experts.push_back({LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)}),
+                             linear(c.dim, c.hidden, false, 1)});
+    } else {
+      l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
+      l.down = linear(c.dim, c.hidden, false, 1);
+    }
     m.layers_.push_back(std::move(l));
   }
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
@@ -206,7 +231,15 @@ int64_t LlamaModel::weight_bytes() const {
   for (const Layer& l : layers_) {
     n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
     if (l.q_norm.defined()) n += (l.q_norm.numel() + l.k_norm.numel()) * dtype_size(l.q_norm.dtype());
-    n += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+    n += l.qkv.bytes() + l.o.bytes();
+    if (l.experts.empty()) {
+      n += l.gate_up.bytes() + l.down.bytes();
+    } else {
+      // The router, and the share of the experts one token reads.
+      int64_t experts = 0;
+      for (const Expert& x : l.experts) experts += x.gate_up.bytes() + x.down.bytes();
+      n += l.router.bytes() + experts / static_cast<int64_t>(l.experts.size()) * config_.experts_used;
+    }
   }
   return n;
 }
@@ -355,8 +388,13 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
     const Tensor a = attend(i, q, k, v);
     nn::AddRmsNorm added = nn::add_rms_norm(
         x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
-    const std::vector<Tensor> gate_up = l.gate_up(added.normed);
-    Tensor y = reduce(l.down(nn::silu_mul(gate_up[0], gate_up[1])));
+    Tensor y;
+    if (l.experts.empty()) {
+      const std::vector<Tensor> gate_up = l.gate_up(added.normed);
+      y = reduce(l.down(nn::silu_mul(gate_up[0], gate_up[1])));
+    } else {
+      y = reduce(mixture(l, added.normed));
+    }
     x = std::move(added.sum);
     const bool last = i + 1 == layers_.size();
     if (last && last_only) {

@@ -17,12 +17,19 @@ namespace {
 // A key as GgufValue's accessors name it in their errors: with the file.
 std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
 
+// The architectures LlamaConfig describes, as GGUF's general.architecture names them.
+constexpr std::string_view kArchitectures = "\"llama\", \"qwen2\", \"qwen3\", \"qwen3moe\" and \"phi3\"";
+bool known_architecture(std::string_view a) {
+  return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "phi3";
+}
+
 // Sizes read from a file are at most 2^40 each; a model has at most kMaxLayers layers (real ones
 // have a few hundred) and heads of at most kMaxHeadDim (real ones: 64 to 256), so that a hostile
 // count is refused before a loop of that length starts.
 constexpr int64_t kMaxSize = int64_t{1} << 40;
 constexpr int64_t kMaxLayers = int64_t{1} << 16;
 constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+constexpr int64_t kMaxExperts = int64_t{1} << 16;
 
 int64_t positive(const io::GgufFile& f, const std::string& key, std::optional<int64_t> fallback = std::nullopt) {
   const io::GgufValue* v = f.find(key);
@@ -63,12 +70,22 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   const io::GgufValue* arch = f.find("general.architecture");
   if (arch == nullptr) fail(f, "general.architecture", "missing");
   c.architecture = arch->as_string(in_file(f, "general.architecture"));
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" && c.architecture != "phi3")
-    throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture,
-                                            "\" (wick runs \"llama\", \"qwen2\", \"qwen3\" and \"phi3\")"));
+  if (!known_architecture(c.architecture))
+    throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": architecture \"", c.architecture, "\" (wick runs ",
+                                            kArchitectures, ")"));
   const std::string a = c.architecture + ".";
   c.dim = positive(f, a + "embedding_length");
-  c.hidden = positive(f, a + "feed_forward_length");
+  // A mixture of experts: Mixtral's files are "llama" ones with experts, Qwen3-MoE's name each
+  // expert's width apart from the (unused) dense MLP's.
+  if (f.find(a + "expert_count") != nullptr) {
+    c.experts = positive(f, a + "expert_count");
+    c.experts_used = positive(f, a + "expert_used_count");
+    if (const io::GgufValue* v = f.find(a + "expert_weights_norm"))
+      c.norm_topk = v->as_bool(in_file(f, a + "expert_weights_norm"));
+  }
+  c.hidden = c.experts > 0 && f.find(a + "expert_feed_forward_length") != nullptr
+                 ? positive(f, a + "expert_feed_forward_length")
+                 : positive(f, a + "feed_forward_length");
   c.layers = positive(f, a + "block_count");
   c.heads = positive(f, a + "attention.head_count");
   c.kv_heads = positive(f, a + "attention.head_count_kv", c.heads);
@@ -91,7 +108,8 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   }
   c.interleaved_rope = c.architecture == "llama";
   c.qkv_bias = c.architecture == "qwen2";
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
+  if (c.architecture == "qwen3moe" && c.experts == 0) fail(f, a + "expert_count", "missing");
   int64_t tokens = 0;
   if (const io::GgufValue* t = f.find("tokenizer.ggml.tokens"))
     tokens = static_cast<int64_t>(t->as_array(in_file(f, "tokenizer.ggml.tokens")).items.size());
@@ -155,18 +173,42 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   const nlohmann::json* type = f.find(j, "model_type");
   if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
   const std::string model_type = type->get<std::string>();
-  if (model_type != "llama" && model_type != "mistral" && model_type != "qwen2" && model_type != "qwen3" &&
-      model_type != "phi3")
-    throw NotSupportedError(
-        detail::str_cat("llama: ", path, ": model_type \"", model_type,
-                        "\" (wick runs \"llama\", \"mistral\", \"qwen2\", \"qwen3\" and \"phi3\")"));
-  const bool qwen = model_type == "qwen2" || model_type == "qwen3";
-  c.architecture = qwen || model_type == "phi3" ? model_type : "llama";
+  if (model_type != "llama" && model_type != "mistral" && model_type != "mixtral" && model_type != "qwen2" &&
+      model_type != "qwen3" && model_type != "qwen3_moe" && model_type != "phi3")
+    throw NotSupportedError(detail::str_cat(
+        "llama: ", path, ": model_type \"", model_type,
+        "\" (wick runs \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\" and \"phi3\")"));
+  const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
+  // GGUF's names: Mixtral's files are "llama" ones with experts, Qwen3-MoE's "qwen3moe".
+  c.architecture = model_type == "qwen3_moe"                                                ? "qwen3moe"
+                   : model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3" ? model_type
+                                                                                            : "llama";
   c.qkv_bias = model_type == "qwen2";
-  c.qk_norm = model_type == "qwen3";
+  c.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
   c.vocab = f.positive("vocab_size");
   c.dim = f.positive("hidden_size");
-  c.hidden = f.positive("intermediate_size");
+  if (model_type == "mixtral" || model_type == "qwen3_moe") {
+    // transformers 5 names Qwen3-MoE's count num_local_experts as Mixtral's; released files num_experts.
+    c.experts = f.positive(f.find(j, "num_local_experts") != nullptr || model_type == "mixtral" ? "num_local_experts"
+                                                                                                : "num_experts");
+    c.experts_used = f.positive("num_experts_per_tok");
+    // Mixtral's weights are the softmax over the chosen experts' scores: renormalized.
+    c.norm_topk = model_type == "mixtral" || f.flag("norm_topk_prob", false);
+    c.hidden = f.positive(model_type == "qwen3_moe" ? "moe_intermediate_size" : "intermediate_size");
+    if (model_type == "qwen3_moe") {
+      // Every layer a mixture is what wick runs: a dense MLP on some layers is refused.
+      if (const nlohmann::json* only = f.find(j, "mlp_only_layers");
+          only != nullptr && (!only->is_array() || !only->empty()))
+        throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_only_layers ", only->dump().substr(0, 80),
+                                                " (dense MLPs on some layers; wick runs experts on every layer)"));
+      if (f.positive("decoder_sparse_step", 1) != 1)
+        throw NotSupportedError(detail::str_cat("llama: ", path, ": decoder_sparse_step ",
+                                                f.positive("decoder_sparse_step"),
+                                                " (experts on every layer is what wick runs)"));
+    }
+  } else {
+    c.hidden = f.positive("intermediate_size");
+  }
   c.layers = f.positive("num_hidden_layers");
   c.heads = f.positive("num_attention_heads");
   c.kv_heads = f.positive("num_key_value_heads", c.heads);
@@ -185,7 +227,8 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   // Mistral and Phi-3 slide always where they name a window; Qwen2 and Qwen3 only with
   // use_sliding_window, and then (as transformers builds their layer_types) only the layers from
   // max_window_layers on: all of them or none is what wick runs, a window on some layers is refused.
-  if (model_type == "mistral" || model_type == "phi3" || (qwen && f.flag("use_sliding_window", false)))
+  if (model_type == "mistral" || model_type == "mixtral" || model_type == "phi3" ||
+      (qwen && f.flag("use_sliding_window", false)))
     if (f.find(j, "sliding_window") != nullptr) c.window = f.positive("sliding_window");
   if (qwen && c.window > 0) {
     int64_t sliding = 0;
@@ -272,9 +315,21 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
     c.qk_norm = true;
     c.vocab = 151936, c.dim = 4096, c.hidden = 12288, c.layers = 36, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
     c.context = 40960, c.rope_theta = 1000000, c.rms_eps = 1e-6;
+  } else if (name == "mixtral-8x7b") {
+    c.vocab = 32000, c.dim = 4096, c.hidden = 14336, c.layers = 32, c.heads = 32, c.kv_heads = 8, c.head_dim = 128;
+    c.context = 32768, c.rope_theta = 1000000;
+    c.experts = 8, c.experts_used = 2;
+  } else if (name == "qwen3-30b-a3b") {
+    c.architecture = "qwen3moe";
+    c.interleaved_rope = false;
+    c.qk_norm = true;
+    c.vocab = 151936, c.dim = 2048, c.hidden = 768, c.layers = 48, c.heads = 32, c.kv_heads = 4, c.head_dim = 128;
+    c.context = 40960, c.rope_theta = 1000000, c.rms_eps = 1e-6;
+    c.experts = 128, c.experts_used = 8;
   } else {
     throw Error(detail::str_cat("llama: no preset \"", name,
-                                "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b, qwen3-8b)"));
+                                "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b, qwen3-8b, mixtral-8x7b, ",
+                                "qwen3-30b-a3b)"));
   }
   return c;
 }
@@ -283,9 +338,9 @@ void LlamaConfig::check(std::string_view source) const {
   auto bad = [&](std::string_view field, std::string_view what) {
     throw io::FormatError(detail::str_cat("llama: ", source, ": ", field, ": ", what));
   };
-  if (architecture != "llama" && architecture != "qwen2" && architecture != "qwen3" && architecture != "phi3")
-    throw NotSupportedError(detail::str_cat("llama: ", source, ": architecture \"", architecture,
-                                            "\" (wick runs \"llama\", \"qwen2\", \"qwen3\" and \"phi3\")"));
+  if (!known_architecture(architecture))
+    throw NotSupportedError(
+        detail::str_cat("llama: ", source, ": architecture \"", architecture, "\" (wick runs ", kArchitectures, ")"));
   const std::pair<const char*, int64_t> sizes[] = {{"vocab", vocab},       {"dim", dim},        {"hidden", hidden},
                                                    {"layers", layers},     {"heads", heads},    {"kv_heads", kv_heads},
                                                    {"head_dim", head_dim}, {"context", context}};
@@ -300,6 +355,12 @@ void LlamaConfig::check(std::string_view source) const {
   if (head_dim % 2 != 0) bad("head_dim", detail::str_cat("head size ", head_dim, " is odd"));
   if (heads % kv_heads != 0) bad("kv_heads", detail::str_cat(kv_heads, " does not divide the ", heads, " heads"));
   if (window < 0) bad("window", detail::str_cat(window, " is negative"));
+  if (experts < 0 || experts > kMaxExperts)
+    bad("experts", detail::str_cat(experts, " experts (0: none, at most ", kMaxExperts, ")"));
+  if (experts > 0 && (experts_used < 1 || experts_used > experts))
+    bad("experts_used", detail::str_cat(experts_used, " experts per token of ", experts, " (from 1 to ", experts, ")"));
+  if (experts == 0 && experts_used != 0)
+    bad("experts_used", detail::str_cat(experts_used, " experts per token of a model without experts"));
   auto positive = [&](const char* field, double x) {
     if (!std::isfinite(x) || x <= 0) bad(field, detail::str_cat(x, " is not finite and positive"));
   };
@@ -326,7 +387,11 @@ void LlamaConfig::check(std::string_view source) const {
 int64_t LlamaConfig::parameters() const {
   const int64_t attention = saturated_add(saturated_mul(saturated_mul(dim, heads), saturated_mul(head_dim, 2)),
                                           saturated_mul(saturated_mul(dim, kv_heads), saturated_mul(head_dim, 2)));
-  const int64_t layer = saturated_add(saturated_add(attention, saturated_mul(saturated_mul(dim, hidden), 3)),
+  // A mixture: each expert's MLP and the router's row for it.
+  const int64_t mlp = experts > 0
+                          ? saturated_mul(experts, saturated_add(saturated_mul(saturated_mul(dim, hidden), 3), dim))
+                          : saturated_mul(saturated_mul(dim, hidden), 3);
+  const int64_t layer = saturated_add(saturated_add(attention, mlp),
                                       saturated_add(saturated_mul(dim, 2), qk_norm ? saturated_mul(head_dim, 2) : 0));
   return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
 }

@@ -98,6 +98,38 @@ class LlamaModel::Weights {
     }
     return group(std::move(parts));
   }
+  // Expert e of the `experts` whose weights the tensor `role` stacks, (experts, out, in) (a GGUF
+  // file's blk.N.ffn_gate_exps, ffn_up_exps, ffn_down_exps), read in place on the host: a view of
+  // its rows. A checkpoint holds each expert's as a tensor of its own.
+  virtual Linear expert(const std::string& role, int64_t e, int64_t experts, int64_t out, int64_t in) const {
+    const std::string name = role + ".weight";
+    expect(name, Shape({experts, out, in}));
+    Linear l;
+    if (quantized(name)) {
+      const quant::QTensor all = blocks(name, Device::cpu());
+      l.quantized = quant::QTensor(all.qtype(), out, in, all.bytes().narrow(0, e * out, out));
+    } else {
+      l.dense = floats(name, dense(name, Device::cpu())).narrow(0, e, 1).reshape({out, in});
+    }
+    return l;
+  }
+  // Expert e's MLP of layer prefix `p` ("blk.N."): gate and up (stacked where they can be) cut by
+  // `rows`, down by `cols`, on `device` in `dtype` (dense weights), copied out of the file's mapping.
+  Expert expert_mlp(const std::string& p, int64_t e, int64_t experts, int64_t hidden, int64_t dim, Device device,
+                    DType dtype, Part rows, Part cols) const {
+    auto place = [&](Linear l, Part part) {
+      if (part.dim >= 0) l = l.slice(part.dim, part.rank, part.size);
+      if (l.quantized.defined()) l.quantized = l.quantized.to_device(device);
+      if (l.dense.defined()) l.dense = l.dense.to_device(device);
+      return l;
+    };
+    Expert x;
+    x.gate_up =
+        group({finish(place(expert(p + "ffn_gate_exps", e, experts, hidden, dim), rows), device, dtype, {}, true),
+               finish(place(expert(p + "ffn_up_exps", e, experts, hidden, dim), rows), device, dtype, {}, true)});
+    x.down = finish(place(expert(p + "ffn_down_exps", e, experts, dim, hidden), cols), device, dtype, {}, false);
+    return x;
+  }
   // l (read on the host where `part` cuts it) as the model keeps it: its part on `device`, dense
   // weights in `dtype`, copied out of the file's mapping unless `in_place`.
   Linear finish(Linear l, Device device, DType dtype, Part part, bool in_place) const {
@@ -155,17 +187,45 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
   bool quantized(const std::string&) const override { return false; }
   Tensor dense(const std::string& name, Device device) const override { return c_.tensor(translate(name), device); }
   quant::QTensor blocks(const std::string& name, Device) const override { fail(name, "no block formats in safetensors"); }
+  // Each expert's weight is a tensor of its own: Qwen3-MoE's mlp.experts.E.gate_proj, up_proj and
+  // down_proj, Mixtral's block_sparse_moe.experts.E.w1, w3 and w2.
+  Linear expert(const std::string& role, int64_t e, int64_t, int64_t out, int64_t in) const override {
+    const size_t end = role.find('.', 4);
+    const std::string layer = role.substr(4, end - 4), what = role.substr(end + 1);
+    const std::string_view qwen = what == "ffn_gate_exps" ? "gate_proj"
+                                  : what == "ffn_up_exps" ? "up_proj"
+                                                          : "down_proj";
+    const std::string_view mixtral = what == "ffn_gate_exps" ? "w1" : what == "ffn_up_exps" ? "w3" : "w2";
+    std::string name = detail::str_cat("model.layers.", layer, ".mlp.experts.", e, ".", qwen, ".weight");
+    if (c_.find_tensor(name) == nullptr)
+      name = detail::str_cat("model.layers.", layer, ".block_sparse_moe.experts.", e, ".", mixtral, ".weight");
+    const io::SafetensorsTensor* t = c_.find_tensor(name);
+    if (t == nullptr) fail(name, detail::str_cat("missing (expert ", e, " of ", role, ")"));
+    if (t->shape != Shape({out, in})) fail(name, detail::str_cat("shape ", t->shape, ", not ", Shape({out, in})));
+    Linear l;
+    l.dense = floats(name, c_.tensor(name, Device::cpu()));
+    return l;
+  }
 
  private:
-  static std::string translate(const std::string& name) {
-    static const std::pair<std::string_view, std::string_view> kLayer[] = {
-        {"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
-        {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
-        {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
-        {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
-        {"ffn_gate", "mlp.gate_proj"},       {"ffn_up", "mlp.up_proj"},
-        {"ffn_down", "mlp.down_proj"},       {"attn_qkv", "self_attn.qkv_proj"},
-        {"ffn_gate_up", "mlp.gate_up_proj"}};
+  // The checkpoint's name of one of llama.cpp's: the first of transformers' that the checkpoint
+  // holds (Qwen3-MoE's router is mlp.gate, Mixtral's block_sparse_moe.gate), else the first.
+  std::string translate(const std::string& name) const {
+    static const std::pair<std::string_view, std::string_view> kLayer[] = {{"attn_norm", "input_layernorm"},
+                                                                           {"attn_q", "self_attn.q_proj"},
+                                                                           {"attn_k", "self_attn.k_proj"},
+                                                                           {"attn_v", "self_attn.v_proj"},
+                                                                           {"attn_output", "self_attn.o_proj"},
+                                                                           {"attn_q_norm", "self_attn.q_norm"},
+                                                                           {"attn_k_norm", "self_attn.k_norm"},
+                                                                           {"ffn_norm", "post_attention_layernorm"},
+                                                                           {"ffn_gate", "mlp.gate_proj"},
+                                                                           {"ffn_up", "mlp.up_proj"},
+                                                                           {"ffn_down", "mlp.down_proj"},
+                                                                           {"attn_qkv", "self_attn.qkv_proj"},
+                                                                           {"ffn_gate_up", "mlp.gate_up_proj"},
+                                                                           {"ffn_gate_inp", "mlp.gate"},
+                                                                           {"ffn_gate_inp", "block_sparse_moe.gate"}};
     static const std::pair<std::string_view, std::string_view> kTop[] = {
         {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
     const size_t dot = name.rfind('.');
@@ -173,8 +233,14 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
     if (role.starts_with("blk.")) {
       const size_t end = role.find('.', 4);
       const std::string_view layer = role.substr(4, end - 4), what = role.substr(end + 1);
-      for (const auto& [ours, theirs] : kLayer)
-        if (what == ours) return detail::str_cat("model.layers.", layer, ".", theirs, suffix);
+      std::string first;
+      for (const auto& [ours, theirs] : kLayer) {
+        if (what != ours) continue;
+        std::string candidate = detail::str_cat("model.layers.", layer, ".", theirs, suffix);
+        if (c_.find_tensor(candidate) != nullptr) return candidate;
+        if (first.empty()) first = std::move(candidate);
+      }
+      if (!first.empty()) return first;
     }
     for (const auto& [ours, theirs] : kTop)
       if (role == ours) return detail::str_cat(theirs, suffix);

@@ -318,8 +318,8 @@ Tensor GgufFile::tensor(const GgufTensor& entry, Device device) const {
 quant::QTensor GgufFile::qtensor(const GgufTensor& entry, Device device) const {
   const GgufTensor& t = own(entry);
   if (!t.qtype) throw DTypeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": a ", *t.dtype, " tensor (read it with tensor)"));
-  if (t.shape.rank() > 2) throw ShapeError(detail::str_cat("gguf: ", name_, ": ", t.name, ": shape ", t.shape, " is not 2-D"));
-  const int64_t cols = t.shape.back(), rows = t.shape.rank() == 2 ? t.shape[0] : 1;
+  // A tensor of more dims (a model's experts stacked) is its rows one after another.
+  const int64_t cols = t.shape.back(), rows = cols == 0 ? 0 : t.shape.numel() / cols;
   return quant::QTensor(*t.qtype, rows, cols, impl::tensor_over(bytes_, data(t).data(), DType::U8, Shape({t.nbytes}), device));
 }
 
@@ -352,9 +352,17 @@ void GgufWriter::add(std::string name, const Tensor& t) {
 }
 
 void GgufWriter::add(std::string name, const quant::QTensor& t) {
+  add(std::move(name), t, Shape({t.rows(), t.cols()}));
+}
+
+void GgufWriter::add(std::string name, const quant::QTensor& t, const Shape& shape) {
   for (const Entry& e : tensors_)
     if (e.name == name) throw ShapeError(detail::str_cat("gguf: tensor ", name, " added twice"));
-  Entry e{std::move(name), {t.cols(), t.rows()}, static_cast<uint32_t>(quant::ggml_type(t.qtype())), {}};
+  if (shape.rank() < 2 || shape.rank() > kMaxDims || shape.back() != t.cols() || shape.numel() != t.rows() * t.cols())
+    throw ShapeError(detail::str_cat("gguf: tensor ", name, ": shape ", shape, " for blocks of ", t.rows(), " rows of ",
+                                     t.cols(), " (rank 2 to 4, the last dim the columns)"));
+  const std::vector<int64_t> dims = shape.to_vector();
+  Entry e{std::move(name), {dims.rbegin(), dims.rend()}, static_cast<uint32_t>(quant::ggml_type(t.qtype())), {}};
   e.data = t.plain().bytes().reshape({t.nbytes()}).to_vector<uint8_t>();
   tensors_.push_back(std::move(e));
 }

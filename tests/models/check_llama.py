@@ -5,7 +5,9 @@ A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from 
 see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
 Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file; a Qwen3 model of the same shape (its q and k
 normed per head) in F32, and its Q4_K_M copy; a Phi-3 model of that shape (q, k and v as one weight,
-gate and up as one) in F32. On each, `llama-perplexity` and
+gate and up as one) in F32; mixtures of experts of that shape: Qwen3-MoE's (4 experts of their
+own width, 2 per token) in F32 and its Q4_K_M copy, and Mixtral's (a "llama" file with 4 experts)
+in F32. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
 the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
 and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
@@ -46,14 +48,19 @@ SHAPE = dict(context=256, dim=128, layers=2, hidden=256, heads=4, kv_heads=2)
 CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
-             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4}
+             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4, "qwen3moe": 2e-4, "qwen3moe-q4_k_m": 1e-2,
+             "mixtral": 2e-4}
+# The mixtures: experts, experts per token, and each expert's width (Qwen3-MoE names its own).
+EXPERTS, EXPERTS_USED, EXPERT_HIDDEN = 4, 2, 128
 
 
-def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False):
+def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=0, expert_hidden=0):
     """The tensors of a Llama model of `shape` under llama.cpp's names, in file order: (name, rows,
-    cols, scale) for a matrix (scale: the deviation of check_llama's random weights), (name, None,
-    size, None) for a norm's weight; with qk_norm, Qwen3's norms of each head of q and k too; with
-    fused, Phi-3's q, k and v as one weight (attn_qkv) and gate and up as one (ffn_up)."""
+    cols, scale) for a matrix (scale: the deviation of check_llama's random weights; rows a pair
+    (experts, rows) for experts stacked), (name, None, size, None) for a norm's weight; with
+    qk_norm, Qwen3's norms of each head of q and k too; with fused, Phi-3's q, k and v as one weight
+    (attn_qkv) and gate and up as one (ffn_up); with experts, a router (ffn_gate_inp) and that many
+    experts of width expert_hidden in place of the MLP."""
     dim, hidden, heads, kv = shape["dim"], shape["hidden"], shape["heads"], shape["kv_heads"]
     hd = dim // heads
     yield "token_embd.weight", vocab, dim, 1.0
@@ -71,6 +78,12 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False):
             yield p + "attn_k_norm.weight", None, hd, None
         yield p + "attn_output.weight", dim, heads * hd, 0.1
         yield p + "ffn_norm.weight", None, dim, None
+        if experts:
+            yield p + "ffn_gate_inp.weight", experts, dim, 0.3
+            yield p + "ffn_gate_exps.weight", (experts, expert_hidden), dim, 0.1
+            yield p + "ffn_up_exps.weight", (experts, expert_hidden), dim, 0.1
+            yield p + "ffn_down_exps.weight", (experts, dim), expert_hidden, 0.1
+            continue
         if fused:
             yield p + "ffn_up.weight", 2 * hidden, dim, 0.1
         else:
@@ -84,18 +97,31 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False):
 
 def tiny_llama(src, out, f16, arch="llama"):
     """A model of SHAPE with random weights: Llama's, or with arch "qwen3" Qwen3's (q and k normed
-    per head, rotated over halves of each head), or with "phi3" Phi-3's (fused weights, rotated
-    over halves)."""
+    per head, rotated over halves of each head), "phi3" Phi-3's (fused weights, rotated over
+    halves), "qwen3moe" Qwen3-MoE's (Qwen3's with experts of their own width) or "mixtral" Mixtral's
+    (a "llama" file with experts of the MLP's width)."""
     # llama.cpp looks up Phi-3's own control tokens by their text when it loads the vocabulary.
     extra = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>") if arch == "phi3" else ()
-    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, arch, extra)
+    moe = arch in ("qwen3moe", "mixtral")
+    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, "llama" if arch == "mixtral" else arch, extra)
+    expert_hidden = EXPERT_HIDDEN if arch == "qwen3moe" else SHAPE["hidden"]
+    if moe:
+        w.add_expert_count(EXPERTS)
+        w.add_expert_used_count(EXPERTS_USED)
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(expert_hidden)
     rng = np.random.default_rng(1)
     dtype = np.float16 if f16 else np.float32
-    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch == "qwen3", fused=arch == "phi3"):
+    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch in ("qwen3", "qwen3moe"),
+                                                 fused=arch == "phi3", experts=EXPERTS if moe else 0,
+                                                 expert_hidden=expert_hidden):
         if rows is None:
             w.add_tensor(name, (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32))
         else:
-            w.add_tensor(name, (rng.standard_normal((rows, cols)) * scale).astype(dtype))
+            rows = rows if isinstance(rows, tuple) else (rows,)
+            # The router stays f32, as llama.cpp's converter and llama-quantize keep it.
+            kind = np.float32 if name.endswith("ffn_gate_inp.weight") else dtype
+            w.add_tensor(name, (rng.standard_normal((*rows, cols)) * scale).astype(kind))
     write_gguf(w)
 
 
@@ -130,6 +156,13 @@ def main():
     # Phi-3: the same shape with q, k and v as one weight, and gate and up as one.
     files["phi3"] = os.path.join(out, "tiny-phi3-f32.gguf")
     tiny_llama(vocab, files["phi3"], False, "phi3")
+    # Mixtures of experts: Qwen3-MoE's (and its Q4_K_M copy) and Mixtral's.
+    for arch in ("qwen3moe", "mixtral"):
+        files[arch] = os.path.join(out, f"tiny-{arch}-f32.gguf")
+        tiny_llama(vocab, files[arch], False, arch)
+    files["qwen3moe-q4_k_m"] = os.path.join(out, "tiny-qwen3moe-q4_k_m.gguf")
+    subprocess.run(["llama-quantize", files["qwen3moe"], files["qwen3moe-q4_k_m"], "Q4_K_M"], capture_output=True,
+                   check=True)
     failed = 0
     shown = False
     scores = {}
@@ -175,9 +208,10 @@ def main():
         rel = abs(got - want) / want
         ok = rel <= TOLERANCE[kind]
         failed += not ok
-        print(f"{kind:12s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
+        print(f"{kind:15s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files (llama, qwen3, phi3), {len(files) - failed} agree, {failed} differ")
+    print(f"llama check: {len(files)} files (llama, qwen3, phi3, qwen3moe, mixtral), {len(files) - failed} agree, "
+          f"{failed} differ")
     return 1 if failed else 0
 
 

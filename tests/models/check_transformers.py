@@ -3,8 +3,10 @@
 
 For LlamaForCausalLM (plain, and with Llama 3.1's "llama3" rope scaling), MistralForCausalLM (a
 sliding window shorter than the sequence), Qwen2ForCausalLM (q/k/v biases, tied embeddings),
-Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads) and
+Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads),
 Phi3ForCausalLM (q, k and v as one weight, gate and up as one, a sliding window of 16),
+Qwen3MoeForCausalLM (8 experts of their own width, 2 per token, their weights renormalized, and
+again without: norm_topk_prob false) and MixtralForCausalLM (4 experts, 2 per token),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
 by save_pretrained as safetensors, and a random prompt of 24 tokens:
   - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
@@ -21,8 +23,9 @@ import sys
 
 import torch
 from safetensors.numpy import load_file, save_file
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Phi3Config,
-                          Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
+                          MixtralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 PROMPT, GREEDY, TOLERANCE = 24, 64, 2e-4
 BASE = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
@@ -41,6 +44,14 @@ CASES = [
      dict(head_dim=64, tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
     ("phi3", Phi3Config, Phi3ForCausalLM,
      dict(sliding_window=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    ("qwen3_moe", Qwen3MoeConfig, Qwen3MoeForCausalLM,
+     dict(head_dim=64, moe_intermediate_size=128, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+          rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    ("qwen3_moe-softmax", Qwen3MoeConfig, Qwen3MoeForCausalLM,
+     dict(moe_intermediate_size=128, num_experts=8, num_experts_per_tok=3, norm_topk_prob=False,
+          rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    ("mixtral", MixtralConfig, MixtralForCausalLM,
+     dict(num_local_experts=4, num_experts_per_tok=2, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
 ]
 
 
@@ -83,7 +94,7 @@ def main():
             ok = diff <= TOLERANCE and same == GREEDY
             runs += 1
             failed += not ok
-            print(f"{name:9s} {device:7s} logits max difference {diff:.2e} of the largest (tolerance {TOLERANCE:.0e}); "
+            print(f"{name:17s} {device:7s} logits max difference {diff:.2e} of the largest (tolerance {TOLERANCE:.0e}); "
                   f"greedy: {same}/{GREEDY} ids equal  {'ok' if ok else 'DIFFER'}")
             if same != GREEDY:
                 print(f"  transformers {want_ids.tolist()}\n  wick         {got_ids.tolist()}")

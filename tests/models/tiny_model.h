@@ -16,6 +16,9 @@ struct Tiny {
   std::string arch = "llama";
   int64_t vocab = 64, dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, context = 128;
   bool tied = false;
+  // A mixture of experts in place of each MLP ("llama": Mixtral's layout; "qwen3moe": Qwen3-MoE's,
+  // which names the experts' width apart, and whose dense width is then written as 3 * hidden).
+  int64_t experts = 0, experts_used = 0;
   std::optional<quant::QType> qtype;  // the linear layers' format; dense otherwise, in `dense`
   DType dense = DType::F32;
   std::string drop;                   // a tensor left out
@@ -27,7 +30,14 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
   const std::string a = m.arch + ".";
   w.set("general.architecture", io::GgufValue::string(m.arch));
   w.set(a + "embedding_length", io::GgufValue::u32(static_cast<uint32_t>(m.dim)));
-  w.set(a + "feed_forward_length", io::GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  w.set(a + "feed_forward_length",
+        io::GgufValue::u32(static_cast<uint32_t>(m.arch == "qwen3moe" ? 3 * m.hidden : m.hidden)));
+  if (m.experts > 0) {
+    w.set(a + "expert_count", io::GgufValue::u32(static_cast<uint32_t>(m.experts)));
+    w.set(a + "expert_used_count", io::GgufValue::u32(static_cast<uint32_t>(m.experts_used)));
+    if (m.arch == "qwen3moe")
+      w.set(a + "expert_feed_forward_length", io::GgufValue::u32(static_cast<uint32_t>(m.hidden)));
+  }
   w.set(a + "block_count", io::GgufValue::u32(static_cast<uint32_t>(m.layers)));
   w.set(a + "attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(m.heads)));
   w.set(a + "attention.head_count_kv", io::GgufValue::u32(static_cast<uint32_t>(m.kv_heads)));
@@ -45,7 +55,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
     if (name == m.ints)
       w.add(name, (t * 100.f).to_dtype(DType::I32));
     else if (linear && m.qtype)
-      w.add(name, quant::quantize(t, *m.qtype));
+      w.add(name, quant::quantize(t.reshape({shape.numel() / shape.back(), shape.back()}), *m.qtype), shape);
     else
       w.add(name, linear ? t.to_dtype(m.dense) : t);
   };
@@ -71,7 +81,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
       add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
     }
-    if (m.arch == "qwen3") {  // each head of q and k RMS-normed before rope
+    if (m.arch == "qwen3" || m.arch == "qwen3moe") {  // each head of q and k RMS-normed before rope
       for (const char* x : {"q", "k"}) {
         std::vector<float> v(static_cast<size_t>(hd));
         for (size_t j = 0; j < v.size(); ++j) v[j] = 0.8f + 0.05f * static_cast<float>((j + (*x == 'k' ? 3 : 0)) % 7);
@@ -80,6 +90,13 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
     }
     add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
     norm(p + "ffn_norm.weight");
+    if (m.experts > 0) {  // the router (dense, as llama.cpp keeps it), then the experts stacked
+      add(p + "ffn_gate_inp.weight", {m.experts, m.dim}, 0.3f, false);
+      add(p + "ffn_gate_exps.weight", {m.experts, m.hidden, m.dim}, 0.15f, true);
+      add(p + "ffn_up_exps.weight", {m.experts, m.hidden, m.dim}, 0.15f, true);
+      add(p + "ffn_down_exps.weight", {m.experts, m.dim, m.hidden}, 0.12f, true);
+      continue;
+    }
     if (m.arch == "phi3") {  // gate and up as one weight, gate's rows first
       add(p + "ffn_up.weight", {2 * m.hidden, m.dim}, 0.15f, true);
     } else {

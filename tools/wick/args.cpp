@@ -74,7 +74,8 @@ commands:
                           beside what the loaded model and a cache of each test's length hold
       --model PATH        a GGUF file or checkpoint directory (default: wick's tiny model), or --shape NAME:
                           random weights of a released model's shape (llama3-8b, llama3-70b, llama3-1b,
-                          llama2-7b, qwen2-7b, qwen3-8b), --qtype Q: in a block format
+                          llama2-7b, qwen2-7b, qwen3-8b, and the mixtures of experts mixtral-8x7b,
+                          qwen3-30b-a3b), --qtype Q: in a block format
       --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:
                           size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3; --prompt 0 or

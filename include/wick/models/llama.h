@@ -22,10 +22,11 @@
 namespace wick::models {
 
 struct LlamaConfig {
-  std::string architecture;  // GGUF's general.architecture: "llama" (Llama, Mistral), "qwen2", "qwen3" or "phi3"
+  // GGUF's general.architecture: "llama" (Llama, Mistral, Mixtral), "qwen2", "qwen3", "qwen3moe" or "phi3"
+  std::string architecture;
   int64_t vocab = 0;
   int64_t dim = 0;     // the residual stream's width
-  int64_t hidden = 0;  // the MLP's width
+  int64_t hidden = 0;  // the MLP's width (each expert's, in a mixture of experts)
   int64_t layers = 0;
   int64_t heads = 0;
   int64_t kv_heads = 0;
@@ -49,19 +50,29 @@ struct LlamaConfig {
   bool tied_embeddings = false;  // the head is the embedding (checkpoints say so in config.json)
   bool qkv_bias = false;         // q, k and v have biases (Qwen2)
   bool qk_norm = false;          // each head of q and of k RMS-normed (weights of head_dim) before rope (Qwen3)
+  // A mixture of experts in place of each layer's MLP where experts > 0 (Mixtral, Qwen3-MoE): a
+  // router (experts, dim) scores each token, the `experts_used` largest of the scores' softmax pick
+  // the experts whose SwiGLU MLPs (of width `hidden` each) run on it, and their outputs are summed,
+  // each weighted by its probability (renormalized over the chosen ones to sum 1 where norm_topk).
+  int64_t experts = 0;
+  int64_t experts_used = 0;
+  bool norm_topk = true;
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
   static LlamaConfig from_gguf(const io::GgufFile& file);
-  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral", "qwen2", "qwen3" or "phi3"; the
+  // From a Hugging Face checkpoint's config.json (model_type "llama", "mistral", "mixtral", "qwen2", "qwen3",
+  // "qwen3_moe" or "phi3"; the
   // rope settings as rope_theta and rope_scaling, or transformers 5's rope_parameters); a
   // FormatError naming the file and the key for a missing or inconsistent value.
   static LlamaConfig from_json(const std::string& path);
   // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-70b",
-  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b", "qwen3-8b"; an Error listing them for another name.
+  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b", "qwen3-8b", and mixtures of experts "mixtral-8x7b"
+  // and "qwen3-30b-a3b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
   // A FormatError "llama: <source>: <field>: ..." unless every size is from 1 to 2^40 (at most
-  // 2^16 layers), the head size is even, the KV heads divide the heads, rms_eps, rope_theta and
+  // 2^16 layers), the head size is even, the KV heads divide the heads, experts_used is from 1 to
+  // experts (at most 2^16) where there are experts, rms_eps, rope_theta and
   // the rope scaling are finite and positive (every rotation rate too), and the weights number at
   // most 2^62; NotSupportedError for another architecture. from_gguf and from_json end with it, and
   // LlamaModel::random calls it.
@@ -138,7 +149,8 @@ class LlamaModel : public Model {
 
   // A model of `config` with random weights on `device`, for benchmarks: dense ones drawn from
   // N(0, 0.02^2) in `dtype`, or, with `weights`, blocks of that format (quantized from a random
-  // block of 256 rows, repeated) for every linear layer but the embedding.
+  // block of 256 rows, one per width, repeated) for every linear layer but the embedding; a
+  // mixture's router dense, N(0, 1).
   // With `comm`: this rank's part of the same model (every rank makes the whole weights from the
   // seed and keeps its part).
   static LlamaModel random(const LlamaConfig& config, Device device = Device::cpu(), DType dtype = DType::F32,
@@ -173,9 +185,11 @@ class LlamaModel : public Model {
   PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const override;
   int64_t paged_block_bytes(int64_t block_size, KvType type) const override;
   Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
-  // PagedDecodeGraph on a GPU where the model is not split; nullptr (forward_paged) otherwise.
+  // PagedDecodeGraph on a GPU where the model is not split and has no experts (whose router's choices
+  // are read on the host); nullptr (forward_paged) otherwise.
   std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const override;
-  // DecodeGraph on a GPU where the model is not split; forward() one position at a time otherwise.
+  // DecodeGraph on a GPU where the model is not split and has no experts; forward() one position at a
+  // time otherwise.
   std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
   // forward_paged reads a prompt chunk of at least this many tokens of one sequence through the
@@ -186,11 +200,19 @@ class LlamaModel : public Model {
  private:
   friend class DecodeGraph;
   friend class PagedDecodeGraph;
+  struct Expert {
+    LinearGroup gate_up;
+    Linear down;
+  };
   struct Layer {
     Tensor attn_norm, ffn_norm;
     Tensor q_norm, k_norm;  // (head_dim) where LlamaConfig::qk_norm, else undefined
     LinearGroup qkv, gate_up;
     Linear o, down;
+    // A mixture of experts (LlamaConfig::experts) in place of gate_up and down: the router
+    // (experts, dim) and each expert's MLP.
+    Linear router;
+    std::vector<Expert> experts;
   };
   // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
   class Weights;
@@ -211,6 +233,11 @@ class LlamaModel : public Model {
   // embedding's, whose rows are gathered by token (and so a head tied to it).
   void arrange_linears();
   Part part(int dim) const { return {dim, rank_, ranks_}; }
+  // Layer l's mixture of experts over x (..., dim) (blocks/moe.cpp): the router's choices are read
+  // on the host, then each chosen expert's MLP runs on its tokens, gathered, and its outputs are
+  // added into theirs, weighted; the experts no token chose are not read. This rank's partial sums
+  // where the model is split.
+  Tensor mixture(const Layer& l, const Tensor& x) const;
   // The whole of a rank's partial sums, or x where the model is not split.
   Tensor reduce(const Tensor& x) const;
   Tensor embed(const Tensor& tokens) const;

@@ -111,7 +111,8 @@ class Model {
   virtual int64_t vocab() const = 0;    // logits per position
   virtual int64_t context() const = 0;  // the positions it was trained for
   virtual int64_t parameters() const = 0;
-  // The bytes of the weights a decode step reads (this rank's, where the model is split).
+  // The bytes of the weights a decode step reads (this rank's, where the model is split; for a
+  // mixture of experts, one token's: the router and the share of the experts it chooses).
   virtual int64_t weight_bytes() const = 0;
   virtual Device device() const = 0;
   virtual DType dtype() const = 0;
