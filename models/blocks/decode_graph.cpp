@@ -15,6 +15,8 @@ std::unique_ptr<DecodeSteps> LlamaModel::decode_steps(std::vector<nn::KvCache>& 
   return Model::decode_steps(cache);
 }
 
+bool DecodeGraph::recorded() const { return recording_error_.empty() && model_.ranks_ == 1; }
+
 DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cache) : model_(model), cache_(cache) {
   const LlamaConfig& c = model.config_;
   if (static_cast<int64_t>(cache.size()) != c.layers)

@@ -2,7 +2,8 @@
 // over the experts, the largest scores' softmax picks and weights the experts that run on it, and
 // each chosen expert's SwiGLU MLP runs once over all the tokens that chose it, gathered into rows
 // of one product (so a decode step reads only the chosen experts' weights, and a prompt reads each
-// expert's once).
+// expert's once). A layer reads the router's scores on the host once and sends the routing back
+// in two copies; the rest is queued without waiting.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -62,23 +63,44 @@ std::vector<Chosen> route(const std::vector<float>& scores, int64_t n, int64_t e
 
 Tensor LlamaModel::mixture(const Layer& l, const Tensor& x) const {
   const LlamaConfig& c = config_;
-  const int64_t n = x.numel() / c.dim;
+  const int64_t n = x.numel() / c.dim, k = c.experts_used;
+  if (n == 0) return Tensor::zeros(x.shape(), dtype_, device_);
   const Tensor flat = x.reshape({n, c.dim});
   const std::vector<float> scores = l.router(flat).to_dtype(DType::F32).to_device(Device::cpu()).to_vector<float>();
-  const std::vector<Chosen> chosen = route(scores, n, c.experts, c.experts_used, c.norm_topk);
-  // Each token's sum gathers its experts' outputs in the experts' order, whatever the batch.
-  Tensor out = Tensor::zeros({n, c.dim}, dtype_, device_);
+  const std::vector<Chosen> chosen = route(scores, n, c.experts, k, c.norm_topk);
+  // The n * k (token, expert) pairs in the experts' order: each pair's token (the rows to gather),
+  // then where its output goes, slot j * n + i for token i's j-th expert (in the experts' order),
+  // and the weights by slot; one copy to the device for the indices and one for the weights.
+  const int64_t pairs = n * k;
+  std::vector<int64_t> index(static_cast<size_t>(2 * pairs));
+  std::vector<float> weights(static_cast<size_t>(pairs));
+  std::vector<int64_t> taken(static_cast<size_t>(n), 0);
+  int64_t at = 0;
+  for (const Chosen& e : chosen)
+    for (size_t j = 0; j < e.tokens.size(); ++j, ++at) {
+      const int64_t i = e.tokens[j], slot = taken[static_cast<size_t>(i)]++ * n + i;
+      index[static_cast<size_t>(at)] = i;
+      index[static_cast<size_t>(pairs + slot)] = at;
+      weights[static_cast<size_t>(slot)] = e.weights[j];
+    }
+  const Tensor indices = Tensor::from_vector(index, {2 * pairs}, device_);
+  const Tensor gathered = flat.index_select(indices.narrow(0, 0, pairs), 0);
+  std::vector<Tensor> outputs;  // each chosen expert's, over its rows of `gathered`
+  int64_t from = 0;
   for (size_t e = 0; e < chosen.size(); ++e) {
-    const Chosen& k = chosen[e];
-    if (k.tokens.empty()) continue;
-    const auto m = static_cast<int64_t>(k.tokens.size());
-    const Tensor rows = Tensor::from_vector(k.tokens, {m}, device_);
-    const Expert& expert = l.experts[e];
-    const std::vector<Tensor> gate_up = expert.gate_up(flat.index_select(rows, 0));
-    const Tensor weights = Tensor::from_vector(k.weights, {m, 1}, device_).to_dtype(dtype_);
-    const Tensor y = expert.down(nn::silu_mul(gate_up[0], gate_up[1])) * weights;
-    out.scatter_add_set(rows.reshape({m, 1}).broadcast_as(y.shape()), y, 0);
+    const auto m = static_cast<int64_t>(chosen[e].tokens.size());
+    if (m == 0) continue;
+    const std::vector<Tensor> gate_up = l.experts[e].gate_up(gathered.narrow(0, from, m));
+    outputs.push_back(l.experts[e].down(nn::silu_mul(gate_up[0], gate_up[1])));
+    from += m;
   }
+  const Tensor by_slot = (outputs.size() == 1 ? outputs[0] : cat(outputs, 0))
+                             .index_select(indices.narrow(0, pairs, pairs), 0)
+                             .reshape({k, n, c.dim}) *
+                         Tensor::from_vector(weights, {k, n, 1}, device_).to_dtype(dtype_);
+  // Each token's sum in the experts' order, one add at a time: the same bits whatever the batch.
+  Tensor out = by_slot.narrow(0, 0, 1);
+  for (int64_t j = 1; j < k; ++j) out = out + by_slot.narrow(0, j, 1);
   return out.reshape(x.shape());
 }
 

@@ -129,6 +129,7 @@ int cmd_bench_model(int argc, char** argv) {
 
   const bool use_graph = graph && devices.size() == 1 && first.is_gpu();
   std::string recording_error;  // DecodeGraph's, where recording failed
+  bool recorded = false;        // decode steps replayed from a recorded graph
   // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache
   // and activations that wick allocated) over each test, are reported.
   std::vector<double> pps(parts.size()), tgs(parts.size());
@@ -160,7 +161,7 @@ int cmd_bench_model(int argc, char** argv) {
           next = logits.argmax(-1).to_dtype(DType::I64).reshape({batch}).to_vector<int64_t>();
         }
         const double took = seconds_since(t);
-        if (steps && rank == 0) recording_error = steps->recording_error();
+        if (steps && rank == 0) recording_error = steps->recording_error(), recorded = steps->recorded();
         return took;
       });
     if (rank == 0) tg_peak = memory_use(d).peak;
@@ -193,8 +194,11 @@ int cmd_bench_model(int argc, char** argv) {
   std::printf("\n");
   if (gen > 0 && !use_graph)
     std::printf("decode steps: forward() (each step's ops launched one by one)\n");
-  else if (gen > 0 && recording_error.empty())
+  else if (gen > 0 && recorded)
     std::printf("decode steps: DecodeGraph (each step replayed from a recorded graph)\n");
+  else if (gen > 0 && recording_error.empty())
+    std::printf(
+        "decode steps: op by op (the model records none: a mixture of experts reads its routing on the host)\n");
   else if (gen > 0)
     std::printf("decode steps: DecodeGraph, run op by op (recording failed: %s)\n", recording_error.c_str());
   if (!csv.empty()) {

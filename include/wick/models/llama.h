@@ -314,6 +314,7 @@ class DecodeGraph : public DecodeSteps {
   // Empty while steps are recorded and replayed. Where recording raised an Error (a backend whose
   // graphs cannot hold some op), its message: the steps then run op by op, with the same results.
   const std::string& recording_error() const override { return recording_error_; }
+  bool recorded() const override;
 
  private:
   // The recorded step: attention over positions [0, length).

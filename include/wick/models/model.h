@@ -50,6 +50,8 @@ class DecodeSteps {
   virtual Tensor step(const Tensor& tokens, const Tensor& key_mask = {}) = 0;
   // Why steps run op by op where they were to be replayed; empty otherwise.
   virtual const std::string& recording_error() const = 0;
+  // Whether steps are replayed from a recorded graph (false where they run op by op).
+  virtual bool recorded() const { return false; }
 };
 
 // How a paged cache holds keys and values: in the model's activation dtype, or as Q8_0 rows (nn.h:
@@ -101,6 +103,8 @@ class PagedSteps {
   virtual Tensor step(const PagedBatch& batch) = 0;
   // Why steps run op by op where they were to be replayed; empty otherwise.
   virtual const std::string& recording_error() const = 0;
+  // Whether steps are replayed from a recorded graph (false where they run op by op).
+  virtual bool recorded() const { return false; }
 };
 
 class Model {
