@@ -337,20 +337,39 @@ TEST(LlamaConfig, FromJson) {
   }
   dir.write("slide.json", slide + R"("max_window_layers": -1, )" + base + "}");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("slide.json")), io::FormatError, "max_window_layers", "-1");
-  // Phi-3: slides where it names a window; LongRoPE and rotation over part of each head refused.
+  // Phi-3: slides where it names a window.
   dir.write("phi3.json", R"({"model_type": "phi3", "sliding_window": 2047, )" + base + "}");
   const models::LlamaConfig phi = models::LlamaConfig::from_json(dir.file("phi3.json"));
   EXPECT_EQ(phi.architecture, "phi3");
   EXPECT_EQ(phi.window, 2047);
   EXPECT_FALSE(phi.interleaved_rope);
-  dir.write("phi4.json", R"({"model_type": "phi3", "partial_rotary_factor": 0.75, )" + base + "}");
-  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("phi4.json")), NotSupportedError, "phi4.json",
-                    "partial_rotary_factor 0.75");
-  dir.write("phi3-128k.json",
-            R"({"model_type": "phi3", )" + base +
-                R"(, "rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}})");
-  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("phi3-128k.json")), NotSupportedError, "phi3-128k.json",
-                    "longrope");
+  // Phi-4-mini: rope over int(128 * 0.75) = 96 features of each head; LongRoPE's 48 short and long
+  // factors, its original context, and the paper's attention factor where none is given.
+  std::string short_factors, long_factors;
+  for (int i = 0; i < 48; ++i) {
+    short_factors += detail::str_cat(i ? ", " : "", 1 + 0.01 * i);
+    long_factors += detail::str_cat(i ? ", " : "", 2 + 0.5 * i);
+  }
+  const std::string longrope = R"(, "original_max_position_embeddings": 4096, "rope_scaling": {"type": "longrope",
+      "short_factor": [)" + short_factors +
+                               R"(], "long_factor": [)" + long_factors + "]}}";
+  dir.write("phi4.json", R"({"model_type": "phi3", "partial_rotary_factor": 0.75, )" + base + longrope);
+  const models::LlamaConfig phi4 = models::LlamaConfig::from_json(dir.file("phi4.json"));
+  EXPECT_EQ(phi4.rotary_dim, 96);
+  EXPECT_EQ(phi4.long_rope.original_context, 4096);
+  EXPECT_DOUBLE_EQ(phi4.long_rope.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)));
+  const std::vector<double> short_rates = phi4.inv_freq(), long_rates = phi4.inv_freq(true);
+  ASSERT_EQ(short_rates.size(), 64u);
+  EXPECT_DOUBLE_EQ(short_rates[5], std::pow(10000.0, -10.0 / 96) / (1 + 0.01 * 5));
+  EXPECT_DOUBLE_EQ(long_rates[5], std::pow(10000.0, -10.0 / 96) / (2 + 0.5 * 5));
+  EXPECT_EQ(short_rates[48], 0.0);  // passed as it is
+  // Factors for another count of pairs, and a part of the head that rotates an odd count.
+  dir.write("phi3-128k.json", R"({"model_type": "phi3", )" + base + longrope);
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("phi3-128k.json")), io::FormatError, "phi3-128k.json",
+                    "48 factors for 64 rotated pairs");
+  dir.write("odd.json", R"({"model_type": "phi3", "partial_rotary_factor": 0.0078125, )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("odd.json")), io::FormatError, "partial_rotary_factor",
+                    "turns 1 features");
 
   dir.write("gpt2.json", R"({"model_type": "gpt2", )" + base + "}");
   WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("gpt2.json")), NotSupportedError, "gpt2.json", "gpt2");

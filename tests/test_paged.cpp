@@ -312,7 +312,9 @@ TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
 
 // forward_paged, a chunk at a time for several sequences at once, against forward() over a
 // KvCache: short chunks (paged_attention only), and chunks of kChunkAttention tokens or more (the
-// fused attention kernel over keys gathered from the pool) beside short ones in one step. The
+// fused attention kernel over keys gathered from the pool) beside short ones in one step. The runs
+// without a window turn 12 of each head's 16 features with LongRoPE's factors (short before position
+// 40, long from there on: the rope tables of a step's positions against forward's). The
 // windowed runs are Qwen3-MoE's decoder (q and k normed per head, rope over halves, a mixture of
 // experts whose tokens come from several sequences and chunks in one step).
 TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
@@ -330,6 +332,15 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
       c.qk_norm = window > 0;
       c.experts = window > 0 ? 4 : 0;
       c.experts_used = window > 0 ? 2 : 0;
+      // Without a window: Phi-4-mini's rope over part of each head, whose LongRoPE factors turn
+      // from the short to the long ones at position 40, inside the longer sequences.
+      c.rotary_dim = window > 0 ? 0 : 12;
+      c.long_rope = {};
+      if (window == 0) {
+        c.long_rope.original_context = 40, c.long_rope.attention_factor = 1.1;
+        for (int i = 0; i < 6; ++i)
+          c.long_rope.short_factor.push_back(1 + 0.1 * i), c.long_rope.long_factor.push_back(2 + 0.7 * i);
+      }
       c.interleaved_rope = window == 0;
       const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
       std::mt19937 rng(9);

@@ -93,12 +93,25 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
   m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype, split ? rows : whole)
                                        : m.embedding_;
 
-  m.inv_freq_ = c.inv_freq();
-  // Phi-3's LongRoPE (two sets of factors, chosen by the sequence's length, and a scale of the
-  // rotation) is not one wick runs.
-  if (w.shape("rope_factors_long.weight") || w.shape("rope_factors_short.weight"))
-    throw NotSupportedError(
-        detail::str_cat("llama: ", w.source(), ": LongRoPE (rope_factors_long, rope_factors_short)"));
+  // GGUF files carry LongRoPE's factors as tensors (one per rotated pair each).
+  if (w.shape("rope_factors_long.weight") || w.shape("rope_factors_short.weight")) {
+    LlamaConfig::LongRope& l = m.config_.long_rope;
+    for (const auto& [name, to] : {std::pair{"rope_factors_short.weight", &l.short_factor},
+                                   std::pair{"rope_factors_long.weight", &l.long_factor}}) {
+      const std::vector<float> v =
+          w.dense(name, Shape({c.rotated() / 2}), Device::cpu(), DType::F32).to_vector<float>();
+      to->assign(v.begin(), v.end());
+    }
+    if (l.original_context <= 0)
+      w.fail("rope_factors_long.weight", "LongRoPE's factors without rope.scaling.original_context_length");
+    m.config_.check(w.source());
+  }
+  m.inv_freq_ = m.config_.inv_freq();
+  if (!m.config_.long_rope.short_factor.empty()) m.inv_freq_long_ = m.config_.inv_freq(true);
+  // Rope over part of each head, pairing i with i + rotary_dim / 2: q's and k's rows reordered so
+  // that those pairs lie at wick's (i, i + head_dim / 2), the features passed as they are between.
+  if (c.rotated() < c.head_dim && !c.interleaved_rope)
+    for (Layer& l : m.layers_) m.reorder_for_rope(l);
   // GGUF files carry Llama 3.1's scaling as one factor per rotated pair (rope_freqs.weight).
   if (w.shape("rope_freqs.weight")) {
     const std::vector<float> factors =
@@ -113,6 +126,54 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
   // Weights read in place from the file's mapping stay as the file lays them out.
   if (w.copy_on_cpu) m.arrange_linears();
   return m;
+}
+
+namespace {
+
+// Rows of l in `order` (i64 on the weight's device): dense rows, whole rows of blocks, the bias's.
+Linear rows_in_order(const Linear& l, const Tensor& order) {
+  Linear out;
+  if (l.dense.defined()) out.dense = l.dense.index_select(order, 0);
+  if (l.quantized.defined()) {
+    const quant::QTensor q = l.quantized.plain();
+    out.quantized = quant::QTensor(q.qtype(), q.rows(), q.cols(), q.bytes().index_select(order, 0));
+  }
+  if (l.bias.defined()) out.bias = l.bias.index_select(order, 0);
+  return out;
+}
+
+}  // namespace
+
+void LlamaModel::reorder_for_rope(Layer& l) const {
+  const int64_t d = config_.head_dim, h = config_.rotated() / 2, pass = (d - config_.rotated()) / 2;
+  // Feature n of a reordered head is feature head[n] of the file's.
+  std::vector<int64_t> head(static_cast<size_t>(d));
+  for (int64_t i = 0; i < h; ++i) head[static_cast<size_t>(i)] = i, head[static_cast<size_t>(d / 2 + i)] = h + i;
+  for (int64_t i = 0; i < pass; ++i)
+    head[static_cast<size_t>(h + i)] = 2 * h + i, head[static_cast<size_t>(d / 2 + h + i)] = 2 * h + pass + i;
+  // The rows of `heads` heads from row `first` on, reordered, the others in place.
+  auto order = [&](int64_t rows, const std::vector<std::pair<int64_t, int64_t>>& spans) {
+    std::vector<int64_t> o(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) o[static_cast<size_t>(r)] = r;
+    for (const auto& [first, heads] : spans)
+      for (int64_t k = 0; k < heads; ++k)
+        for (int64_t n = 0; n < d; ++n)
+          o[static_cast<size_t>(first + k * d + n)] = first + k * d + head[static_cast<size_t>(n)];
+    return o;
+  };
+  auto reorder = [&](const Linear& w, const std::vector<std::pair<int64_t, int64_t>>& spans) {
+    const int64_t rows = w.out_features();
+    return rows_in_order(w, Tensor::from_vector(order(rows, spans), {rows}, device_));
+  };
+  if (l.qkv.weights.size() == 1) {
+    l.qkv.weights[0] = reorder(l.qkv.weights[0], {{0, heads_}, {heads_ * d, kv_heads_}});
+  } else {
+    l.qkv.weights[0] = reorder(l.qkv.weights[0], {{0, heads_}});
+    l.qkv.weights[1] = reorder(l.qkv.weights[1], {{0, kv_heads_}});
+  }
+  const Tensor one = Tensor::from_vector(head, {d}, device_);
+  if (l.q_norm.defined()) l.q_norm = l.q_norm.index_select(one, 0);
+  if (l.k_norm.defined()) l.k_norm = l.k_norm.index_select(one, 0);
 }
 
 void LlamaModel::arrange_linears() {
@@ -222,6 +283,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
   m.output_ = linear(c.vocab, c.dim, false, 0);
   m.inv_freq_ = c.inv_freq();
+  if (!c.long_rope.short_factor.empty()) m.inv_freq_long_ = c.inv_freq(true);
   m.arrange_linears();
   return m;
 }
@@ -255,12 +317,17 @@ std::vector<nn::KvCache> LlamaModel::make_cache(int64_t batch, int64_t capacity)
 std::pair<Tensor, Tensor> LlamaModel::rope_tables(int64_t from, int64_t t) const {
   const auto half = static_cast<int64_t>(inv_freq_.size());
   std::vector<float> c(static_cast<size_t>(t * half)), s(c.size());
-  for (int64_t p = 0; p < t; ++p)
+  const double scale = config_.long_rope.attention_factor;
+  for (int64_t p = 0; p < t; ++p) {
+    const std::vector<double>& rates = rates_at(from + p);
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(from + p) * inv_freq_[static_cast<size_t>(i)];
-      c[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
-      s[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+      const double angle = static_cast<double>(from + p) * rates[static_cast<size_t>(i)];
+      // LongRoPE scales the rotated pairs alone; the others pass as they are.
+      const double k = i < config_.rotated() / 2 ? scale : 1.0;
+      c[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::cos(angle));
+      s[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::sin(angle));
     }
+  }
   return {Tensor::from_vector(c, {t, half}, device_).to_dtype(dtype_), Tensor::from_vector(s, {t, half}, device_).to_dtype(dtype_)};
 }
 
@@ -451,12 +518,18 @@ int64_t LlamaModel::paged_block_bytes(int64_t block_size, KvType type) const {
 std::pair<Tensor, Tensor> LlamaModel::rope_tables_at(const std::vector<int32_t>& positions) const {
   const auto half = static_cast<int64_t>(inv_freq_.size()), n = static_cast<int64_t>(positions.size());
   std::vector<float> c(static_cast<size_t>(n * half)), s(c.size());
-  for (int64_t p = 0; p < n; ++p)
+  const double scale = config_.long_rope.attention_factor;
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t at = positions[static_cast<size_t>(p)];
+    const std::vector<double>& rates = rates_at(at);
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(positions[static_cast<size_t>(p)]) * inv_freq_[static_cast<size_t>(i)];
-      c[static_cast<size_t>(p * half + i)] = static_cast<float>(std::cos(angle));
-      s[static_cast<size_t>(p * half + i)] = static_cast<float>(std::sin(angle));
+      const double angle = static_cast<double>(at) * rates[static_cast<size_t>(i)];
+      // LongRoPE scales the rotated pairs alone; the others pass as they are.
+      const double k = i < config_.rotated() / 2 ? scale : 1.0;
+      c[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::cos(angle));
+      s[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::sin(angle));
     }
+  }
   return {Tensor::from_vector(c, {n, half}, device_).to_dtype(dtype_),
           Tensor::from_vector(s, {n, half}, device_).to_dtype(dtype_)};
 }

@@ -97,9 +97,16 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   if (c.heads % c.kv_heads != 0)
     fail(f, a + "attention.head_count_kv", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
   if (c.head_dim % 2 != 0) fail(f, a + "attention.key_length", detail::str_cat("head size ", c.head_dim, " is odd"));
-  if (const int64_t rot = positive(f, a + "rope.dimension_count", c.head_dim); rot != c.head_dim)
-    throw NotSupportedError(detail::str_cat("llama: ", f.name(), ": rope over ", rot, " of ", c.head_dim,
-                                            " features per head (wick rotates whole heads)"));
+  if (const int64_t rot = positive(f, a + "rope.dimension_count", c.head_dim); rot != c.head_dim) {
+    if (rot > c.head_dim || rot % 2 != 0)
+      fail(f, a + "rope.dimension_count",
+           detail::str_cat(rot, " rotated features of heads of ", c.head_dim, " (an even count up to the head size)"));
+    c.rotary_dim = rot;
+  }
+  // LongRoPE's factors are tensors (rope_factors_long, rope_factors_short; the loader reads them).
+  if (f.find(a + "rope.scaling.original_context_length") != nullptr)
+    c.long_rope.original_context = positive(f, a + "rope.scaling.original_context_length");
+  c.long_rope.attention_factor = number(f, a + "rope.scaling.attn_factor", 1);
   c.rms_eps = number(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_theta = number(f, a + "rope.freq_base", 10000);
   if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) {
@@ -257,12 +264,16 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   if (rope == nullptr) rope = f.find(j, "rope_scaling");
   if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
   c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", 10000) : 10000);
-  // Rotation over part of each head (Phi-4-mini's 0.75) is not one wick runs.
+  // Rotation over part of each head (Phi-4-mini's 0.75): transformers turns int(head_dim * factor).
   if (const double part =
           f.number(j, "partial_rotary_factor", rope != nullptr ? f.number(*rope, "partial_rotary_factor", 1) : 1);
-      part != 1)
-    throw NotSupportedError(
-        detail::str_cat("llama: ", path, ": partial_rotary_factor ", part, " (wick rotates whole heads)"));
+      part != 1) {
+    const auto rot = static_cast<int64_t>(static_cast<double>(c.head_dim) * part);
+    if (part > 1 || rot < 2 || rot % 2 != 0)
+      f.fail("partial_rotary_factor", detail::str_cat(part, " of heads of ", c.head_dim, " turns ", rot,
+                                                      " features (an even count up to the head size)"));
+    c.rotary_dim = rot;
+  }
   if (rope != nullptr) {
     const nlohmann::json* kind = f.find(*rope, "rope_type");
     if (kind == nullptr) kind = f.find(*rope, "type");
@@ -279,8 +290,32 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       if (r.high_freq_factor <= r.low_freq_factor)
         f.fail("rope_parameters", detail::str_cat("high_freq_factor ", r.high_freq_factor, " is not above low_freq_factor ",
                                                   r.low_freq_factor));
+    } else if (name == "longrope" || name == "su") {
+      LongRope& l = c.long_rope;
+      auto factors = [&](const char* key) {
+        const nlohmann::json* v = f.find(*rope, key);
+        if (v == nullptr || !v->is_array()) f.fail(key, "missing (LongRoPE's factors, one per rotated pair)");
+        std::vector<double> out;
+        for (const nlohmann::json& x : *v) {
+          if (!x.is_number()) f.fail(key, detail::str_cat(x.dump(), " is not a number"));
+          out.push_back(x.get<double>());
+        }
+        return out;
+      };
+      l.short_factor = factors("short_factor");
+      l.long_factor = factors("long_factor");
+      const double original = f.number(*rope, "original_max_position_embeddings",
+                                       f.number(j, "original_max_position_embeddings", static_cast<double>(c.context)));
+      if (original > static_cast<double>(kMaxSize))
+        f.fail("original_max_position_embeddings", detail::str_cat(original, " is not a size"));
+      l.original_context = static_cast<int64_t>(original);
+      // transformers' defaults: the factor from the two contexts, and the paper's attention factor.
+      const double factor = f.number(*rope, "factor", static_cast<double>(c.context) / original);
+      l.attention_factor =
+          f.number(*rope, "attention_factor", factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original)));
     } else if (name != "default") {
-      throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name, "\" (wick knows \"default\" and \"llama3\")"));
+      throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name,
+                                              "\" (wick knows \"default\", \"llama3\" and \"longrope\")"));
     }
   }
   c.check(path);
@@ -378,10 +413,30 @@ void LlamaConfig::check(std::string_view source) const {
     if (r.original_context <= 0 || r.original_context > kMaxSize)
       bad("rope_scaling.original_context", detail::str_cat(r.original_context, " is not a size from 1 to 2^40"));
   }
-  for (const double f : inv_freq())
-    if (!std::isfinite(f) || f <= 0)
-      bad("rope_theta",
-          detail::str_cat("base ", rope_theta, " gives a rotation rate of ", f, " over heads of ", head_dim));
+  if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    bad("rotary_dim", detail::str_cat(rotary_dim, " rotated features of heads of ", head_dim,
+                                      " (an even count up to the head size; 0: all)"));
+  const LongRope& l = long_rope;
+  if (!l.short_factor.empty() || !l.long_factor.empty()) {
+    for (const std::vector<double>* v : {&l.short_factor, &l.long_factor}) {
+      if (static_cast<int64_t>(v->size()) != rotated() / 2)
+        bad("long_rope", detail::str_cat(v->size(), " factors for ", rotated() / 2, " rotated pairs"));
+      for (const double x : *v)
+        if (!std::isfinite(x) || x <= 0) bad("long_rope", detail::str_cat("factor ", x, " is not finite and positive"));
+    }
+    if (l.original_context <= 0 || l.original_context > kMaxSize)
+      bad("long_rope.original_context", detail::str_cat(l.original_context, " is not a size from 1 to 2^40"));
+  }
+  positive("long_rope.attention_factor", l.attention_factor);
+  for (const bool long_factors : {false, true}) {
+    const std::vector<double> rates = inv_freq(long_factors);
+    for (int64_t i = 0; i < rotated() / 2; ++i) {
+      const double f = rates[static_cast<size_t>(i)];
+      if (!std::isfinite(f) || f <= 0)
+        bad("rope_theta",
+            detail::str_cat("base ", rope_theta, " gives a rotation rate of ", f, " over heads of ", head_dim));
+    }
+  }
 }
 
 int64_t LlamaConfig::parameters() const {
@@ -396,11 +451,18 @@ int64_t LlamaConfig::parameters() const {
   return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
 }
 
-std::vector<double> LlamaConfig::inv_freq() const {
+std::vector<double> LlamaConfig::inv_freq(bool long_factors) const {
   std::vector<double> f;
   const RopeScaling& r = rope_scaling;
+  const int64_t rot = rotated();
+  const std::vector<double>& ext = long_factors ? long_rope.long_factor : long_rope.short_factor;
   for (int64_t i = 0; i < head_dim / 2; ++i) {
-    const double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (i >= rot / 2) {  // passed as it is
+      f.push_back(0);
+      continue;
+    }
+    double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+    if (static_cast<size_t>(i) < ext.size()) rate /= ext[static_cast<size_t>(i)];
     if (r.factor <= 0) {
       f.push_back(rate);
       continue;

@@ -5,7 +5,8 @@ A Llama-shaped model with random weights and a real vocabulary (Llama 2's, from 
 see check_tokenizer.py) is written with gguf.GGUFWriter in F32 and F16, and llama-quantize makes
 Q8_0, Q4_0, Q4_K_M and Q6_K copies of the F32 file; a Qwen3 model of the same shape (its q and k
 normed per head) in F32, and its Q4_K_M copy; a Phi-3 model of that shape (q, k and v as one weight,
-gate and up as one) in F32; mixtures of experts of that shape: Qwen3-MoE's (4 experts of their
+gate and up as one) in F32, and again as Phi-4-mini's (rope over 3/4 of each head, LongRoPE's
+factors and attention factor); mixtures of experts of that shape: Qwen3-MoE's (4 experts of their
 own width, 2 per token) in F32 and its Q4_K_M copy, and Mixtral's (a "llama" file with 4 experts)
 in F32. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
@@ -48,7 +49,7 @@ SHAPE = dict(context=256, dim=128, layers=2, hidden=256, heads=4, kv_heads=2)
 CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
-             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4, "qwen3moe": 2e-4, "qwen3moe-q4_k_m": 1e-2,
+             "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4, "phi4": 2e-4, "qwen3moe": 2e-4, "qwen3moe-q4_k_m": 1e-2,
              "mixtral": 2e-4}
 # The mixtures: experts, experts per token, and each expert's width (Qwen3-MoE names its own).
 EXPERTS, EXPERTS_USED, EXPERT_HIDDEN = 4, 2, 128
@@ -103,7 +104,20 @@ def tiny_llama(src, out, f16, arch="llama"):
     # llama.cpp looks up Phi-3's own control tokens by their text when it loads the vocabulary.
     extra = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>") if arch == "phi3" else ()
     moe = arch in ("qwen3moe", "mixtral")
-    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, "llama" if arch == "mixtral" else arch, extra)
+    # Phi-4-mini's rope: over 3/4 of each head, with LongRoPE's factors (the short ones within
+    # original_context_length, which is past the chunks' 128 positions) and its attention factor.
+    phi4 = arch == "phi4"
+    hd = SHAPE["dim"] // SHAPE["heads"]
+    rot = 3 * hd // 4 if phi4 else None
+    if phi4:
+        arch, extra = "phi3", ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>")
+    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, "llama" if arch == "mixtral" else arch, extra,
+                            rot)
+    if phi4:
+        w.add_rope_scaling_orig_ctx_len(256)
+        w.add_rope_scaling_attn_factors(1.19)
+        w.add_tensor("rope_factors_long.weight", np.array([2.0 + 0.5 * i for i in range(rot // 2)], np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array([1.0 + 0.1 * i for i in range(rot // 2)], np.float32))
     expert_hidden = EXPERT_HIDDEN if arch == "qwen3moe" else SHAPE["hidden"]
     if moe:
         w.add_expert_count(EXPERTS)
@@ -156,6 +170,9 @@ def main():
     # Phi-3: the same shape with q, k and v as one weight, and gate and up as one.
     files["phi3"] = os.path.join(out, "tiny-phi3-f32.gguf")
     tiny_llama(vocab, files["phi3"], False, "phi3")
+    # Phi-4-mini's rope: over part of each head, with LongRoPE's factors.
+    files["phi4"] = os.path.join(out, "tiny-phi4-f32.gguf")
+    tiny_llama(vocab, files["phi4"], False, "phi4")
     # Mixtures of experts: Qwen3-MoE's (and its Q4_K_M copy) and Mixtral's.
     for arch in ("qwen3moe", "mixtral"):
         files[arch] = os.path.join(out, f"tiny-{arch}-f32.gguf")
@@ -210,7 +227,7 @@ def main():
         failed += not ok
         print(f"{kind:15s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files (llama, qwen3, phi3, qwen3moe, mixtral), {len(files) - failed} agree, "
+    print(f"llama check: {len(files)} files (llama, qwen3, phi3, phi4, qwen3moe, mixtral), {len(files) - failed} agree, "
           f"{failed} differ")
     return 1 if failed else 0
 

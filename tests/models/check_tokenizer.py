@@ -62,10 +62,11 @@ CORPUS = [
 TINY = dict(context=2048, dim=64, layers=1, hidden=128, heads=4, kv_heads=4)
 
 
-def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama", extra=()):
+def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama", extra=(), rope_dims=None):
     """A GGUFWriter for `out` holding the metadata of a model of `shape` (general.architecture
     `arch`: "llama", or another that llama.cpp reads with the same keys, "qwen3") and the
-    vocabulary of tokenizer.json in `src`, with the control tokens `extra` after it; the caller adds
+    vocabulary of tokenizer.json in `src`, with the control tokens `extra` after it (and rope over
+    `rope_dims` features of each head where given, else all); the caller adds
     tensors, if any, and writes it (write_gguf)."""
     tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
     cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
@@ -98,7 +99,7 @@ def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama", extra=()):
     w.add_head_count(shape["heads"])
     w.add_head_count_kv(shape["kv_heads"])
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(shape["dim"] // shape["heads"])
+    w.add_rope_dimension_count(rope_dims or shape["dim"] // shape["heads"])
     w.add_vocab_size(n)
     w.add_tokenizer_model(kind)
     if kind == "gpt2":

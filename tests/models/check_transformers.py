@@ -4,7 +4,9 @@
 For LlamaForCausalLM (plain, and with Llama 3.1's "llama3" rope scaling), MistralForCausalLM (a
 sliding window shorter than the sequence), Qwen2ForCausalLM (q/k/v biases, tied embeddings),
 Qwen3ForCausalLM (q and k RMS-normed per head, a head size other than width / heads),
-Phi3ForCausalLM (q, k and v as one weight, gate and up as one, a sliding window of 16),
+Phi3ForCausalLM (q, k and v as one weight, gate and up as one, a sliding window of 16; again with
+rope over half of each head; as Phi-4-mini, rope over 3/4 of each head with LongRoPE's long
+factors; and with LongRoPE's short factors and its default attention factor),
 Qwen3MoeForCausalLM (8 experts of their own width, 2 per token, their weights renormalized, and
 again without: norm_topk_prob false) and MixtralForCausalLM (4 experts, 2 per token),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
@@ -44,6 +46,24 @@ CASES = [
      dict(head_dim=64, tie_word_embeddings=False, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
     ("phi3", Phi3Config, Phi3ForCausalLM,
      dict(sliding_window=16, rope_parameters=dict(rope_type="default", rope_theta=10000.0))),
+    ("phi3-partial", Phi3Config, Phi3ForCausalLM,
+     dict(rope_parameters=dict(rope_type="default", rope_theta=10000.0, partial_rotary_factor=0.5))),
+    # transformers turns to the long factors for every position of a forward pass longer than
+    # original_max_position_embeddings, and its generate drops the cache where a sequence first
+    # passes it (the token there then sees only itself); wick turns each position past it. Two runs
+    # that both agree on: the long factors from position 1 on (position 0's rotation is 0 either
+    # way), and the short ones with the default attention factor within 256 positions.
+    ("phi4-longrope", Phi3Config, Phi3ForCausalLM,
+     dict(original_max_position_embeddings=1,
+          rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, partial_rotary_factor=0.75,
+                               original_max_position_embeddings=1, factor=8.0, attention_factor=1.2,
+                               short_factor=[1.0 + 0.05 * i for i in range(12)],
+                               long_factor=[1.0 + 0.6 * i for i in range(12)]))),
+    ("phi3-longrope", Phi3Config, Phi3ForCausalLM,
+     dict(original_max_position_embeddings=256,
+          rope_parameters=dict(rope_type="longrope", rope_theta=10000.0, original_max_position_embeddings=256,
+                               short_factor=[1.0 + 0.1 * i for i in range(16)],
+                               long_factor=[2.0 + 0.6 * i for i in range(16)]))),
     ("qwen3_moe", Qwen3MoeConfig, Qwen3MoeForCausalLM,
      dict(head_dim=64, moe_intermediate_size=128, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
           rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),

@@ -47,6 +47,20 @@ struct LlamaConfig {
     double high_freq_factor = 4;
     int64_t original_context = 8192;
   } rope_scaling;
+  // Rope over the first rotary_dim features of each head, pairing i with i + rotary_dim / 2 (or
+  // 2i with 2i + 1 where interleaved_rope), the rest passed as they are (Phi-4-mini's
+  // partial_rotary_factor); 0: the whole head. The loader reorders the rows of q and k so that the
+  // rotated pairs lie where wick's rope pairs features, and the others' rates are 0.
+  int64_t rotary_dim = 0;
+  // LongRoPE (Phi-3's 128k models, Phi-4-mini) where short_factor is not empty: each pair's rate
+  // divided by its short factor at positions before original_context and by its long factor from
+  // there on (as transformers' generate turns to the long factors once a sequence passes it), and
+  // cos and sin scaled by attention_factor. rotary_dim / 2 factors each.
+  struct LongRope {
+    std::vector<double> short_factor, long_factor;
+    int64_t original_context = 0;
+    double attention_factor = 1;
+  } long_rope;
   bool tied_embeddings = false;  // the head is the embedding (checkpoints say so in config.json)
   bool qkv_bias = false;         // q, k and v have biases (Qwen2)
   bool qk_norm = false;          // each head of q and of k RMS-normed (weights of head_dim) before rope (Qwen3)
@@ -79,9 +93,11 @@ struct LlamaConfig {
   void check(std::string_view source) const;
   // The weights' element count (saturated past 2^62, which check() refuses).
   int64_t parameters() const;
-  // The rotation rate of each of the head_dim / 2 pairs: rope_theta^(-2i / head_dim), scaled as
-  // rope_scaling says.
-  std::vector<double> inv_freq() const;
+  // The rotation rate of each of the head_dim / 2 pairs: rope_theta^(-2i / rotary_dim), scaled as
+  // rope_scaling says, divided by LongRoPE's short factors (its long ones with `long_factors`); 0
+  // for the pairs past rotary_dim / 2.
+  std::vector<double> inv_freq(bool long_factors = false) const;
+  int64_t rotated() const { return rotary_dim > 0 ? rotary_dim : head_dim; }  // the features rope turns
 };
 
 // A weight used as y = x W^T (+ bias): dense (out, in) in the activations' dtype, or quantized.
@@ -229,6 +245,9 @@ class LlamaModel : public Model {
   // Sets the communicator and the counts of this rank's heads; NotSupportedError for a split that
   // does not divide.
   void split_over(const dist::Communicator& comm, std::optional<quant::QType> down_format);
+  // Rope over part of each head (LlamaConfig::rotary_dim) over halves: l's q and k rows (and norms)
+  // reordered so that the pairs (i, i + rotary_dim / 2) lie at (i, i + head_dim / 2).
+  void reorder_for_rope(Layer& l) const;
   // Every linear layer's blocks in the arrangement of the device's products (a copy each), but the
   // embedding's, whose rows are gathered by token (and so a head tied to it).
   void arrange_linears();
@@ -286,6 +305,11 @@ class LlamaModel : public Model {
   Tensor output_norm_;
   Linear output_;
   std::vector<double> inv_freq_;  // the rotation rate of each pair, every scaling applied
+  std::vector<double> inv_freq_long_;  // LongRoPE's from original_context on; empty: none
+  // The rates of position p, and the scale of its cos and sin (LongRoPE's attention factor).
+  const std::vector<double>& rates_at(int64_t p) const {
+    return !inv_freq_long_.empty() && p >= config_.long_rope.original_context ? inv_freq_long_ : inv_freq_;
+  }
 };
 
 // Decode steps of one batch, a position at a time, each replayed from a recorded wick::Graph: on a
