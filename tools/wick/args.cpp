@@ -42,8 +42,8 @@ commands:
       --no-special        no BOS/EOS added
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for
-  generate [options]      text from a model (Llama, Mistral, Qwen2), streamed, then the prompt's
-                          and the generation's speed
+  generate [options]      text from a model (Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE,
+                          Phi-3, Phi-4-mini), streamed, then the prompt's and the generation's speed
       --model PATH        a GGUF file, or a Hugging Face checkpoint directory (config.json,
                           safetensors, tokenizer.json); default: wick's tiny model (models/tiny.gguf)
       --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
