@@ -2,7 +2,8 @@
 // weights from untrusted files. The fuzzer's bytes make a GGUF file: the llama.* (or qwen2.*)
 // metadata, each value the one a small model of the chosen shape needs, an edge number, another
 // type or none; and the weights of that shape, each of the right shape, one dim off, of another
-// dtype (f16, Q8_0 where the rows are whole blocks) or missing. When the first byte says so they
+// dtype (f16, Q8_0 where the rows are whole blocks) or missing; sometimes a mixture of experts in
+// place of the MLPs (the counts and the stacked experts' weights likewise). When the first byte says so they
 // make the text of a config.json instead, or the fields of a LlamaConfig given to check() and
 // parameters() (which must not overflow). Loading must succeed or raise a wick::Error. A model that
 // loads runs a forward pass over a few tokens (some outside the vocabulary, the index ops' skip
@@ -84,6 +85,19 @@ void weight(io::GgufWriter& w, Bytes& in, const std::string& name, int64_t rows,
     w.add(name, t);
 }
 
+// Experts stacked as (experts, rows, cols): as asked, one dim off, Q8_0 where the rows are whole
+// blocks, or missing.
+void stacked(io::GgufWriter& w, Bytes& in, const std::string& name, int64_t experts, int64_t rows, int64_t cols) {
+  const uint8_t sel = in.byte();
+  if (sel >= 250) return;  // missing
+  if (sel >= 242) (sel % 2 == 0 ? experts : cols) += 1;
+  const Tensor t = Tensor::rand_normal({experts, rows, cols}, 0.0, 0.5);
+  if (in.byte() < 32 && cols % 32 == 0)
+    w.add(name, quant::quantize(t.reshape({experts * rows, cols}), quant::QType::Q8_0), t.shape());
+  else
+    w.add(name, t);
+}
+
 std::vector<uint8_t> gguf_model(Bytes& in) {
   const Dims d = dims(in);
   const uint8_t arch_sel = in.byte();
@@ -133,6 +147,20 @@ std::vector<uint8_t> gguf_model(Bytes& in) {
       std::vector<float> f(static_cast<size_t>(d.head_dim / 2), 1.f);
       f[in.byte() % f.size()] = kOdd[r % std::size(kOdd)];
       w.add("rope_freqs.weight", Tensor::from_vector(f, {d.head_dim / 2}));
+    }
+  }
+  // A mixture of experts in place of the MLPs (Mixtral's layout): counts as asked or odd (more
+  // per token than there are experts among them), the router and the stacked experts' weights.
+  if (const uint8_t m = in.byte(); m >= 192) {
+    const int64_t experts = 1 + in.byte() % 4, used = 1 + in.byte() % 4;
+    size_entry(w, in, a + "expert_count", experts);
+    size_entry(w, in, a + "expert_used_count", used);
+    for (int64_t i = 0; i < d.layers; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      weight(w, in, p + "ffn_gate_inp.weight", experts, d.dim);
+      stacked(w, in, p + "ffn_gate_exps.weight", experts, d.hidden, d.dim);
+      stacked(w, in, p + "ffn_up_exps.weight", experts, d.hidden, d.dim);
+      stacked(w, in, p + "ffn_down_exps.weight", experts, d.dim, d.hidden);
     }
   }
   return w.bytes();
