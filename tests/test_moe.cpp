@@ -121,6 +121,23 @@ TEST_P(MoeTest, StepsBatchesAndBlockFormatsAgree) {
   }
 }
 
+// Files of llama.cpp's older converter hold one tensor per expert (blk.N.ffn_gate.E.weight): the
+// same weights give the stacked file's logits, dense and in Q8_0.
+TEST_P(MoeTest, OneTensorPerExpertEqualsTheStackedTensors) {
+  for (const std::optional<quant::QType> q :
+       {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}}) {
+    Tiny stacked = mixtral();
+    stacked.qtype = q;
+    Tiny apart = stacked;
+    apart.expert_tensors = true;
+    const io::GgufFile file = io::GgufFile::parse(tiny_model(apart).bytes(), "apart.gguf");
+    ASSERT_NE(file.find_tensor("blk.1.ffn_down.3.weight"), nullptr);
+    ASSERT_EQ(file.find_tensor("blk.1.ffn_down_exps.weight"), nullptr);
+    EXPECT_EQ(max_abs_diff(logits(LlamaModel::from_gguf(file, device())), logits(load(tiny_model(stacked), device()))),
+              0.f);
+  }
+}
+
 // A checkpoint with transformers' names (Qwen3-MoE's mlp.gate and mlp.experts.E.gate_proj, up_proj,
 // down_proj; Mixtral's block_sparse_moe.gate and experts.E.w1, w3, w2) gives the GGUF file's logits.
 TEST_P(MoeTest, CheckpointEqualsGguf) {

@@ -99,10 +99,25 @@ class LlamaModel::Weights {
     return group(std::move(parts));
   }
   // Expert e of the `experts` whose weights the tensor `role` stacks, (experts, out, in) (a GGUF
-  // file's blk.N.ffn_gate_exps, ffn_up_exps, ffn_down_exps), read in place on the host: a view of
-  // its rows. A checkpoint holds each expert's as a tensor of its own.
+  // file's blk.N.ffn_gate_exps, ffn_up_exps, ffn_down_exps; or, from older converters, one tensor
+  // per expert, blk.N.ffn_gate.E), read in place on the host: a view of its rows. A checkpoint
+  // holds each expert's as a tensor of its own.
   virtual Linear expert(const std::string& role, int64_t e, int64_t experts, int64_t out, int64_t in) const {
     const std::string name = role + ".weight";
+    // Files of llama.cpp's older converter (many Mixtral ones) hold one tensor per expert:
+    // blk.N.ffn_gate.E.weight for blk.N.ffn_gate_exps.
+    if (!shape(name) && role.ends_with("_exps")) {
+      const std::string one = detail::str_cat(role.substr(0, role.size() - 5), ".", e, ".weight");
+      if (shape(one)) {
+        expect(one, Shape({out, in}));
+        Linear l;
+        if (quantized(one))
+          l.quantized = blocks(one, Device::cpu());
+        else
+          l.dense = floats(one, dense(one, Device::cpu()));
+        return l;
+      }
+    }
     expect(name, Shape({experts, out, in}));
     Linear l;
     if (quantized(name)) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "wick/io.h"
@@ -19,6 +20,7 @@ struct Tiny {
   // A mixture of experts in place of each MLP ("llama": Mixtral's layout; "qwen3moe": Qwen3-MoE's,
   // which names the experts' width apart, and whose dense width is then written as 3 * hidden).
   int64_t experts = 0, experts_used = 0;
+  bool expert_tensors = false;        // one tensor per expert (blk.N.ffn_gate.E), as older converters wrote
   std::optional<quant::QType> qtype;  // the linear layers' format; dense otherwise, in `dense`
   DType dense = DType::F32;
   std::string drop;                   // a tensor left out
@@ -92,9 +94,28 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
     norm(p + "ffn_norm.weight");
     if (m.experts > 0) {  // the router (dense, as llama.cpp keeps it), then the experts stacked
       add(p + "ffn_gate_inp.weight", {m.experts, m.dim}, 0.3f, false);
-      add(p + "ffn_gate_exps.weight", {m.experts, m.hidden, m.dim}, 0.15f, true);
-      add(p + "ffn_up_exps.weight", {m.experts, m.hidden, m.dim}, 0.15f, true);
-      add(p + "ffn_down_exps.weight", {m.experts, m.dim, m.hidden}, 0.12f, true);
+      const std::tuple<const char*, int64_t, int64_t, float> parts[] = {{"ffn_gate", m.hidden, m.dim, 0.15f},
+                                                                        {"ffn_up", m.hidden, m.dim, 0.15f},
+                                                                        {"ffn_down", m.dim, m.hidden, 0.12f}};
+      for (const auto& [part, rows, cols, scale] : parts) {
+        if (!m.expert_tensors) {
+          add(p + part + "_exps.weight", {m.experts, rows, cols}, scale, true);
+          continue;
+        }
+        // The same draws as the stacked tensor's, expert by expert.
+        std::normal_distribution<float> normal(0.f, scale);
+        std::vector<float> v(static_cast<size_t>(m.experts * rows * cols));
+        for (float& x : v) x = normal(rng);
+        for (int64_t e = 0; e < m.experts; ++e) {
+          const Tensor t = Tensor::from_vector(
+              std::vector<float>(v.begin() + e * rows * cols, v.begin() + (e + 1) * rows * cols), {rows, cols});
+          const std::string name = p + part + "." + std::to_string(e) + ".weight";
+          if (m.qtype)
+            w.add(name, quant::quantize(t, *m.qtype));
+          else
+            w.add(name, t.to_dtype(m.dense));
+        }
+      }
       continue;
     }
     if (m.arch == "phi3") {  // gate and up as one weight, gate's rows first
