@@ -269,8 +269,9 @@ GenerateResult generate(const Model& model, std::span<const std::vector<int32_t>
   std::vector<float> host = model.forward(Tensor::from_vector(ids, {b, t0}), cache, mask(t0), true).to_vector<float>();
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const auto decode_start = Clock::now();
-  // The model's decode steps (a recorded graph on a GPU), or forward() a position at a time.
-  const std::unique_ptr<DecodeSteps> graph = options.graph && !split ? model.decode_steps(cache) : nullptr;
+  // The model's decode steps (a recorded graph on a GPU, a split model's collectives in it), or
+  // forward() a position at a time.
+  const std::unique_ptr<DecodeSteps> graph = options.graph ? model.decode_steps(cache) : nullptr;
   std::vector<bool> done(static_cast<size_t>(b), max_tokens == 0);
   for (int64_t step = 0; step < max_tokens; ++step) {
     std::vector<int64_t> next(static_cast<size_t>(b), 0);

@@ -1,6 +1,7 @@
 // A model split over a tensor-parallel group, run as one (include/wick/models/tensor_parallel.h).
 #include "wick/models/tensor_parallel.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -162,29 +163,97 @@ std::vector<nn::KvCache> TensorParallelModel::make_cache(int64_t batch, int64_t 
   return all;
 }
 
+namespace {
+
+// Each rank's layers of a group's cache moved into `mine` (rank r's into mine[r]) for a call, and
+// back when it ends, whatever happened; `mine` keeps its vectors, which decode steps refer to.
+class Lent {
+ public:
+  Lent(std::vector<nn::KvCache>& all, std::vector<std::vector<nn::KvCache>>& mine) : all_(all), mine_(mine) {
+    const size_t layers = all.size() / mine.size();
+    for (size_t r = 0; r < mine.size(); ++r) {
+      auto from = all.begin() + static_cast<std::ptrdiff_t>(r * layers);
+      mine[r].assign(std::make_move_iterator(from),
+                     std::make_move_iterator(from + static_cast<std::ptrdiff_t>(layers)));
+    }
+  }
+  ~Lent() {
+    const size_t layers = all_.size() / mine_.size();
+    for (size_t r = 0; r < mine_.size(); ++r)
+      std::move(mine_[r].begin(), mine_[r].end(), all_.begin() + static_cast<std::ptrdiff_t>(r * layers));
+  }
+  Lent(const Lent&) = delete;
+  Lent& operator=(const Lent&) = delete;
+
+ private:
+  std::vector<nn::KvCache>& all_;
+  std::vector<std::vector<nn::KvCache>>& mine_;
+};
+
+}  // namespace
+
 Tensor TensorParallelModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
                                     bool last_only) const {
-  const size_t layers = layers_of(cache.size());
-  // Each rank's layers moved out for its call and back after it, whatever happened.
+  (void)layers_of(cache.size());
   std::vector<std::vector<nn::KvCache>> mine(parts_.size());
-  for (size_t r = 0; r < parts_.size(); ++r) {
-    auto from = cache.begin() + static_cast<std::ptrdiff_t>(r * layers);
-    mine[r].assign(std::make_move_iterator(from), std::make_move_iterator(from + static_cast<std::ptrdiff_t>(layers)));
-  }
   std::vector<Tensor> out(parts_.size());
-  std::exception_ptr error;
-  try {
+  {
+    const Lent lent(cache, mine);
     on_ranks([&](int r) {
       const auto u = static_cast<size_t>(r);
       out[u] = parts_[u]->forward(tokens, mine[u], key_mask, last_only);
     });
-  } catch (...) {
-    error = std::current_exception();
   }
-  for (size_t r = 0; r < parts_.size(); ++r)
-    std::move(mine[r].begin(), mine[r].end(), cache.begin() + static_cast<std::ptrdiff_t>(r * layers));
-  if (error) std::rethrow_exception(error);
   return out[0];
+}
+
+// The ranks' decode steps over their layers of the group's cache, lent to them for each step.
+class TensorParallelModel::GroupSteps final : public DecodeSteps {
+ public:
+  GroupSteps(const TensorParallelModel& group, std::vector<nn::KvCache>& cache)
+      : group_(group), cache_(cache), mine_(group.parts_.size()), steps_(group.parts_.size()) {
+    (void)group.layers_of(cache.size());
+    const Lent lent(cache_, mine_);
+    group.on_ranks([&](int r) {
+      const auto u = static_cast<size_t>(r);
+      steps_[u] = group_.parts_[u]->decode_steps(mine_[u]);
+    });
+  }
+
+  Tensor step(const Tensor& tokens, const Tensor& key_mask) override {
+    std::vector<Tensor> out(steps_.size());
+    {
+      const Lent lent(cache_, mine_);
+      group_.on_ranks([&](int r) {
+        const auto u = static_cast<size_t>(r);
+        out[u] = steps_[u]->step(tokens, key_mask);
+      });
+    }
+    note(steps_, error_);
+    return out[0];
+  }
+  const std::string& recording_error() const override { return error_; }
+  bool recorded() const override {
+    return std::all_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->recorded(); });
+  }
+
+  // The first rank's reason to run op by op, where one has.
+  template <typename Steps>
+  static void note(const std::vector<Steps>& steps, std::string& error) {
+    for (const auto& s : steps)
+      if (error.empty() && !s->recording_error().empty()) error = s->recording_error();
+  }
+
+ private:
+  const TensorParallelModel& group_;
+  std::vector<nn::KvCache>& cache_;
+  std::vector<std::vector<nn::KvCache>> mine_;
+  std::vector<std::unique_ptr<DecodeSteps>> steps_;
+  std::string error_;
+};
+
+std::unique_ptr<DecodeSteps> TensorParallelModel::decode_steps(std::vector<nn::KvCache>& cache) const {
+  return std::make_unique<GroupSteps>(*this, cache);
 }
 
 PagedKvCache TensorParallelModel::make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const {
@@ -203,12 +272,12 @@ int64_t TensorParallelModel::paged_block_bytes(int64_t block_size, KvType type) 
   return parts_[0]->paged_block_bytes(block_size, type);
 }
 
-Tensor TensorParallelModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) const {
+std::vector<PagedKvCache> TensorParallelModel::rank_views(PagedKvCache& cache, const char* op) const {
   const size_t layers = layers_of(cache.keys.size());
   if (cache.values.size() != cache.keys.size())
-    throw ShapeError(detail::str_cat("TensorParallelModel::forward_paged: a cache of ", cache.keys.size(),
-                                     " key pools and ", cache.values.size(), " value pools"));
-  // Each rank's view of the pools: the tensors share the group's storage.
+    throw ShapeError(detail::str_cat("TensorParallelModel::", op, ": a cache of ", cache.keys.size(), " key pools and ",
+                                     cache.values.size(), " value pools"));
+  // The tensors share the group's storage.
   std::vector<PagedKvCache> mine(parts_.size());
   for (size_t r = 0; r < parts_.size(); ++r) {
     PagedKvCache& m = mine[r];
@@ -219,12 +288,58 @@ Tensor TensorParallelModel::forward_paged(const PagedBatch& batch, PagedKvCache&
     m.keys.assign(cache.keys.begin() + from, cache.keys.begin() + to);
     m.values.assign(cache.values.begin() + from, cache.values.begin() + to);
   }
+  return mine;
+}
+
+Tensor TensorParallelModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) const {
+  std::vector<PagedKvCache> mine = rank_views(cache, "forward_paged");
   std::vector<Tensor> out(parts_.size());
   on_ranks([&](int r) {
     const auto u = static_cast<size_t>(r);
     out[u] = parts_[u]->forward_paged(batch, mine[u]);
   });
   return out[0];
+}
+
+// The ranks' paged decode steps over their views of the group's pools (which the views share, so
+// that blocks the engine copies between steps are the ones the steps see).
+class TensorParallelModel::GroupPagedSteps final : public PagedSteps {
+ public:
+  GroupPagedSteps(const TensorParallelModel& group, std::vector<PagedKvCache> views,
+                  std::vector<std::unique_ptr<PagedSteps>> steps)
+      : group_(group), views_(std::move(views)), steps_(std::move(steps)) {}
+
+  Tensor step(const PagedBatch& batch) override {
+    std::vector<Tensor> out(steps_.size());
+    group_.on_ranks([&](int r) {
+      const auto u = static_cast<size_t>(r);
+      out[u] = steps_[u]->step(batch);
+    });
+    GroupSteps::note(steps_, error_);
+    return out[0];
+  }
+  const std::string& recording_error() const override { return error_; }
+  bool recorded() const override {
+    return std::all_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->recorded(); });
+  }
+
+ private:
+  const TensorParallelModel& group_;
+  std::vector<PagedKvCache> views_;  // the steps refer to these
+  std::vector<std::unique_ptr<PagedSteps>> steps_;
+  std::string error_;
+};
+
+std::unique_ptr<PagedSteps> TensorParallelModel::paged_steps(PagedKvCache& cache, int64_t max_batch) const {
+  std::vector<PagedKvCache> views = rank_views(cache, "paged_steps");
+  std::vector<std::unique_ptr<PagedSteps>> steps(parts_.size());
+  // views is moved into the group's steps below: a vector's elements keep their addresses.
+  on_ranks([&](int r) {
+    const auto u = static_cast<size_t>(r);
+    steps[u] = parts_[u]->paged_steps(views[u], max_batch);
+  });
+  if (std::any_of(steps.begin(), steps.end(), [](const auto& s) { return s == nullptr; })) return nullptr;
+  return std::make_unique<GroupPagedSteps>(*this, std::move(views), std::move(steps));
 }
 
 }  // namespace wick::models

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "paged_util.h"
 #include "test_util.h"
 #include "wick/models/engine.h"
 #include "wick/models/llama.h"
@@ -486,6 +487,75 @@ TEST(EngineTensorParallel, AGroupOfTwoGpusGivesTheWholeModelsTokens) {
     if (!d.is_cpu()) gpus.push_back(d);
   if (gpus.size() < 2) GTEST_SKIP() << "needs two GPUs";
   expect_group_gives_whole_models_tokens({gpus[0], gpus[1]});
+}
+
+// A group's decode steps against its own forward() and forward_paged() on a second cache: on GPUs
+// each rank's steps are replayed from graphs that hold the step's collectives (recorded() true); on
+// CPU ranks they run forward() (contiguous) or are none (paged). The lent layers go back to the
+// group's cache after each step.
+void expect_group_steps_give_forwards_logits(const std::vector<Device>& devices) {
+  const auto n = static_cast<int>(devices.size());
+  const bool gpus = devices[0].is_gpu();
+  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+  c.vocab = 96, c.dim = 128, c.hidden = 256, c.layers = 2, c.heads = 8, c.kv_heads = 4, c.head_dim = 16;
+  c.context = 64;
+  const std::vector<dist::Communicator> comms = dist::Communicator::local(devices);
+  std::vector<std::shared_ptr<const models::Model>> parts;
+  for (int r = 0; r < n; ++r)
+    parts.push_back(std::make_shared<models::LlamaModel>(models::LlamaModel::random(
+        c, devices[static_cast<size_t>(r)], DType::F32, std::nullopt, 5, comms[static_cast<size_t>(r)])));
+  const models::TensorParallelModel group(parts);
+  std::mt19937 rng(6);
+  std::uniform_int_distribution<int32_t> id(0, 95);
+  auto tokens = [&](int64_t b, int64_t t) {
+    std::vector<int32_t> v(static_cast<size_t>(b * t));
+    for (int32_t& x : v) x = id(rng);
+    return Tensor::from_vector(v, {b, t});
+  };
+
+  std::vector<nn::KvCache> stepped = group.make_cache(2, 64), plain = group.make_cache(2, 64);
+  const Tensor prompt = tokens(2, 5);
+  (void)group.forward(prompt, stepped);
+  (void)group.forward(prompt, plain);
+  const std::unique_ptr<models::DecodeSteps> steps = group.decode_steps(stepped);
+  for (int s = 0; s < 12; ++s) {
+    const Tensor next = tokens(2, 1);
+    const Tensor got = steps->step(next).to_device(Device::cpu()).copy();
+    const Tensor want = group.forward(next, plain, {}, true).to_device(Device::cpu());
+    EXPECT_LT(max_abs_diff(got, want), 1e-4f * want.abs().max().item<float>()) << n << " ranks, step " << s;
+  }
+  EXPECT_EQ(steps->recorded(), gpus);
+  EXPECT_EQ(steps->recording_error(), "");
+  ASSERT_EQ(stepped.size(), plain.size());
+  for (size_t i = 0; i < stepped.size(); ++i) EXPECT_EQ(stepped[i].size(), 17) << "layer " << i << " of the group's";
+
+  const int64_t bs = 4, seqs = 3;
+  models::PagedKvCache pool = group.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model),
+                       paged_plain = group.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model);
+  pool.scratch = paged_plain.scratch = static_cast<int32_t>(seqs * 16);
+  const std::unique_ptr<models::PagedSteps> paged = group.paged_steps(pool, 4);
+  ASSERT_EQ(paged != nullptr, gpus);
+  if (!paged) return;
+  std::vector<int64_t> length(seqs, 0);
+  for (int64_t k : {1, 3, 3, 2, 3, 3, 3, 3}) {
+    std::vector<int32_t> tokens(static_cast<size_t>(k));
+    for (int32_t& t : tokens) t = id(rng);
+    const models::PagedBatch b = decode_batch(tokens, length, 16, bs);
+    const Tensor got = paged->step(b).to_device(Device::cpu()).copy();
+    const Tensor want = group.forward_paged(b, paged_plain).to_device(Device::cpu());
+    EXPECT_LT(max_abs_diff(got, want), 1e-4f * want.abs().max().item<float>()) << k << " sequences";
+  }
+  EXPECT_TRUE(paged->recorded());
+  EXPECT_EQ(paged->recording_error(), "");
+}
+
+TEST(EngineTensorParallel, AGroupsDecodeStepsGiveItsForwardsLogits) {
+  expect_group_steps_give_forwards_logits({Device::cpu(), Device::cpu()});
+  std::vector<Device> gpus;
+  for (Device d : devices())
+    if (!d.is_cpu()) gpus.push_back(d);
+  if (gpus.size() < 2) GTEST_SKIP() << "two GPUs: needs two GPUs";
+  expect_group_steps_give_forwards_logits({gpus[0], gpus[1]});
 }
 
 TEST(EngineTensorParallel, PartsThatAreNotOneGroupAreRefused) {

@@ -9,6 +9,7 @@
 #include <random>
 #include <tuple>
 
+#include "paged_util.h"
 #include "test_util.h"
 #include "wick/models/llama.h"
 #include "wick/nn.h"
@@ -452,18 +453,9 @@ TEST_P(PagedTest, RecordedDecodeStepsGiveForwardPagedsLogits) {
   std::uniform_int_distribution<int32_t> id(0, 95);
   std::vector<int64_t> length(seqs, 0);
   for (int64_t n : {1, 3, 5, 5, 3, 1, 5, 5, 5, 5, 5, 5}) {
-    models::PagedBatch b;
-    b.max_blocks = 16;
-    for (int64_t s = 0; s < n; ++s) {
-      const auto u = static_cast<size_t>(s);
-      for (int64_t j = 0; j < 16; ++j) b.tables.push_back(static_cast<int32_t>(s * 16 + 15 - j));  // backwards
-      b.tokens.push_back(id(rng));
-      b.seqs.push_back(static_cast<int32_t>(s));
-      b.positions.push_back(static_cast<int32_t>(length[u]));
-      b.slots.push_back(int64_t{b.tables[u * 16 + static_cast<size_t>(length[u] / bs)]} * bs + length[u] % bs);
-      b.logits_of.push_back(s);
-      ++length[u];
-    }
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int32_t& t : tokens) t = id(rng);
+    const models::PagedBatch b = decode_batch(tokens, length, 16, bs);
     const Tensor got = steps.step(b).to_device(Device::cpu()).copy();
     const Tensor want = m.forward_paged(b, plain);
     EXPECT_LT(max_abs_diff(got, want), 1e-4) << n << " sequences";

@@ -10,18 +10,17 @@ namespace wick::models {
 
 std::unique_ptr<DecodeSteps> LlamaModel::decode_steps(std::vector<nn::KvCache>& cache) const {
   // A mixture of experts reads the router's choices on the host in every layer, which a recorded
-  // step cannot: its steps run op by op.
-  if (device_.is_gpu() && ranks_ == 1 && config_.experts == 0) return std::make_unique<DecodeGraph>(*this, cache);
+  // step cannot: its steps run op by op. A split model's collectives are recorded with the rest.
+  if (device_.is_gpu() && config_.experts == 0) return std::make_unique<DecodeGraph>(*this, cache);
   return Model::decode_steps(cache);
 }
 
-bool DecodeGraph::recorded() const { return recording_error_.empty() && model_.ranks_ == 1; }
+bool DecodeGraph::recorded() const { return recording_error_.empty(); }
 
 DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cache) : model_(model), cache_(cache) {
   const LlamaConfig& c = model.config_;
   if (static_cast<int64_t>(cache.size()) != c.layers)
     throw ShapeError(detail::str_cat("llama: DecodeGraph: ", cache.size(), " caches for ", c.layers, " layers"));
-  if (model.ranks_ > 1) return;  // forward()'s path
   batch_ = cache[0].keys().shape()[0];
   capacity_ = cache[0].capacity();
   const Device d = model.device_;
@@ -54,7 +53,6 @@ void DecodeGraph::run_step(int64_t length) {
 
 Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
   const LlamaModel& m = model_;
-  if (m.ranks_ > 1) return m.forward(tokens, cache_, key_mask, true);
   const int64_t pos = cache_[0].size();
   // (A cache of another batch is refused by write_at, which checks k against it.)
   for (const nn::KvCache& c : cache_)
@@ -62,7 +60,9 @@ Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
       throw ShapeError("llama: DecodeGraph::step: the caches changed shape or no longer hold one number of positions");
   if (tokens.shape() != Shape({batch_, 1}))
     throw ShapeError(detail::str_cat("llama: DecodeGraph::step: tokens of shape ", tokens.shape(), ", not ", Shape({batch_, 1})));
-  if (tokens.device().is_cpu()) m.check_tokens(tokens, "DecodeGraph::step");
+  // Ids on a device are checked by the gather at the next sync; a split model checks them on the host
+  // either way (forward's reason).
+  if (tokens.device().is_cpu() || m.ranks_ > 1) m.check_tokens(tokens, "DecodeGraph::step");
   if (pos >= capacity_)
     throw ShapeError(detail::str_cat("llama: DecodeGraph::step: the caches are full (", capacity_, " positions)"));
   if (key_mask.defined() && key_mask.shape() != Shape({batch_, pos + 1}))

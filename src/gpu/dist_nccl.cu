@@ -341,6 +341,9 @@ class NcclEngine final : public Engine {
       fail(why);
       throw DistError(str_cat("dist: ", op, " on rank ", rank_, ": ", why));
     }
+    // A call recorded into a graph (wick::Graph, a split model's recorded decode step) has not
+    // run: it runs with each replay, which the watchdog does not see.
+    if (capturing(backend_.stream())) return;
     backend_.activate();  // an event belongs to the device of the stream it is recorded on
     Event e = nullptr;
     {

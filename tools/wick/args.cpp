@@ -80,7 +80,7 @@ commands:
                           size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3; --prompt 0 or
                           --gen 0 leaves that test out)
-      --no-graph          on one GPU, decode through forward() instead of a recorded step
+      --no-graph          on GPUs, decode through forward() instead of recorded steps
       --csv FILE          append one row per test (model, bytes, devices, dtype, batch, test,
                           tokens/s, peak bytes)
   bench-serve [options]   the engine under load: N requests, C in flight, greedy; output tokens/s,

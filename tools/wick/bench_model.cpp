@@ -1,7 +1,7 @@
 // `wick bench-model`: a model's prompt and generation speed, as llama-bench reports them: pp N
 // (N prompt tokens through the model at once, from an empty cache, the last position's logits to
 // the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host; on
-// one GPU through models::DecodeGraph unless --no-graph).
+// GPUs through models::DecodeGraph, one per rank, unless --no-graph).
 #include "bench_model.h"
 
 #include <algorithm>
@@ -127,7 +127,7 @@ int cmd_bench_model(int argc, char** argv) {
   };
   const int64_t pp_cache = prompt > 0 ? cache_bytes(prompt) : 0, tg_cache = gen > 0 ? cache_bytes(gen) : 0;
 
-  const bool use_graph = graph && devices.size() == 1 && first.is_gpu();
+  const bool use_graph = graph && first.is_gpu();
   std::string recording_error;  // DecodeGraph's, where recording failed
   bool recorded = false;        // decode steps replayed from a recorded graph
   // Every rank runs the same steps; rank 0's clock, and its device's peak memory (weights, cache

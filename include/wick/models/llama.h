@@ -318,8 +318,9 @@ class LlamaModel : public Model {
 // within float rounding: it attends over the cache in spans of kSpan positions, the positions not
 // yet written hidden by a mask, and records a step anew when the next position starts a span (the
 // first step of a span runs normally, then is recorded). On the CPU the same code runs (a replay
-// runs the step's ops again). A model split over ranks takes forward()'s path: its collectives are
-// not recorded.
+// runs the step's ops again). A model split over ranks records its collectives with the rest (NCCL
+// and RCCL calls are captured into the graph), so each rank steps its own DecodeGraph, every rank
+// at once, as they call forward(); TensorParallelModel::decode_steps does that.
 class DecodeGraph : public DecodeSteps {
  public:
   static constexpr int64_t kSpan = 256;
@@ -363,7 +364,9 @@ class DecodeGraph : public DecodeSteps {
 // hand, not for the whole context). The step's inputs (tokens, positions, slots, sequences and
 // block tables) reach the device in one copy, and the rope tables of every position lie there
 // already, so that a step costs the host one copy and one launch. On the CPU the same code runs (a
-// replay runs the step's ops again). The first step of each size runs normally, then is recorded.
+// replay runs the step's ops again). The first step of each size runs normally, then is recorded. A
+// split model's collectives are recorded with the rest (TensorParallelModel::paged_steps steps every
+// rank's at once).
 class PagedDecodeGraph : public PagedSteps {
  public:
   // Steps of `model` for up to max_batch sequences writing into `cache`, which must have a scratch
@@ -374,6 +377,7 @@ class PagedDecodeGraph : public PagedSteps {
 
   Tensor step(const PagedBatch& batch) override;
   const std::string& recording_error() const override { return recording_error_; }
+  bool recorded() const override { return recording_error_.empty(); }
 
  private:
   struct Size {

@@ -55,9 +55,18 @@ class TensorParallelModel : public Model {
   PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const override;
   int64_t paged_block_bytes(int64_t block_size, KvType type) const override;  // on each device
   Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
+  // Every rank's own decode steps (on GPUs, graphs that hold the step's collectives too), stepped
+  // together as forward() steps the parts: the answer is rank 0's. paged_steps is nullptr where a
+  // part has none (CPU ranks).
+  std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
+  std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const override;
 
  private:
   class Threads;
+  class GroupSteps;
+  class GroupPagedSteps;
+  // The ranks' views of a paged cache of the group's: rank r's layers of its pools.
+  std::vector<PagedKvCache> rank_views(PagedKvCache& cache, const char* op) const;
   // Runs f(rank) for every rank at once; rethrows the lowest rank's exception.
   void on_ranks(const std::function<void(int)>& f) const;
   // The layers of rank r in a cache of the group's: [r * layers, (r + 1) * layers).

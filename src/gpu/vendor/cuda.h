@@ -130,6 +130,11 @@ inline Status event_elapsed_ms(float* ms, Event a, Event b) { return cudaEventEl
 // run. Thread-local mode: only this thread's calls that could break the capture are refused.
 inline Status capture_begin(Stream s) { return cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); }
 inline Status capture_end(Stream s, GraphDef* g) { return cudaStreamEndCapture(s, g); }
+// Whether work queued on s now is being recorded (a capture is active on it).
+inline bool capturing(Stream s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive;
+}
 inline Status graph_instantiate(GraphExec* e, GraphDef g) { return cudaGraphInstantiate(e, g, 0); }
 inline Status graph_launch(GraphExec e, Stream s) { return cudaGraphLaunch(e, s); }
 inline Status graph_destroy(GraphDef g) { return cudaGraphDestroy(g); }

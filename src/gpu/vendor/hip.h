@@ -130,6 +130,11 @@ inline Status event_elapsed_ms(float* ms, Event a, Event b) { return hipEventEla
 // run. Thread-local mode: only this thread's calls that could break the capture are refused.
 inline Status capture_begin(Stream s) { return hipStreamBeginCapture(s, hipStreamCaptureModeThreadLocal); }
 inline Status capture_end(Stream s, GraphDef* g) { return hipStreamEndCapture(s, g); }
+// Whether work queued on s now is being recorded (a capture is active on it).
+inline bool capturing(Stream s) {
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  return hipStreamIsCapturing(s, &status) == hipSuccess && status == hipStreamCaptureStatusActive;
+}
 inline Status graph_instantiate(GraphExec* e, GraphDef g) { return hipGraphInstantiate(e, g, nullptr, nullptr, 0); }
 inline Status graph_launch(GraphExec e, Stream s) { return hipGraphLaunch(e, s); }
 inline Status graph_destroy(GraphDef g) { return hipGraphDestroy(g); }
