@@ -41,10 +41,11 @@ class LlamaTest : public ::testing::TestWithParam<Device> {
 
 // Decoding token by token through the KV cache gives the logits of the whole sequence at once.
 TEST_P(LlamaTest, StepByStepEqualsWholeSequence) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
     SCOPED_TRACE(arch);
     Tiny tiny;
     tiny.arch = arch;
+    tiny.window = arch == "gemma3" ? 3 : 0;  // shorter than the sequence
     const LlamaModel model = load(tiny, device());
     const auto t = static_cast<int64_t>(kTokens.size());
     auto whole_cache = model.make_cache(1, 32);
@@ -205,18 +206,23 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
 // The same weights as a Hugging Face checkpoint (config.json and safetensors under transformers'
 // names, q and k rows in transformers' order) give the GGUF file's logits: Llama with its rows of q
 // and k permuted in the GGUF file, Qwen2 with biases, Qwen3 with q and k norms, Phi-3 with q, k and
-// v as one weight and gate and up as one, tied embeddings.
+// v as one weight and gate and up as one, tied embeddings; Gemma 3 with its norms after attention and
+// the MLP under their own names, each norm's weight w where the GGUF file holds 1 + w.
 TEST_P(LlamaTest, CheckpointEqualsGguf) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
+    const bool gemma = std::string(arch) == "gemma3";
     for (const bool tied : {false, true}) {
+      if (gemma && !tied) continue;  // Gemma's head is its embedding
       Tiny m;
       m.arch = arch;
       m.tied = tied;
+      m.window = gemma ? 4 : 0;
       const io::GgufFile gguf = io::GgufFile::parse(tiny_model(m).bytes(), "tiny.gguf");
       const int64_t hd = m.dim / m.heads;
       io::SafetensorsWriter st;
       auto put = [&](const std::string& theirs, const std::string& ours, int64_t heads = 0) {
         Tensor t = gguf.tensor(*gguf.find_tensor(ours));
+        if (gemma && ours.ends_with("norm.weight")) t = t.affine(1, -1);
         // llama.cpp's converter moves each head's rows (i, i + hd/2) next to each other.
         if (heads > 0 && m.arch == "llama")
           t = t.reshape({heads, hd / 2, 2, m.dim}).transpose(1, 2).contiguous().reshape({heads * hd, m.dim});
@@ -235,10 +241,16 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
         }
         if (m.arch == "qwen2")
           for (const char* x : {"q", "k", "v"}) put(h + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias");
-        if (m.arch == "qwen3")
+        if (m.arch == "qwen3" || gemma)
           for (const char* x : {"q", "k"}) put(h + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight");
         put(h + "self_attn.o_proj.weight", g + "attn_output.weight");
-        put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight");
+        if (gemma) {
+          put(h + "post_attention_layernorm.weight", g + "post_attention_norm.weight");
+          put(h + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight");
+          put(h + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight");
+        } else {
+          put(h + "post_attention_layernorm.weight", g + "ffn_norm.weight");
+        }
         if (m.arch == "phi3") {
           put(h + "mlp.gate_up_proj.weight", g + "ffn_up.weight");
         } else {
@@ -251,12 +263,17 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
       if (!tied) put("lm_head.weight", "output.weight");
       TempDir dir;
       st.write(dir.file("model.safetensors"));
-      dir.write("config.json", detail::str_cat(R"({"architectures": ["X"], "model_type": ")", arch, R"(", "vocab_size": )", m.vocab,
-                                               R"(, "hidden_size": )", m.dim, R"(, "intermediate_size": )", m.hidden,
-                                               R"(, "num_hidden_layers": )", m.layers, R"(, "num_attention_heads": )", m.heads,
-                                               R"(, "num_key_value_heads": )", m.kv_heads, R"(, "max_position_embeddings": )", m.context,
-                                               R"(, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": )",
-                                               tied ? "true" : "false", "}"));
+      const std::string model_type = gemma ? "gemma3_text" : arch;
+      const std::string gemma_keys =
+          detail::str_cat(R"("head_dim": )", hd, R"(, "query_pre_attn_scalar": )", hd, R"(, "sliding_window": 4, )");
+      dir.write(
+          "config.json",
+          detail::str_cat(R"({"architectures": ["X"], "model_type": ")", model_type, R"(", )", gemma ? gemma_keys : "",
+                          R"("vocab_size": )", m.vocab, R"(, "hidden_size": )", m.dim, R"(, "intermediate_size": )",
+                          m.hidden, R"(, "num_hidden_layers": )", m.layers, R"(, "num_attention_heads": )", m.heads,
+                          R"(, "num_key_value_heads": )", m.kv_heads, R"(, "max_position_embeddings": )", m.context,
+                          R"(, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": )",
+                          tied ? "true" : "false", "}"));
       const LlamaModel a = LlamaModel::from_gguf(gguf, device());
       const LlamaModel b = LlamaModel::open(dir.path(), device());
       EXPECT_EQ(b.config().architecture, arch);
@@ -268,7 +285,7 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
       EXPECT_LT(max_abs_diff(la, lb), 1e-5f * la.abs().max().item<float>()) << arch << (tied ? " tied" : "");
       // The same directory through ModelFile: the family its model_type names, the same logits.
       const models::ModelFile file = models::ModelFile::open(dir.path());
-      EXPECT_EQ(file.architecture(), arch);
+      EXPECT_EQ(file.architecture(), model_type);
       EXPECT_FALSE(file.has_tokenizer());
       models::LoadOptions o;
       o.device = device();
@@ -400,6 +417,92 @@ TEST(LlamaConfig, FromJson) {
                     "nest deeper than 32");
 }
 
+// Gemma 3 from config.json (gemma3_text: layer_types or the default pattern, the rope of each kind of
+// layer, query_pre_attn_scalar, transformers' defaults where left out) and from GGUF (llama.cpp's
+// rules: every sixth layer global unless the file gives a pattern, the local base 10000 unless it
+// gives one); what wick does not run refused by name.
+TEST(LlamaConfig, Gemma3) {
+  TempDir dir;
+  const std::string base = R"("vocab_size": 262208, "hidden_size": 2560, "intermediate_size": 10240,
+      "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4)";
+  dir.write("gemma3.json", R"({"model_type": "gemma3_text", "sliding_window": 1024, "query_pre_attn_scalar": 64,
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}, )" +
+                               base + "}");
+  const models::LlamaConfig c = models::LlamaConfig::from_json(dir.file("gemma3.json"));
+  EXPECT_EQ(c.architecture, "gemma3");
+  EXPECT_EQ(c.head_dim, 256);      // transformers' default
+  EXPECT_EQ(c.context, 131072);    // likewise
+  EXPECT_TRUE(c.tied_embeddings);  // likewise
+  EXPECT_TRUE(c.embed_scale && c.post_norms && c.qk_norm);
+  EXPECT_EQ(c.activation, models::LlamaConfig::Activation::GeluTanh);
+  EXPECT_EQ(c.norm_offset, 1.0);
+  EXPECT_DOUBLE_EQ(c.attention_scale, 0.125);
+  EXPECT_EQ(c.rope_linear, 8.0);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_local_theta, 20000.0);
+  ASSERT_EQ(c.layer_windows.size(), 34u);
+  for (int64_t i = 0; i < 34; ++i) {
+    EXPECT_EQ(c.window_of(i), (i + 1) % 6 == 0 ? 0 : 1024) << i;
+    EXPECT_EQ(c.local_rope(i), (i + 1) % 6 != 0) << i;
+  }
+  EXPECT_DOUBLE_EQ(c.inv_freq()[1], std::pow(1e6, -2.0 / 256) / 8);
+  EXPECT_DOUBLE_EQ(c.inv_freq_local()[1], std::pow(20000.0, -2.0 / 256));
+  // Each layer's type where the file lists them; the older keys for the rope.
+  std::string types = R"("layer_types": [)";
+  for (int i = 0; i < 34; ++i)
+    types += i ? (i % 2 ? R"(, "full_attention")" : R"(, "sliding_attention")") : R"("sliding_attention")";
+  types += "], ";
+  dir.write("types.json", R"({"model_type": "gemma3_text", "rope_theta": 500000.0, "rope_local_base_freq": 5000.0, )" +
+                              types + base + "}");
+  const models::LlamaConfig t = models::LlamaConfig::from_json(dir.file("types.json"));
+  EXPECT_EQ(t.window_of(0), 4096);
+  EXPECT_EQ(t.window_of(1), 0);
+  EXPECT_EQ(t.rope_theta, 500000.0);
+  EXPECT_EQ(t.rope_local_theta, 5000.0);
+  EXPECT_DOUBLE_EQ(t.attention_scale, 1 / 16.0);  // query_pre_attn_scalar's default, 256
+  const std::pair<std::string, std::string> refused[] = {
+      {R"("final_logit_softcapping": 30.0, )", "final_logit_softcapping"},
+      {R"("attn_logit_softcapping": 50.0, )", "attn_logit_softcapping"},
+      {R"("use_bidirectional_attention": true, )", "use_bidirectional_attention"},
+      {R"("hidden_activation": "silu", )", "hidden_activation"}};
+  for (const auto& [extra, what] : refused) {
+    dir.write("refused.json", R"({"model_type": "gemma3_text", )" + extra + base + "}");
+    WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("refused.json")), NotSupportedError, what);
+  }
+  dir.write("vision.json", R"({"model_type": "gemma3", )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("vision.json")), NotSupportedError, "gemma3_text");
+  dir.write("types.json", R"({"model_type": "gemma3_text", "layer_types": ["sliding_attention"], )" + base + "}");
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_json(dir.file("types.json")), io::FormatError, "layer_types",
+                    "a list of 34 layer types");
+
+  // GGUF: the norms hold 1 + weight already; six layers, the sixth global.
+  Tiny tiny;
+  tiny.arch = "gemma3", tiny.layers = 7, tiny.window = 3;
+  const models::LlamaConfig g = models::LlamaConfig::from_gguf(io::GgufFile::parse(tiny_model(tiny).bytes(), "g.gguf"));
+  EXPECT_EQ(g.norm_offset, 0.0);
+  EXPECT_EQ(g.rope_local_theta, 10000.0);
+  EXPECT_EQ(g.attention_scale, 0.0);
+  EXPECT_EQ(g.layer_windows, (std::vector<int64_t>{3, 3, 3, 3, 3, 0, 3}));
+  // A period, a flag per layer, and the local base where the file gives them.
+  GgufWriter w = tiny_model(tiny);
+  w.set("gemma3.attention.sliding_window_pattern", GgufValue::u32(3));
+  w.set("gemma3.rope.freq_base_swa", GgufValue::f32(500.f));
+  const models::LlamaConfig p = models::LlamaConfig::from_gguf(io::GgufFile::parse(w.bytes(), "p.gguf"));
+  EXPECT_EQ(p.layer_windows, (std::vector<int64_t>{3, 3, 0, 3, 3, 0, 3}));
+  EXPECT_EQ(p.rope_local_theta, 500.0);
+  io::GgufArray flags;
+  flags.type = io::GgufType::Bool;
+  for (int i = 0; i < 7; ++i) flags.items.push_back(GgufValue::boolean(i % 3 == 0));
+  w.set("gemma3.attention.sliding_window_pattern", GgufValue::array(flags));
+  EXPECT_EQ(models::LlamaConfig::from_gguf(io::GgufFile::parse(w.bytes(), "f.gguf")).layer_windows,
+            (std::vector<int64_t>{3, 0, 0, 3, 0, 0, 3}));
+  flags.items.pop_back();
+  w.set("gemma3.attention.sliding_window_pattern", GgufValue::array(flags));
+  WICK_EXPECT_ERROR(models::LlamaConfig::from_gguf(io::GgufFile::parse(w.bytes(), "f.gguf")), io::FormatError,
+                    "sliding_window_pattern", "6 flags for 7 layers");
+}
+
 // Greedy generation through the KV cache picks what the argmax of a whole-sequence forward picks,
 // step after step; prompts of different lengths decoded together get their own tokens.
 TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
@@ -436,9 +539,6 @@ TEST_P(LlamaTest, GreedyGenerationMatchesWholeSequenceArgmax) {
   EXPECT_EQ(stopped.tokens[0].size(), 2u);
 }
 
-// DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
-// Qwen2's biases, a sliding window, block-format weights and a padded batch; and refuse what is not
-// theirs to take.
 // New tokens stop where the sequences fill the model's context (the longest prompt sets the
 // positions), however many were asked for; a prompt that fills it is refused.
 TEST_P(LlamaTest, GenerationStopsAtTheContext) {
@@ -455,6 +555,9 @@ TEST_P(LlamaTest, GenerationStopsAtTheContext) {
   WICK_EXPECT_ERROR(models::generate(model, full, options), ShapeError, "generate: ", "12 tokens", "context of 12");
 }
 
+// DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
+// Qwen2's biases, a sliding window, block-format weights, a padded batch, and Gemma 3's local and
+// global layers (a window on some layers: a mask per window); and refuse what is not theirs to take.
 TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
   struct Case {
     std::string name;
@@ -462,11 +565,13 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
     int64_t window = 0;
     int64_t batch = 1;
   };
-  std::vector<Case> cases = {{"llama", Tiny{}}, {"qwen2", Tiny{}},       {"window", Tiny{}, 5},
-                             {"q8_0", Tiny{}},  {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}};
+  std::vector<Case> cases = {{"llama", Tiny{}},       {"qwen2", Tiny{}}, {"window", Tiny{}, 5},   {"q8_0", Tiny{}},
+                             {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}, {"gemma3", Tiny{}, 0, 2}};
   cases[1].tiny.arch = "qwen2";
   cases[3].tiny.qtype = quant::QType::Q8_0;
   cases[5].tiny.arch = "qwen3";
+  // Gemma 3: a local layer (a window of 5, its own rope base), a global one, a local one.
+  cases[6].tiny.arch = "gemma3", cases[6].tiny.layers = 3, cases[6].tiny.window = 5, cases[6].tiny.pattern = 2;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     LlamaModel model = load(c.tiny, device());
@@ -559,13 +664,15 @@ INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), dev
 
 // The model split over 2 and 4 CPU ranks (Megatron's split) gives the whole model's logits, within
 // the rounding of its partial sums, and the same greedy tokens; for dense and block-format
-// weights, Qwen2's biases, Qwen3's q and k norms, Phi-3's fused weights and tied embeddings.
+// weights, Qwen2's biases, Qwen3's q and k norms, Phi-3's fused weights, tied embeddings and Gemma
+// 3's norms after the ranks' sums.
 TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"})
     for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}})
       for (int n : {2, 4}) {
         Tiny m;
         m.arch = arch, m.qtype = q, m.dim = 128, m.heads = 8, m.kv_heads = 4, m.hidden = 256, m.tied = arch == "qwen2";
+        m.window = arch == "gemma3" ? 3 : 0;
         const std::vector<uint8_t> bytes = tiny_model(m).bytes();
         const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
         const LlamaModel whole = LlamaModel::from_gguf(file, Device::cpu());

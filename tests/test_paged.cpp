@@ -317,7 +317,24 @@ TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
 // without a window turn 12 of each head's 16 features with LongRoPE's factors (short before position
 // 40, long from there on: the rope tables of a step's positions against forward's). The
 // windowed runs are Qwen3-MoE's decoder (q and k normed per head, rope over halves, a mixture of
-// experts whose tokens come from several sequences and chunks in one step).
+// experts whose tokens come from several sequences and chunks in one step), and again Gemma 3's
+// (a local layer with a window of 6 and a global one, each with its rope).
+// Gemma 3's decoder at c's size: a local layer (a window of 6, rope at its own base) then a global
+// one (linear scaling), q k^T scaled by another factor, norms after attention and the MLP, GELU.
+void gemma3(models::LlamaConfig& c) {
+  c.architecture = "gemma3";
+  c.experts = c.experts_used = 0;
+  c.rotary_dim = 0;
+  c.long_rope = {};
+  c.interleaved_rope = false;
+  c.qk_norm = c.embed_scale = c.post_norms = c.tied_embeddings = true;
+  c.activation = models::LlamaConfig::Activation::GeluTanh;
+  c.window = 6;
+  c.layer_windows = {6, 0};
+  c.rope_local_theta = 10000, c.rope_theta = 1e6, c.rope_linear = 4;
+  c.attention_scale = 0.3;
+}
+
 TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
   c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 256;
@@ -327,7 +344,8 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   const Schedule schedules[] = {{{37, 20}, {9, 1, 13, 1, 100}}, {{90, 5, 50}, {20, 1, 30, 100}}};
   static_assert(models::LlamaModel::kChunkAttention <= 20);
   for (const Schedule& plan : schedules) {
-    for (int64_t window : {int64_t{0}, int64_t{7}}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      const int64_t window = kind == 1 ? 7 : 0;
       c.window = window;
       c.architecture = window > 0 ? "qwen3moe" : "llama";
       c.qk_norm = window > 0;
@@ -343,6 +361,7 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
           c.long_rope.short_factor.push_back(1 + 0.1 * i), c.long_rope.long_factor.push_back(2 + 0.7 * i);
       }
       c.interleaved_rope = window == 0;
+      if (kind == 2) gemma3(c);
       const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
       std::mt19937 rng(9);
       std::uniform_int_distribution<int32_t> id(0, 95);
@@ -392,7 +411,7 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
         const Tensor want = m.forward(Tensor::from_vector(tokens[s], {1, lengths[s]}), cache).reshape({lengths[s], 96});
         const Tensor got = Tensor::from_vector(paged[s], {lengths[s], 96});
         EXPECT_LT(max_abs_diff(got, want), 1e-4)
-            << "lengths " << lengths[0] << ".., window " << window << ", sequence " << s;
+            << "lengths " << lengths[0] << ".., kind " << kind << ", sequence " << s;
       }
     }
   }
@@ -439,37 +458,43 @@ TEST_P(PagedTest, ForwardPagedOverAQ8_0CacheIsCloseToForwards) {
 
 // Recorded decode steps (PagedDecodeGraph, also on the CPU, where a replay runs the ops again)
 // against forward_paged on a copy of the same pool: batches of 1, 3 and 5 sequences (run at sizes
-// 1, 4 and 8, the extra rows on the scratch block), steps replayed, positions crossing blocks.
+// 1, 4 and 8, the extra rows on the scratch block), steps replayed, positions crossing blocks; for
+// Llama's decoder and Gemma 3's (a window on one layer, the local rope there).
 TEST_P(PagedTest, RecordedDecodeStepsGiveForwardPagedsLogits) {
-  models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
-  c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.context = 64;
-  const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 8);
-  const int64_t bs = 4, seqs = 5;
-  models::PagedKvCache graph_pool = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model),
-                       plain = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model);
-  graph_pool.scratch = plain.scratch = static_cast<int32_t>(seqs * 16);
-  models::PagedDecodeGraph steps(m, graph_pool, 8);
-  std::mt19937 rng(4);
-  std::uniform_int_distribution<int32_t> id(0, 95);
-  std::vector<int64_t> length(seqs, 0);
-  for (int64_t n : {1, 3, 5, 5, 3, 1, 5, 5, 5, 5, 5, 5}) {
-    std::vector<int32_t> tokens(static_cast<size_t>(n));
-    for (int32_t& t : tokens) t = id(rng);
-    const models::PagedBatch b = decode_batch(tokens, length, 16, bs);
-    const Tensor got = steps.step(b).to_device(Device::cpu()).copy();
-    const Tensor want = m.forward_paged(b, plain);
-    EXPECT_LT(max_abs_diff(got, want), 1e-4) << n << " sequences";
+  for (const bool gemma : {false, true}) {
+    SCOPED_TRACE(gemma ? "gemma3" : "llama");
+    models::LlamaConfig c = models::LlamaConfig::preset("llama3-8b");
+    c.vocab = 96, c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kv_heads = 2, c.head_dim = 16,
+    c.context = 64;
+    if (gemma) gemma3(c);
+    const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 8);
+    const int64_t bs = 4, seqs = 5;
+    models::PagedKvCache graph_pool = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model),
+                         plain = m.make_paged_cache(seqs * 16 + 1, bs, models::KvType::Model);
+    graph_pool.scratch = plain.scratch = static_cast<int32_t>(seqs * 16);
+    models::PagedDecodeGraph steps(m, graph_pool, 8);
+    std::mt19937 rng(4);
+    std::uniform_int_distribution<int32_t> id(0, 95);
+    std::vector<int64_t> length(seqs, 0);
+    for (int64_t n : {1, 3, 5, 5, 3, 1, 5, 5, 5, 5, 5, 5}) {
+      std::vector<int32_t> tokens(static_cast<size_t>(n));
+      for (int32_t& t : tokens) t = id(rng);
+      const models::PagedBatch b = decode_batch(tokens, length, 16, bs);
+      const Tensor got = steps.step(b).to_device(Device::cpu()).copy();
+      const Tensor want = m.forward_paged(b, plain);
+      EXPECT_LT(max_abs_diff(got, want), 1e-4) << n << " sequences";
+    }
+    EXPECT_EQ(steps.recording_error(), "");
+    models::PagedBatch two_tokens;  // a chunk is not a decode step
+    two_tokens.tokens = {1, 2};
+    two_tokens.seqs = {0, 0};
+    two_tokens.positions = {0, 1};
+    two_tokens.slots = {0, 1};
+    two_tokens.tables.assign(16, 0);
+    two_tokens.max_blocks = 16;
+    two_tokens.logits_of = {0, 1};
+    EXPECT_THROW(steps.step(two_tokens), ShapeError);
   }
-  EXPECT_EQ(steps.recording_error(), "");
-  models::PagedBatch two_tokens;  // a chunk is not a decode step
-  two_tokens.tokens = {1, 2};
-  two_tokens.seqs = {0, 0};
-  two_tokens.positions = {0, 1};
-  two_tokens.slots = {0, 1};
-  two_tokens.tables.assign(16, 0);
-  two_tokens.max_blocks = 16;
-  two_tokens.logits_of = {0, 1};
-  EXPECT_THROW(steps.step(two_tokens), ShapeError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, PagedTest, ::testing::ValuesIn(devices()), device_name);

@@ -25,10 +25,9 @@ DecodeGraph::DecodeGraph(const LlamaModel& model, std::vector<nn::KvCache>& cach
   capacity_ = cache[0].capacity();
   const Device d = model.device_;
   inputs_ = Tensor::zeros({batch_ + 1}, DType::I64, d);
-  mask_ = Tensor::zeros({batch_, capacity_}, model.dtype_, d);
-  const std::pair<Tensor, Tensor> tables = model.rope_tables(0, capacity_);
-  cos_ = tables.first;
-  sin_ = tables.second;
+  for (int64_t i = 0; i < c.layers; ++i)
+    if (!masks_.contains(c.window_of(i))) masks_[c.window_of(i)] = Tensor::zeros({batch_, capacity_}, model.dtype_, d);
+  rope_ = model.rope_tables(0, capacity_);
   logits_ = Tensor::zeros({batch_, 1, c.vocab}, DType::F32, d);
 }
 
@@ -36,16 +35,19 @@ void DecodeGraph::run_step(int64_t length) {
   const LlamaModel& m = model_;
   const Tensor ids = inputs_.narrow(0, 0, batch_).reshape({batch_, 1});
   const Tensor at = inputs_.narrow(0, batch_, 1);
-  nn::AttentionOptions attention;  // t_q = 1: the mask alone hides keys, the window's too
-  attention.causal = true;
-  attention.mask = mask_.narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
-  const Tensor x = m.embed(ids).reshape({batch_, 1, m.config_.dim});
-  const Tensor cos = cos_.index_select(at, 0), sin = sin_.index_select(at, 0);
-  const bool interleaved = m.config_.interleaved_rope;
+  const LlamaConfig& c = m.config_;
+  const Tensor x = m.embed(ids).reshape({batch_, 1, c.dim});
+  const LlamaModel::Rope rope = rope_.select(at);
   logits_.copy_from(m.run(
       x,
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
-        const nn::KvCache::Rotated r = cache_[i].rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+        const auto layer = static_cast<int64_t>(i);
+        nn::AttentionOptions attention = m.attention_options(layer);
+        attention.window = 0;  // t_q = 1: the layer's mask alone hides keys, the window's too
+        attention.mask = masks_.at(c.window_of(layer)).narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
+        const bool local = c.local_rope(layer);
+        const nn::KvCache::Rotated r =
+            cache_[i].rope_write_at(q, k, v, rope.cos_of(local), rope.sin_of(local), c.interleaved_rope, at, length);
         return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
       },
       true));
@@ -80,12 +82,15 @@ Tensor DecodeGraph::step(const Tensor& tokens, const Tensor& key_mask) {
   // The span's mask: the key mask (or 0) up to the position, -inf past it, and before the window.
   const int64_t length = std::min(capacity_, (pos / kSpan + 1) * kSpan);
   const double hidden = -std::numeric_limits<double>::infinity();
-  if (key_mask.defined())
-    mask_.narrow(1, 0, pos + 1).copy_from(key_mask.to_device(m.device_).to_dtype(m.dtype_));
-  else
-    mask_.narrow(1, 0, pos + 1).zero();
-  if (length > pos + 1) mask_.narrow(1, pos + 1, length - pos - 1).fill(hidden);
-  if (const int64_t w = m.config_.window; w > 0 && pos >= w) mask_.narrow(1, 0, pos - w + 1).fill(hidden);
+  const Tensor keys = key_mask.defined() ? key_mask.to_device(m.device_).to_dtype(m.dtype_) : Tensor();
+  for (auto& [w, mask] : masks_) {
+    if (keys.defined())
+      mask.narrow(1, 0, pos + 1).copy_from(keys);
+    else
+      mask.narrow(1, 0, pos + 1).zero();
+    if (length > pos + 1) mask.narrow(1, pos + 1, length - pos - 1).fill(hidden);
+    if (w > 0 && pos >= w) mask.narrow(1, 0, pos - w + 1).fill(hidden);
+  }
 
   if (!graph_.defined() || length != length_) {
     graph_ = Graph();  // the last span's recording and its memory go first

@@ -53,11 +53,16 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
   const bool split = m.ranks_ > 1;
   const bool bias = c.qkv_bias;
   m.embedding_ = w.linear("token_embd", c.vocab, c.dim, false, device, dtype, split ? rows : whole);
+  // An RMS norm's weight, the configuration's offset added in f32 (a Gemma checkpoint's 1 + w).
+  auto norm = [&](const std::string& name, int64_t n) {
+    if (c.norm_offset == 0) return w.dense(name, Shape({n}), device, dtype);
+    return w.dense(name, Shape({n}), device, DType::F32).affine(1, c.norm_offset).to_dtype(dtype);
+  };
   for (int64_t i = 0; i < c.layers; ++i) {
     const std::string p = detail::str_cat("blk.", i, ".");
     const Part r = split ? rows : whole, k = split ? cols : whole;
     Layer l;
-    l.attn_norm = w.dense(p + "attn_norm.weight", Shape({c.dim}), device, dtype);
+    l.attn_norm = norm(p + "attn_norm.weight", c.dim);
     // Phi-3 stores q, k and v as the rows of one weight (attn_qkv), and gate and up as one: in a
     // GGUF file as ffn_up of twice the MLP's width, in a checkpoint as gate_up_proj.
     if (w.shape(p + "attn_qkv.weight"))
@@ -68,11 +73,15 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
                        w.linear(p + "attn_k", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true),
                        w.linear(p + "attn_v", c.kv_heads * c.head_dim, c.dim, bias, device, dtype, r, true)});
     if (c.qk_norm) {
-      l.q_norm = w.dense(p + "attn_q_norm.weight", Shape({c.head_dim}), device, dtype);
-      l.k_norm = w.dense(p + "attn_k_norm.weight", Shape({c.head_dim}), device, dtype);
+      l.q_norm = norm(p + "attn_q_norm.weight", c.head_dim);
+      l.k_norm = norm(p + "attn_k_norm.weight", c.head_dim);
     }
     l.o = w.linear(p + "attn_output", c.dim, c.heads * c.head_dim, false, device, dtype, k);
-    l.ffn_norm = w.dense(p + "ffn_norm.weight", Shape({c.dim}), device, dtype);
+    l.ffn_norm = norm(p + "ffn_norm.weight", c.dim);
+    if (c.post_norms) {
+      l.post_attn_norm = norm(p + "post_attention_norm.weight", c.dim);
+      l.post_ffn_norm = norm(p + "post_ffw_norm.weight", c.dim);
+    }
     if (c.experts > 0) {
       // Every rank routes every token (the router whole on each), and holds its part of each expert.
       l.router = w.linear(p + "ffn_gate_inp", c.experts, c.dim, false, device, dtype);
@@ -88,7 +97,7 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
     if (c.experts == 0) l.down = w.linear(p + "ffn_down", c.dim, c.hidden, false, device, dtype, k);
     m.layers_.push_back(std::move(l));
   }
-  m.output_norm_ = w.dense("output_norm.weight", Shape({c.dim}), device, dtype);
+  m.output_norm_ = norm("output_norm.weight", c.dim);
   // Tied embeddings: no head of its own, the embedding serves.
   m.output_ = w.shape("output.weight") ? w.linear("output", c.vocab, c.dim, false, device, dtype, split ? rows : whole)
                                        : m.embedding_;
@@ -108,6 +117,7 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
   }
   m.inv_freq_ = m.config_.inv_freq();
   if (!m.config_.long_rope.short_factor.empty()) m.inv_freq_long_ = m.config_.inv_freq(true);
+  m.inv_freq_local_ = m.config_.inv_freq_local();
   // Rope over part of each head, pairing i with i + rotary_dim / 2: q's and k's rows reordered so
   // that those pairs lie at wick's (i, i + head_dim / 2), the features passed as they are between.
   if (c.rotated() < c.head_dim && !c.interleaved_rope)
@@ -217,7 +227,7 @@ LlamaModel LlamaModel::from_checkpoint(const std::string& dir, Device device, DT
 LlamaModel LlamaModel::from_checkpoint(const LlamaConfig& config, const io::SafetensorsCheckpoint& checkpoint,
                                        Device device, DType dtype, const dist::Communicator& comm,
                                        WeightMemory memory) {
-  CheckpointWeights weights(checkpoint);
+  CheckpointWeights weights(checkpoint, config.post_norms);
   return load(config, weights, device, dtype, comm, memory);
 }
 
@@ -261,6 +271,10 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
     Layer l;
     l.attn_norm = Tensor::ones({c.dim}, dtype, device);
     l.ffn_norm = Tensor::ones({c.dim}, dtype, device);
+    if (c.post_norms) {
+      l.post_attn_norm = Tensor::ones({c.dim}, dtype, device);
+      l.post_ffn_norm = Tensor::ones({c.dim}, dtype, device);
+    }
     if (c.qk_norm) {
       l.q_norm = Tensor::ones({c.head_dim}, dtype, device);
       l.k_norm = Tensor::ones({c.head_dim}, dtype, device);
@@ -281,9 +295,10 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
     m.layers_.push_back(std::move(l));
   }
   m.output_norm_ = Tensor::ones({c.dim}, dtype, device);
-  m.output_ = linear(c.vocab, c.dim, false, 0);
+  m.output_ = c.tied_embeddings && !weights ? m.embedding_ : linear(c.vocab, c.dim, false, 0);
   m.inv_freq_ = c.inv_freq();
   if (!c.long_rope.short_factor.empty()) m.inv_freq_long_ = c.inv_freq(true);
+  m.inv_freq_local_ = c.inv_freq_local();
   m.arrange_linears();
   return m;
 }
@@ -292,6 +307,8 @@ int64_t LlamaModel::weight_bytes() const {
   int64_t n = output_.bytes() + output_norm_.numel() * dtype_size(output_norm_.dtype());
   for (const Layer& l : layers_) {
     n += (l.attn_norm.numel() + l.ffn_norm.numel()) * dtype_size(l.attn_norm.dtype());
+    if (l.post_attn_norm.defined())
+      n += (l.post_attn_norm.numel() + l.post_ffn_norm.numel()) * dtype_size(l.post_attn_norm.dtype());
     if (l.q_norm.defined()) n += (l.q_norm.numel() + l.k_norm.numel()) * dtype_size(l.q_norm.dtype());
     n += l.qkv.bytes() + l.o.bytes();
     if (l.experts.empty()) {
@@ -314,21 +331,50 @@ std::vector<nn::KvCache> LlamaModel::make_cache(int64_t batch, int64_t capacity)
   return cache;
 }
 
-std::pair<Tensor, Tensor> LlamaModel::rope_tables(int64_t from, int64_t t) const {
-  const auto half = static_cast<int64_t>(inv_freq_.size());
-  std::vector<float> c(static_cast<size_t>(t * half)), s(c.size());
+LlamaModel::Rope LlamaModel::rope_tables(int64_t from, int64_t t) const {
+  std::vector<int32_t> positions(static_cast<size_t>(t));
+  for (int64_t p = 0; p < t; ++p) positions[static_cast<size_t>(p)] = static_cast<int32_t>(from + p);
+  return rope_tables(positions);
+}
+
+LlamaModel::Rope LlamaModel::rope_tables(const std::vector<int32_t>& positions) const {
+  const auto half = static_cast<int64_t>(inv_freq_.size()), n = static_cast<int64_t>(positions.size());
   const double scale = config_.long_rope.attention_factor;
-  for (int64_t p = 0; p < t; ++p) {
-    const std::vector<double>& rates = rates_at(from + p);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(from + p) * rates[static_cast<size_t>(i)];
-      // LongRoPE scales the rotated pairs alone; the others pass as they are.
-      const double k = i < config_.rotated() / 2 ? scale : 1.0;
-      c[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::cos(angle));
-      s[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::sin(angle));
+  // cos and sin of each position at `rates` (rates_at(p) where null); LongRoPE's factor scales the
+  // rotated pairs alone, the others pass as they are.
+  auto tables = [&](const std::vector<double>* rates, double factor) -> std::pair<Tensor, Tensor> {
+    std::vector<float> c(static_cast<size_t>(n * half)), s(c.size());
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t at = positions[static_cast<size_t>(p)];
+      const std::vector<double>& r = rates != nullptr ? *rates : rates_at(at);
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(at) * r[static_cast<size_t>(i)];
+        const double k = i < config_.rotated() / 2 ? factor : 1.0;
+        c[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::cos(angle));
+        s[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::sin(angle));
+      }
     }
-  }
-  return {Tensor::from_vector(c, {t, half}, device_).to_dtype(dtype_), Tensor::from_vector(s, {t, half}, device_).to_dtype(dtype_)};
+    return {Tensor::from_vector(c, {n, half}, device_).to_dtype(dtype_),
+            Tensor::from_vector(s, {n, half}, device_).to_dtype(dtype_)};
+  };
+  Rope out;
+  std::tie(out.cos, out.sin) = tables(nullptr, scale);
+  if (!inv_freq_local_.empty()) std::tie(out.local_cos, out.local_sin) = tables(&inv_freq_local_, 1.0);
+  return out;
+}
+
+LlamaModel::Rope LlamaModel::Rope::select(const Tensor& at) const {
+  Rope out{cos.index_select(at, 0), sin.index_select(at, 0), {}, {}};
+  if (local_cos.defined()) out.local_cos = local_cos.index_select(at, 0), out.local_sin = local_sin.index_select(at, 0);
+  return out;
+}
+
+nn::AttentionOptions LlamaModel::attention_options(int64_t i) const {
+  nn::AttentionOptions o;
+  o.causal = true;
+  o.window = config_.window_of(i);
+  if (config_.attention_scale > 0) o.scale = config_.attention_scale;
+  return o;
 }
 
 Tensor LlamaModel::reduce(const Tensor& x) const {
@@ -370,7 +416,10 @@ Tensor LlamaModel::embed(const Tensor& tokens) const {
     const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.plain().bytes().index_select(ids, 0));
     x = quant::dequantize(rows, dtype_);
   }
-  return ranks_ > 1 ? reduce(x * mine) : x;
+  if (ranks_ > 1) x = reduce(x * mine);
+  // Gemma's embedding is scaled by sqrt(dim) (in f32, as llama.cpp; transformers rounds the factor
+  // to the activations' dtype first).
+  return config_.embed_scale ? x.affine(std::sqrt(static_cast<double>(config_.dim)), 0) : x;
 }
 
 Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
@@ -392,30 +441,31 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
                                      " of their capacity ", cache[0].capacity()));
   const Tensor ids = tokens.to_device(device_);
   Tensor x = embed(ids).reshape({b, t, c.dim});
-  // Named tensors, not a structured binding, which lambdas capture only from clang 16 on.
-  const std::pair<Tensor, Tensor> tables = rope_tables(from, t);
-  const Tensor& cos = tables.first;
-  const Tensor& sin = tables.second;
-  nn::AttentionOptions attention;
-  attention.causal = true;
-  attention.window = c.window;
+  const Rope rope = rope_tables(from, t);
+  Tensor mask;
   if (key_mask.defined()) {
     const int64_t t_kv = from + t;
     if (key_mask.shape() != Shape({b, t_kv}))
       throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
-    attention.mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
+    mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
   }
   // A step of one position (a split model's decoding) goes through rope_write_at's one kernel;
   // longer ones turn q and k, then append: a strided copy into the cache.
   const Tensor at = t == 1 ? Tensor::from_vector(std::vector<int64_t>{from}, {1}, device_) : Tensor();
-  auto turn = [&](const Tensor& y) { return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin); };
   Tensor logits = run(
       x,
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
+        nn::AttentionOptions attention = attention_options(static_cast<int64_t>(i));
+        attention.mask = mask;
+        const bool local = c.local_rope(static_cast<int64_t>(i));
+        const Tensor &cos = rope.cos_of(local), &sin = rope.sin_of(local);
         if (at.defined()) {
           const nn::KvCache::Rotated r = cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
           return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
         }
+        auto turn = [&](const Tensor& y) {
+          return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin);
+        };
         auto [keys, values] = cache[i].append(turn(k), v);
         return nn::scaled_dot_product_attention(turn(q), keys, values, attention);
       },
@@ -453,12 +503,19 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
       v = heads(qkv[2], kv_heads_);
     }
     const Tensor a = attend(i, q, k, v);
+    // Gemma norms each output before its residual add too (after the ranks' sums).
+    auto post = [&](const Tensor& y, const Tensor& norm) {
+      return norm.defined() ? nn::rms_norm(y, norm, c.rms_eps) : y;
+    };
     nn::AddRmsNorm added = nn::add_rms_norm(
-        x, reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.ffn_norm, c.rms_eps);
+        x, post(reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.post_attn_norm),
+        l.ffn_norm, c.rms_eps);
     Tensor y;
     if (l.experts.empty()) {
       const std::vector<Tensor> gate_up = l.gate_up(added.normed);
-      y = reduce(l.down(nn::silu_mul(gate_up[0], gate_up[1])));
+      const Tensor h = c.activation == LlamaConfig::Activation::GeluTanh ? gate_up[0].gelu() * gate_up[1]
+                                                                         : nn::silu_mul(gate_up[0], gate_up[1]);
+      y = post(reduce(l.down(h)), l.post_ffn_norm);
     } else {
       y = reduce(mixture(l, added.normed));
     }
@@ -515,25 +572,6 @@ int64_t LlamaModel::paged_block_bytes(int64_t block_size, KvType type) const {
   return 2 * config_.layers * block_size * kv_heads_ * kv_row_bytes(config_.head_dim, dtype_, type);
 }
 
-std::pair<Tensor, Tensor> LlamaModel::rope_tables_at(const std::vector<int32_t>& positions) const {
-  const auto half = static_cast<int64_t>(inv_freq_.size()), n = static_cast<int64_t>(positions.size());
-  std::vector<float> c(static_cast<size_t>(n * half)), s(c.size());
-  const double scale = config_.long_rope.attention_factor;
-  for (int64_t p = 0; p < n; ++p) {
-    const int64_t at = positions[static_cast<size_t>(p)];
-    const std::vector<double>& rates = rates_at(at);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(at) * rates[static_cast<size_t>(i)];
-      // LongRoPE scales the rotated pairs alone; the others pass as they are.
-      const double k = i < config_.rotated() / 2 ? scale : 1.0;
-      c[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::cos(angle));
-      s[static_cast<size_t>(p * half + i)] = static_cast<float>(k * std::sin(angle));
-    }
-  }
-  return {Tensor::from_vector(c, {n, half}, device_).to_dtype(dtype_),
-          Tensor::from_vector(s, {n, half}, device_).to_dtype(dtype_)};
-}
-
 Tensor LlamaModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) const {
   const LlamaConfig& c = config_;
   const auto t = static_cast<int64_t>(batch.tokens.size());
@@ -552,8 +590,7 @@ Tensor LlamaModel::forward_paged(const PagedBatch& batch, PagedKvCache& cache) c
   check_tokens(tokens, "forward_paged");
   if (t == 0) return Tensor::zeros({0, c.vocab}, DType::F32, device_);
   const auto sequences = static_cast<int64_t>(batch.tables.size()) / batch.max_blocks;
-  const std::pair<Tensor, Tensor> cs = rope_tables_at(batch.positions);
-  return run_paged(tokens.to_device(device_).to_dtype(DType::I64), cs.first, cs.second,
+  return run_paged(tokens.to_device(device_).to_dtype(DType::I64), rope_tables(batch.positions),
                    Tensor::from_vector(batch.slots, {t}, device_),
                    Tensor::from_vector(batch.tables, {sequences, batch.max_blocks}, device_),
                    Tensor::from_vector(batch.seqs, {t}, device_), Tensor::from_vector(batch.positions, {t}, device_),
@@ -591,15 +628,17 @@ std::vector<LlamaModel::ChunkRun> LlamaModel::chunk_runs(const PagedBatch& batch
   return runs;
 }
 
-Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
-                             const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
-                             const Tensor& rows, const std::vector<ChunkRun>& runs) const {
+Tensor LlamaModel::run_paged(const Tensor& tokens, const Rope& rope, const Tensor& slots, const Tensor& tables,
+                             const Tensor& seqs, const Tensor& positions, PagedKvCache& cache, const Tensor& rows,
+                             const std::vector<ChunkRun>& runs) const {
   const LlamaConfig& c = config_;
   const int64_t t = tokens.numel();
-  nn::PagedAttentionOptions options;
-  options.window = c.window;
   // Tokens [begin, end) through paged_attention.
   auto paged = [&](size_t i, const Tensor& q, int64_t begin, int64_t end) {
+    const nn::AttentionOptions a = attention_options(static_cast<int64_t>(i));
+    nn::PagedAttentionOptions options;
+    options.window = a.window;
+    options.scale = a.scale;
     return nn::paged_attention(q.narrow(0, begin, end - begin), cache.keys[i], cache.values[i], tables,
                                seqs.narrow(0, begin, end - begin), positions.narrow(0, begin, end - begin), options);
   };
@@ -614,10 +653,9 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tens
       const Tensor x = quant::dequantize(quant::QTensor(quant::QType::Q8_0, n * kv_heads_, c.head_dim, got), wide);
       return x.to_dtype(dtype_).reshape({n, kv_heads_, c.head_dim}).permute({1, 0, 2}).unsqueeze(0);
     };
-    nn::AttentionOptions o;
+    nn::AttentionOptions o = attention_options(static_cast<int64_t>(i));
     o.library = false;  // the chunk's shapes change every step: no plan per shape
-    o.causal = true;  // query j of the chunk sits at position r.first + j, the last r.n of n
-    o.window = c.window;
+    // causal: query j of the chunk sits at position r.first + j, the last r.n of n
     const Tensor qr = q.narrow(0, r.begin, r.n).transpose(0, 1).unsqueeze(0);
     return nn::scaled_dot_product_attention(qr, gather(cache.keys[i]), gather(cache.values[i]), o)
         .squeeze(0)
@@ -628,8 +666,9 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Tensor& cos, const Tens
       embed(tokens).reshape({1, t, c.dim}),
       [&](size_t i, const Tensor& q, const Tensor& k, const Tensor& v) {
         auto tokens_of = [](const Tensor& x) { return x.squeeze(0).transpose(0, 1); };
+        const bool local = c.local_rope(static_cast<int64_t>(i));
         const Tensor qt = nn::paged_rope_write(cache.keys[i], cache.values[i], tokens_of(q), tokens_of(k), tokens_of(v),
-                                               cos, sin, c.interleaved_rope, slots);
+                                               rope.cos_of(local), rope.sin_of(local), c.interleaved_rope, slots);
         if (runs.empty()) return paged(i, qt, 0, t).transpose(0, 1).unsqueeze(0);
         std::vector<Tensor> parts;  // the tokens' results in order
         int64_t done = 0;

@@ -18,9 +18,9 @@ namespace {
 std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
 
 // The architectures LlamaConfig describes, as GGUF's general.architecture names them.
-constexpr std::string_view kArchitectures = "\"llama\", \"qwen2\", \"qwen3\", \"qwen3moe\" and \"phi3\"";
+constexpr std::string_view kArchitectures = "\"llama\", \"qwen2\", \"qwen3\", \"qwen3moe\", \"phi3\" and \"gemma3\"";
 bool known_architecture(std::string_view a) {
-  return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "phi3";
+  return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "phi3" || a == "gemma3";
 }
 
 // Sizes read from a file are at most 2^40 each; a model has at most kMaxLayers layers (real ones
@@ -48,6 +48,19 @@ double number(const io::GgufFile& f, const std::string& key, double fallback) {
   const double x = v->as_float(in_file(f, key));
   if (!std::isfinite(x) || x <= 0) fail(f, key, detail::str_cat(x, " is not finite and positive"));
   return x;
+}
+
+// Gemma 3's traits, from either kind of file: the embedding scaled, norms after attention and the
+// MLP as well, GELU, q and k normed per head, every `pattern`-th layer global and the others
+// sliding over `window` keys at the local base, rope over halves of each head.
+void gemma3(LlamaConfig& c, int64_t pattern) {
+  c.embed_scale = c.post_norms = c.qk_norm = true;
+  c.activation = LlamaConfig::Activation::GeluTanh;
+  c.interleaved_rope = false;
+  if (c.window > 0 && c.layers <= kMaxLayers) {  // (more layers: check() refuses them)
+    c.layer_windows.assign(static_cast<size_t>(c.layers), c.window);
+    for (int64_t i = pattern - 1; i < c.layers; i += pattern) c.layer_windows[static_cast<size_t>(i)] = 0;
+  }
 }
 
 // Weight counts, saturated past kMaxWeights: no real model comes near it, and sizes read from a file
@@ -109,6 +122,10 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   c.long_rope.attention_factor = number(f, a + "rope.scaling.attn_factor", 1);
   c.rms_eps = number(f, a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_theta = number(f, a + "rope.freq_base", 10000);
+  // "linear" scaling (positions divided by the factor), as llama.cpp reads it for any architecture.
+  if (const io::GgufValue* t = f.find(a + "rope.scaling.type");
+      t != nullptr && t->as_string(in_file(f, a + "rope.scaling.type")) == "linear")
+    c.rope_linear = number(f, a + "rope.scaling.factor", 1);
   if (const io::GgufValue* w = f.find(a + "attention.sliding_window")) {
     c.window = w->as_int(in_file(f, a + "attention.sliding_window"));
     if (c.window < 0) fail(f, a + "attention.sliding_window", detail::str_cat(c.window, " is negative"));
@@ -117,6 +134,26 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   c.qkv_bias = c.architecture == "qwen2";
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
   if (c.architecture == "qwen3moe" && c.experts == 0) fail(f, a + "expert_count", "missing");
+  if (c.architecture == "gemma3") {
+    // As llama.cpp reads these files: the norms hold 1 + weight already; every sixth layer is
+    // global, unless attention.sliding_window_pattern says otherwise (a period, or a flag per
+    // layer: true where it slides); the local base is rope.freq_base_swa, else 10000 (rope.freq_base
+    // and its linear scaling are the global layers'); q k^T scaled by head_dim^-1/2, but for the
+    // 27B shape (62 layers) by (dim / heads)^-1/2, which is its query_pre_attn_scalar (the files
+    // do not hold it).
+    const std::string key = a + "attention.sliding_window_pattern";
+    const io::GgufValue* pattern = f.find(key);
+    gemma3(c, pattern != nullptr && pattern->type != io::GgufType::Array ? positive(f, key) : 6);
+    if (pattern != nullptr && pattern->type == io::GgufType::Array && c.window > 0 && c.layers <= kMaxLayers) {
+      const io::GgufArray& flags = pattern->as_array(in_file(f, key));
+      if (static_cast<int64_t>(flags.items.size()) != c.layers)
+        fail(f, key, detail::str_cat(flags.items.size(), " flags for ", c.layers, " layers"));
+      for (size_t i = 0; i < flags.items.size(); ++i)
+        c.layer_windows[i] = flags.items[i].as_bool(in_file(f, key)) ? c.window : 0;
+    }
+    c.rope_local_theta = number(f, a + "rope.freq_base_swa", 10000);
+    if (c.layers == 62) c.attention_scale = 1 / std::sqrt(static_cast<double>(c.dim / c.heads));
+  }
   int64_t tokens = 0;
   if (const io::GgufValue* t = f.find("tokenizer.ggml.tokens"))
     tokens = static_cast<int64_t>(t->as_array(in_file(f, "tokenizer.ggml.tokens")).items.size());
@@ -170,6 +207,52 @@ struct JsonConfig {
   }
 };
 
+// Gemma 3's text model (gemma3_text): the traits (gemma3() above), with transformers' defaults for
+// what the file leaves out; what wick does not run (soft-capping, bidirectional attention, another
+// activation) refused by name.
+void gemma3_json(const JsonConfig& f, LlamaConfig& c) {
+  const nlohmann::json& j = f.j;
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
+    if (f.find(j, key) != nullptr)
+      throw NotSupportedError(detail::str_cat("llama: ", f.path, ": ", key, " (soft-capping; Gemma 3 has none)"));
+  if (f.flag("use_bidirectional_attention", false))
+    throw NotSupportedError(
+        detail::str_cat("llama: ", f.path, ": use_bidirectional_attention (wick runs causal models)"));
+  if (const nlohmann::json* act = f.find(j, "hidden_activation");
+      act != nullptr && (!act->is_string() || act->get<std::string>() != "gelu_pytorch_tanh"))
+    throw NotSupportedError(detail::str_cat("llama: ", f.path, ": hidden_activation ", act->dump().substr(0, 40),
+                                            " (Gemma's is \"gelu_pytorch_tanh\")"));
+  c.norm_offset = 1;
+  c.attention_scale = 1 / std::sqrt(f.number(j, "query_pre_attn_scalar", 256));
+  c.window = f.positive("sliding_window", 4096);
+  int64_t pattern = f.positive("sliding_window_pattern", 6);
+  gemma3(c, pattern);
+  // transformers 5 writes each layer's type.
+  if (const nlohmann::json* types = f.find(j, "layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != c.layers)
+      f.fail("layer_types",
+             detail::str_cat(types->dump().substr(0, 80), " is not a list of ", c.layers, " layer types"));
+    for (size_t i = 0; i < types->size(); ++i) {
+      const nlohmann::json& t = (*types)[i];
+      const std::string kind = t.is_string() ? t.get<std::string>() : "";
+      if (kind != "sliding_attention" && kind != "full_attention")
+        f.fail("layer_types", detail::str_cat(t.dump().substr(0, 40), " (sliding_attention or full_attention)"));
+      c.layer_windows[i] = kind == "sliding_attention" ? c.window : 0;
+    }
+  }
+  // The local layers' base: rope_parameters' sliding_attention, or rope_local_base_freq.
+  double local = f.number(j, "rope_local_base_freq", 10000);
+  if (const nlohmann::json* rope = f.find(j, "rope_parameters"); rope != nullptr && rope->is_object())
+    if (const nlohmann::json* s = f.find(*rope, "sliding_attention"); s != nullptr && s->is_object()) {
+      local = f.number(*s, "rope_theta", local);
+      const nlohmann::json* kind = f.find(*s, "rope_type");
+      if (kind != nullptr && (!kind->is_string() || kind->get<std::string>() != "default"))
+        throw NotSupportedError(detail::str_cat("llama: ", f.path, ": rope_parameters.sliding_attention.rope_type ",
+                                                kind->dump().substr(0, 40), " (the local layers' rope is unscaled)"));
+    }
+  c.rope_local_theta = local;
+}
+
 }  // namespace
 
 LlamaConfig LlamaConfig::from_json(const std::string& path) {
@@ -180,14 +263,20 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   const nlohmann::json* type = f.find(j, "model_type");
   if (type == nullptr || !type->is_string()) f.fail("model_type", "missing");
   const std::string model_type = type->get<std::string>();
+  if (model_type == "gemma3")
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"gemma3\" (Gemma 3 with its vision ",
+                                            "encoder; wick runs the text model's checkpoints, \"gemma3_text\", and ",
+                                            "GGUF files of every size)"));
   if (model_type != "llama" && model_type != "mistral" && model_type != "mixtral" && model_type != "qwen2" &&
-      model_type != "qwen3" && model_type != "qwen3_moe" && model_type != "phi3")
-    throw NotSupportedError(detail::str_cat(
-        "llama: ", path, ": model_type \"", model_type,
-        "\" (wick runs \"llama\", \"mistral\", \"mixtral\", \"qwen2\", \"qwen3\", \"qwen3_moe\" and \"phi3\")"));
+      model_type != "qwen3" && model_type != "qwen3_moe" && model_type != "phi3" && model_type != "gemma3_text")
+    throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
+                                            "\" (wick runs \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
+                                            "\"qwen3\", \"qwen3_moe\", \"phi3\" and \"gemma3_text\")"));
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
-  // GGUF's names: Mixtral's files are "llama" ones with experts, Qwen3-MoE's "qwen3moe".
+  const bool gemma = model_type == "gemma3_text";
+  // GGUF's names: Mixtral's files are "llama" ones with experts, Qwen3-MoE's "qwen3moe", Gemma 3's "gemma3".
   c.architecture = model_type == "qwen3_moe"                                                ? "qwen3moe"
+                   : gemma                                                                  ? "gemma3"
                    : model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3" ? model_type
                                                                                             : "llama";
   c.qkv_bias = model_type == "qwen2";
@@ -221,13 +310,14 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
   c.kv_heads = f.positive("num_key_value_heads", c.heads);
   if (c.dim < c.heads && f.find(j, "head_dim") == nullptr)
     f.fail("hidden_size", detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
-  c.head_dim = f.positive("head_dim", c.dim / c.heads);
-  c.context = f.positive("max_position_embeddings");
+  // (transformers' defaults for what a Gemma 3 config may leave out)
+  c.head_dim = f.positive("head_dim", gemma ? 256 : c.dim / c.heads);
+  c.context = f.positive("max_position_embeddings", gemma ? std::optional<int64_t>(131072) : std::nullopt);
   if (c.heads % c.kv_heads != 0)
     f.fail("num_key_value_heads", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
   if (c.head_dim % 2 != 0) f.fail("head_dim", detail::str_cat("head size ", c.head_dim, " is odd"));
   c.rms_eps = f.number(j, "rms_norm_eps", 1e-6);
-  c.tied_embeddings = f.flag("tie_word_embeddings", false);
+  c.tied_embeddings = f.flag("tie_word_embeddings", gemma);
   if (model_type != "qwen2" && f.flag("attention_bias", false))
     throw NotSupportedError(detail::str_cat("llama: ", path, ": attention_bias (q, k, v and o biases)"));
   if (f.flag("mlp_bias", false)) throw NotSupportedError(detail::str_cat("llama: ", path, ": mlp_bias"));
@@ -259,11 +349,17 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
                                               " layers (max_window_layers, layer_types); wick slides all or none"));
   }
 
+  if (gemma) gemma3_json(f, c);
+
   // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
   const nlohmann::json* rope = f.find(j, "rope_parameters");
   if (rope == nullptr) rope = f.find(j, "rope_scaling");
+  // Gemma 3's per layer type: the global layers' here, the local layers' base in gemma3_json.
+  if (gemma && rope != nullptr && rope->is_object() && rope->contains("full_attention"))
+    rope = f.find(*rope, "full_attention");
   if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
-  c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", 10000) : 10000);
+  const double theta = gemma ? 1e6 : 10000;
+  c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", theta) : theta);
   // Rotation over part of each head (Phi-4-mini's 0.75): transformers turns int(head_dim * factor).
   if (const double part =
           f.number(j, "partial_rotary_factor", rope != nullptr ? f.number(*rope, "partial_rotary_factor", 1) : 1);
@@ -313,9 +409,11 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
       const double factor = f.number(*rope, "factor", static_cast<double>(c.context) / original);
       l.attention_factor =
           f.number(*rope, "attention_factor", factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(original)));
+    } else if (name == "linear") {
+      c.rope_linear = f.number(*rope, "factor", 1);
     } else if (name != "default") {
       throw NotSupportedError(detail::str_cat("llama: ", path, ": rope_type \"", name,
-                                              "\" (wick knows \"default\", \"llama3\" and \"longrope\")"));
+                                              "\" (wick knows \"default\", \"linear\", \"llama3\" and \"longrope\")"));
     }
   }
   c.check(path);
@@ -361,10 +459,24 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
     c.vocab = 151936, c.dim = 2048, c.hidden = 768, c.layers = 48, c.heads = 32, c.kv_heads = 4, c.head_dim = 128;
     c.context = 40960, c.rope_theta = 1000000, c.rms_eps = 1e-6;
     c.experts = 128, c.experts_used = 8;
+  } else if (name == "gemma3-1b" || name == "gemma3-4b" || name == "gemma3-27b") {
+    c.architecture = "gemma3";
+    c.rms_eps = 1e-6, c.rope_theta = 1000000, c.rope_local_theta = 10000, c.tied_embeddings = true;
+    c.vocab = 262208, c.context = 131072, c.window = 1024, c.rope_linear = 8;
+    if (name == "gemma3-1b") {
+      c.vocab = 262144, c.dim = 1152, c.hidden = 6912, c.layers = 26, c.heads = 4, c.kv_heads = 1, c.head_dim = 256;
+      c.context = 32768, c.window = 512, c.rope_linear = 1;
+    } else if (name == "gemma3-4b") {
+      c.dim = 2560, c.hidden = 10240, c.layers = 34, c.heads = 8, c.kv_heads = 4, c.head_dim = 256;
+    } else {
+      c.dim = 5376, c.hidden = 21504, c.layers = 62, c.heads = 32, c.kv_heads = 16, c.head_dim = 128;
+      c.attention_scale = 1 / std::sqrt(168.0);
+    }
+    gemma3(c, 6);
   } else {
     throw Error(detail::str_cat("llama: no preset \"", name,
                                 "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b, qwen3-8b, mixtral-8x7b, ",
-                                "qwen3-30b-a3b)"));
+                                "qwen3-30b-a3b, gemma3-1b, gemma3-4b, gemma3-27b)"));
   }
   return c;
 }
@@ -390,6 +502,13 @@ void LlamaConfig::check(std::string_view source) const {
   if (head_dim % 2 != 0) bad("head_dim", detail::str_cat("head size ", head_dim, " is odd"));
   if (heads % kv_heads != 0) bad("kv_heads", detail::str_cat(kv_heads, " does not divide the ", heads, " heads"));
   if (window < 0) bad("window", detail::str_cat(window, " is negative"));
+  if (!layer_windows.empty() && static_cast<int64_t>(layer_windows.size()) != layers)
+    bad("layer_windows", detail::str_cat(layer_windows.size(), " windows for ", layers, " layers"));
+  for (const int64_t w : layer_windows)
+    if (w < 0) bad("layer_windows", detail::str_cat(w, " is negative"));
+  for (const auto& [field, x] : {std::pair{"attention_scale", attention_scale}, {"rope_local_theta", rope_local_theta}})
+    if (!std::isfinite(x) || x < 0) bad(field, detail::str_cat(x, " is not finite and at least 0 (0: none)"));
+  if (!std::isfinite(norm_offset)) bad("norm_offset", detail::str_cat(norm_offset, " is not finite"));
   if (experts < 0 || experts > kMaxExperts)
     bad("experts", detail::str_cat(experts, " experts (0: none, at most ", kMaxExperts, ")"));
   if (experts > 0 && (experts_used < 1 || experts_used > experts))
@@ -401,6 +520,7 @@ void LlamaConfig::check(std::string_view source) const {
   };
   positive("rms_eps", rms_eps);
   positive("rope_theta", rope_theta);
+  positive("rope_linear", rope_linear);
   const RopeScaling& r = rope_scaling;
   if (!std::isfinite(r.factor) || r.factor < 0)
     bad("rope_scaling.factor", detail::str_cat(r.factor, " is not finite and at least 0"));
@@ -428,8 +548,9 @@ void LlamaConfig::check(std::string_view source) const {
       bad("long_rope.original_context", detail::str_cat(l.original_context, " is not a size from 1 to 2^40"));
   }
   positive("long_rope.attention_factor", l.attention_factor);
-  for (const bool long_factors : {false, true}) {
-    const std::vector<double> rates = inv_freq(long_factors);
+  for (const int kind : {0, 1, 2}) {  // the rates, the long ones, the local ones
+    if (kind == 2 && rope_local_theta == 0) continue;
+    const std::vector<double> rates = kind == 2 ? inv_freq_local() : inv_freq(kind == 1);
     for (int64_t i = 0; i < rotated() / 2; ++i) {
       const double f = rates[static_cast<size_t>(i)];
       if (!std::isfinite(f) || f <= 0)
@@ -446,9 +567,13 @@ int64_t LlamaConfig::parameters() const {
   const int64_t mlp = experts > 0
                           ? saturated_mul(experts, saturated_add(saturated_mul(saturated_mul(dim, hidden), 3), dim))
                           : saturated_mul(saturated_mul(dim, hidden), 3);
-  const int64_t layer = saturated_add(saturated_add(attention, mlp),
-                                      saturated_add(saturated_mul(dim, 2), qk_norm ? saturated_mul(head_dim, 2) : 0));
-  return saturated_add(saturated_add(saturated_mul(saturated_mul(vocab, dim), 2), saturated_mul(layers, layer)), dim);
+  const int64_t layer =
+      saturated_add(saturated_add(attention, mlp),
+                    saturated_add(saturated_mul(dim, post_norms ? 4 : 2), qk_norm ? saturated_mul(head_dim, 2) : 0));
+  // The embedding, and the head unless the embedding serves as it.
+  const int64_t table = saturated_mul(vocab, dim);
+  return saturated_add(saturated_add(tied_embeddings ? table : saturated_mul(table, 2), saturated_mul(layers, layer)),
+                       dim);
 }
 
 std::vector<double> LlamaConfig::inv_freq(bool long_factors) const {
@@ -461,7 +586,7 @@ std::vector<double> LlamaConfig::inv_freq(bool long_factors) const {
       f.push_back(0);
       continue;
     }
-    double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot));
+    double rate = std::pow(rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)) / rope_linear;
     if (static_cast<size_t>(i) < ext.size()) rate /= ext[static_cast<size_t>(i)];
     if (r.factor <= 0) {
       f.push_back(rate);
@@ -477,6 +602,15 @@ std::vector<double> LlamaConfig::inv_freq(bool long_factors) const {
       f.push_back((1 - smooth) * rate / r.factor + smooth * rate);
     }
   }
+  return f;
+}
+
+std::vector<double> LlamaConfig::inv_freq_local() const {
+  std::vector<double> f;
+  if (rope_local_theta <= 0) return f;
+  const int64_t rot = rotated();
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    f.push_back(i < rot / 2 ? std::pow(rope_local_theta, -2.0 * static_cast<double>(i) / static_cast<double>(rot)) : 0);
   return f;
 }
 

@@ -25,9 +25,7 @@ PagedDecodeGraph::PagedDecodeGraph(const LlamaModel& model, PagedKvCache& cache,
                                      " layers)"));
   const int64_t context = std::max<int64_t>(c.context, 1);
   max_blocks_ = (context + cache.block_size - 1) / cache.block_size;
-  const std::pair<Tensor, Tensor> tables = model.rope_tables(0, context);
-  cos_ = tables.first;
-  sin_ = tables.second;
+  rope_ = model.rope_tables(0, context);
   max_batch_ = max_batch;
 }
 
@@ -48,8 +46,8 @@ void PagedDecodeGraph::run(Size& k) {
   const Tensor tokens = k.inputs.narrow(0, 0, b), positions = k.inputs.narrow(0, b, b);
   const Tensor slots = k.inputs.narrow(0, 2 * b, b), seqs = k.inputs.narrow(0, 3 * b, b).to_dtype(DType::I32);
   const Tensor tables = k.inputs.narrow(0, 4 * b, b * w).reshape({b, w}).to_dtype(DType::I32);
-  k.logits.copy_from(m.run_paged(tokens, cos_.index_select(positions, 0), sin_.index_select(positions, 0), slots,
-                                 tables, seqs, positions.to_dtype(DType::I32), cache_, Tensor()));
+  k.logits.copy_from(m.run_paged(tokens, rope_.select(positions), slots, tables, seqs, positions.to_dtype(DType::I32),
+                                 cache_, Tensor()));
 }
 
 Tensor PagedDecodeGraph::step(const PagedBatch& batch) {

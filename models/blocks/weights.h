@@ -190,10 +190,12 @@ class LlamaModel::GgufWeights final : public LlamaModel::Weights {
   const io::GgufFile& f_;
 };
 
-// transformers' names for llama.cpp's.
+// transformers' names for llama.cpp's. With post_norms (Gemma), a layer's post_attention_layernorm
+// is the norm after attention (llama.cpp's post_attention_norm) and pre_feedforward_layernorm the
+// MLP's (ffn_norm); in Llama's layout post_attention_layernorm is the MLP's.
 class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
  public:
-  explicit CheckpointWeights(const io::SafetensorsCheckpoint& c) : c_(c) {}
+  CheckpointWeights(const io::SafetensorsCheckpoint& c, bool post_norms) : c_(c), post_norms_(post_norms) {}
   const std::string& source() const override { return c_.name(); }
   std::optional<Shape> shape(const std::string& name) const override {
     const io::SafetensorsTensor* t = c_.find_tensor(translate(name));
@@ -241,6 +243,10 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
                                                                            {"ffn_gate_up", "mlp.gate_up_proj"},
                                                                            {"ffn_gate_inp", "mlp.gate"},
                                                                            {"ffn_gate_inp", "block_sparse_moe.gate"}};
+    static const std::pair<std::string_view, std::string_view> kGemmaNorms[] = {
+        {"ffn_norm", "pre_feedforward_layernorm"},
+        {"post_attention_norm", "post_attention_layernorm"},
+        {"post_ffw_norm", "post_feedforward_layernorm"}};
     static const std::pair<std::string_view, std::string_view> kTop[] = {
         {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
     const size_t dot = name.rfind('.');
@@ -248,6 +254,9 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
     if (role.starts_with("blk.")) {
       const size_t end = role.find('.', 4);
       const std::string_view layer = role.substr(4, end - 4), what = role.substr(end + 1);
+      if (post_norms_)
+        for (const auto& [ours, theirs] : kGemmaNorms)
+          if (what == ours) return detail::str_cat("model.layers.", layer, ".", theirs, suffix);
       std::string first;
       for (const auto& [ours, theirs] : kLayer) {
         if (what != ours) continue;
@@ -263,6 +272,7 @@ class LlamaModel::CheckpointWeights final : public LlamaModel::Weights {
   }
 
   const io::SafetensorsCheckpoint& c_;
+  bool post_norms_;
 };
 
 }  // namespace wick::models

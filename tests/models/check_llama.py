@@ -8,7 +8,7 @@ normed per head) in F32, and its Q4_K_M copy; a Phi-3 model of that shape (q, k 
 gate and up as one) in F32, and again as Phi-4-mini's (rope over 3/4 of each head, LongRoPE's
 factors and attention factor); mixtures of experts of that shape: Qwen3-MoE's (4 experts of their
 own width, 2 per token) in F32 and its Q4_K_M copy, and Mixtral's (a "llama" file with 4 experts)
-in F32. On each, `llama-perplexity` and
+in F32; Gemma 3's of six layers (five local, one global) in F32 and its Q4_K_M copy. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
 the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
 and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
@@ -41,6 +41,7 @@ import re
 import subprocess
 import sys
 
+import gguf
 import numpy as np
 
 from check_tokenizer import vocab_writer, write_gguf
@@ -50,21 +51,23 @@ CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
              "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4, "phi4": 2e-4, "qwen3moe": 2e-4, "qwen3moe-q4_k_m": 1e-2,
-             "mixtral": 2e-4}
+             "mixtral": 2e-4, "gemma3": 2e-4, "gemma3-q4_k_m": 1e-2}
 # The mixtures: experts, experts per token, and each expert's width (Qwen3-MoE names its own).
 EXPERTS, EXPERTS_USED, EXPERT_HIDDEN = 4, 2, 128
 
 
-def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=0, expert_hidden=0):
+def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=0, expert_hidden=0, post_norms=False):
     """The tensors of a Llama model of `shape` under llama.cpp's names, in file order: (name, rows,
     cols, scale) for a matrix (scale: the deviation of check_llama's random weights; rows a pair
     (experts, rows) for experts stacked), (name, None, size, None) for a norm's weight; with
     qk_norm, Qwen3's norms of each head of q and k too; with fused, Phi-3's q, k and v as one weight
     (attn_qkv) and gate and up as one (ffn_up); with experts, a router (ffn_gate_inp) and that many
-    experts of width expert_hidden in place of the MLP."""
+    experts of width expert_hidden in place of the MLP; with post_norms, Gemma's norms after
+    attention and after the MLP."""
     dim, hidden, heads, kv = shape["dim"], shape["hidden"], shape["heads"], shape["kv_heads"]
     hd = dim // heads
-    yield "token_embd.weight", vocab, dim, 1.0
+    # A head tied to the embedding scores with its rows: smaller ones, so that the logits stay sane.
+    yield "token_embd.weight", vocab, dim, 0.15 if tied else 1.0
     for i in range(shape["layers"]):
         p = f"blk.{i}."
         yield p + "attn_norm.weight", None, dim, None
@@ -78,6 +81,8 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=
             yield p + "attn_q_norm.weight", None, hd, None
             yield p + "attn_k_norm.weight", None, hd, None
         yield p + "attn_output.weight", dim, heads * hd, 0.1
+        if post_norms:
+            yield p + "post_attention_norm.weight", None, dim, None
         yield p + "ffn_norm.weight", None, dim, None
         if experts:
             yield p + "ffn_gate_inp.weight", experts, dim, 0.3
@@ -91,6 +96,8 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=
             yield p + "ffn_gate.weight", hidden, dim, 0.1
             yield p + "ffn_up.weight", hidden, dim, 0.1
         yield p + "ffn_down.weight", dim, hidden, 0.1
+        if post_norms:
+            yield p + "post_ffw_norm.weight", None, dim, None
     yield "output_norm.weight", None, dim, None
     if not tied:
         yield "output.weight", vocab, dim, 0.15
@@ -99,8 +106,10 @@ def llama_tensors(shape, vocab, tied=False, qk_norm=False, fused=False, experts=
 def tiny_llama(src, out, f16, arch="llama"):
     """A model of SHAPE with random weights: Llama's, or with arch "qwen3" Qwen3's (q and k normed
     per head, rotated over halves of each head), "phi3" Phi-3's (fused weights, rotated over
-    halves), "qwen3moe" Qwen3-MoE's (Qwen3's with experts of their own width) or "mixtral" Mixtral's
-    (a "llama" file with experts of the MLP's width)."""
+    halves), "qwen3moe" Qwen3-MoE's (Qwen3's with experts of their own width), "mixtral" Mixtral's
+    (a "llama" file with experts of the MLP's width) or "gemma3" Gemma 3's (six layers: five local
+    ones with a window of 16 and one global, rope at 10^6 with linear scaling 4 there, norms after
+    attention and the MLP, q and k normed per head, the head tied to the embedding)."""
     # llama.cpp looks up Phi-3's own control tokens by their text when it loads the vocabulary.
     extra = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>") if arch == "phi3" else ()
     moe = arch in ("qwen3moe", "mixtral")
@@ -111,8 +120,15 @@ def tiny_llama(src, out, f16, arch="llama"):
     rot = 3 * hd // 4 if phi4 else None
     if phi4:
         arch, extra = "phi3", ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>")
-    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, SHAPE, "llama" if arch == "mixtral" else arch, extra,
+    gemma = arch == "gemma3"
+    shape = dict(SHAPE, layers=6) if gemma else SHAPE
+    w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, shape, "llama" if arch == "mixtral" else arch, extra,
                             rot)
+    if gemma:
+        w.add_sliding_window(16)
+        w.add_rope_freq_base(1e6)
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(4.0)
     if phi4:
         w.add_rope_scaling_orig_ctx_len(256)
         w.add_rope_scaling_attn_factors(1.19)
@@ -126,9 +142,9 @@ def tiny_llama(src, out, f16, arch="llama"):
             w.add_expert_feed_forward_length(expert_hidden)
     rng = np.random.default_rng(1)
     dtype = np.float16 if f16 else np.float32
-    for name, rows, cols, scale in llama_tensors(SHAPE, vocab, qk_norm=arch in ("qwen3", "qwen3moe"),
+    for name, rows, cols, scale in llama_tensors(shape, vocab, tied=gemma, qk_norm=arch in ("qwen3", "qwen3moe", "gemma3"),
                                                  fused=arch == "phi3", experts=EXPERTS if moe else 0,
-                                                 expert_hidden=expert_hidden):
+                                                 expert_hidden=expert_hidden, post_norms=gemma):
         if rows is None:
             w.add_tensor(name, (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32))
         else:
@@ -180,6 +196,12 @@ def main():
     files["qwen3moe-q4_k_m"] = os.path.join(out, "tiny-qwen3moe-q4_k_m.gguf")
     subprocess.run(["llama-quantize", files["qwen3moe"], files["qwen3moe-q4_k_m"], "Q4_K_M"], capture_output=True,
                    check=True)
+    # Gemma 3: local and global layers, and its Q4_K_M copy.
+    files["gemma3"] = os.path.join(out, "tiny-gemma3-f32.gguf")
+    tiny_llama(vocab, files["gemma3"], False, "gemma3")
+    files["gemma3-q4_k_m"] = os.path.join(out, "tiny-gemma3-q4_k_m.gguf")
+    subprocess.run(["llama-quantize", files["gemma3"], files["gemma3-q4_k_m"], "Q4_K_M"], capture_output=True,
+                   check=True)
     failed = 0
     shown = False
     scores = {}
@@ -227,7 +249,7 @@ def main():
         failed += not ok
         print(f"{kind:15s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files (llama, qwen3, phi3, phi4, qwen3moe, mixtral), {len(files) - failed} agree, "
+    print(f"llama check: {len(files)} files (llama, qwen3, phi3, phi4, qwen3moe, mixtral, gemma3), {len(files) - failed} agree, "
           f"{failed} differ")
     return 1 if failed else 0
 

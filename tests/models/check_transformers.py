@@ -8,7 +8,10 @@ Phi3ForCausalLM (q, k and v as one weight, gate and up as one, a sliding window 
 rope over half of each head; as Phi-4-mini, rope over 3/4 of each head with LongRoPE's long
 factors; and with LongRoPE's short factors and its default attention factor),
 Qwen3MoeForCausalLM (8 experts of their own width, 2 per token, their weights renormalized, and
-again without: norm_topk_prob false) and MixtralForCausalLM (4 experts, 2 per token),
+again without: norm_topk_prob false), MixtralForCausalLM (4 experts, 2 per token) and
+Gemma3ForCausalLM (a local and a global layer with their own rope, linear scaling, a window of 8,
+query_pre_attn_scalar; again with six layers in the default pattern, an untied head; the norms,
+which scale by 1 + weight, random),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
 by save_pretrained as safetensors, and a random prompt of 24 tokens:
   - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
@@ -25,9 +28,10 @@ import sys
 
 import torch
 from safetensors.numpy import load_file, save_file
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, MixtralConfig,
-                          MixtralForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
+from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, MixtralConfig, MixtralForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 PROMPT, GREEDY, TOLERANCE = 24, 64, 2e-4
 BASE = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8,
@@ -72,6 +76,18 @@ CASES = [
           rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
     ("mixtral", MixtralConfig, MixtralForCausalLM,
      dict(num_local_experts=4, num_experts_per_tok=2, rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
+    # Gemma 3: a local layer (a window of 8, its own rope base) and a global one (linear scaling),
+    # q k^T scaled by query_pre_attn_scalar 24 (not the head size), the norms (1 + weight) random.
+    ("gemma3", Gemma3TextConfig, Gemma3ForCausalLM,
+     dict(head_dim=32, query_pre_attn_scalar=24, sliding_window=8, rms_norm_eps=1e-6,
+          layer_types=["sliding_attention", "full_attention"],
+          rope_parameters={"full_attention": dict(rope_type="linear", rope_theta=1000000.0, factor=4.0),
+                           "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
+          _random_norms=True)),
+    # Six layers in transformers' default pattern (five local, one global), an untied head.
+    ("gemma3-six", Gemma3TextConfig, Gemma3ForCausalLM,
+     dict(num_hidden_layers=6, head_dim=64, num_attention_heads=4, num_key_value_heads=1, sliding_window=16,
+          tie_word_embeddings=False, _random_norms=True)),
 ]
 
 
@@ -99,8 +115,15 @@ def main():
     runs = failed = 0
     for name, config_cls, model_cls, extra in CASES:
         torch.manual_seed(0)
-        config = config_cls(**BASE, **extra)
+        extra = dict(extra)
+        random_norms = extra.pop("_random_norms", False)
+        config = config_cls(**{**BASE, **extra})
         model = model_cls(config).float().eval()
+        if random_norms:  # Gemma's norms start at 0 (a scale of 1 + 0): made to matter
+            with torch.no_grad():
+                for key, p in model.named_parameters():
+                    if "norm" in key:
+                        p.normal_(0.0, 0.5)
         path = os.path.join(out, name)
         model.save_pretrained(path)
         ids = torch.randint(0, BASE["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1))

@@ -21,6 +21,9 @@ struct Tiny {
   // which names the experts' width apart, and whose dense width is then written as 3 * hidden).
   int64_t experts = 0, experts_used = 0;
   bool expert_tensors = false;        // one tensor per expert (blk.N.ffn_gate.E), as older converters wrote
+  // attention.sliding_window and attention.sliding_window_pattern, written where above 0 ("gemma3":
+  // Gemma 3's norms after attention and the MLP, q and k normed per head, no head of its own).
+  int64_t window = 0, pattern = 0;
   std::optional<quant::QType> qtype;  // the linear layers' format; dense otherwise, in `dense`
   DType dense = DType::F32;
   std::string drop;                   // a tensor left out
@@ -47,6 +50,10 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
   w.set(a + "attention.layer_norm_rms_epsilon", io::GgufValue::f32(1e-5f));
   w.set(a + "rope.freq_base", io::GgufValue::f32(10000.f));
   w.set(a + "vocab_size", io::GgufValue::u32(static_cast<uint32_t>(m.vocab)));
+  if (m.window > 0) w.set(a + "attention.sliding_window", io::GgufValue::u32(static_cast<uint32_t>(m.window)));
+  if (m.pattern > 0)
+    w.set(a + "attention.sliding_window_pattern", io::GgufValue::u32(static_cast<uint32_t>(m.pattern)));
+  const bool gemma = m.arch == "gemma3";
   std::mt19937 rng(7);
   auto add = [&](const std::string& name, Shape shape, float scale, bool linear) {
     if (name == m.drop) return;
@@ -83,7 +90,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
       add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
     }
-    if (m.arch == "qwen3" || m.arch == "qwen3moe") {  // each head of q and k RMS-normed before rope
+    if (m.arch == "qwen3" || m.arch == "qwen3moe" || gemma) {  // each head of q and k RMS-normed before rope
       for (const char* x : {"q", "k"}) {
         std::vector<float> v(static_cast<size_t>(hd));
         for (size_t j = 0; j < v.size(); ++j) v[j] = 0.8f + 0.05f * static_cast<float>((j + (*x == 'k' ? 3 : 0)) % 7);
@@ -91,6 +98,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       }
     }
     add(p + "attn_output.weight", {m.dim, m.heads * hd}, 0.15f, true);
+    if (gemma) norm(p + "post_attention_norm.weight");
     norm(p + "ffn_norm.weight");
     if (m.experts > 0) {  // the router (dense, as llama.cpp keeps it), then the experts stacked
       add(p + "ffn_gate_inp.weight", {m.experts, m.dim}, 0.3f, false);
@@ -125,9 +133,10 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       add(p + "ffn_up.weight", {m.hidden, m.dim}, 0.15f, true);
     }
     add(p + "ffn_down.weight", {m.dim, m.hidden}, 0.12f, true);
+    if (gemma) norm(p + "post_ffw_norm.weight");
   }
   norm("output_norm.weight");
-  if (!m.tied) add("output.weight", {m.vocab, m.dim}, 0.15f, true);
+  if (!m.tied && !gemma) add("output.weight", {m.vocab, m.dim}, 0.15f, true);
   return w;
 }
 

@@ -71,6 +71,22 @@ struct LlamaConfig {
   int64_t experts = 0;
   int64_t experts_used = 0;
   bool norm_topk = true;
+  // Gemma 3: the embedding's rows times sqrt(dim); every layer's attention output and MLP output
+  // RMS-normed (post_attention_norm, post_ffw_norm) before its residual add, as well as the inputs;
+  // the MLP's gate through GELU (tanh approximation) instead of SiLU; q k^T times attention_scale
+  // (query_pre_attn_scalar^-1/2) instead of head_dim^-1/2; each layer's own window (local layers
+  // slide, global ones see every key) and the local layers' rope at a base of their own. A
+  // checkpoint's norms scale by (1 + weight): norm_offset 1 is added to each at load (GGUF files
+  // hold 1 + weight already).
+  bool embed_scale = false;
+  bool post_norms = false;
+  enum class Activation : uint8_t { Silu, GeluTanh } activation = Activation::Silu;
+  double attention_scale = 0;          // 0: 1 / sqrt(head_dim)
+  std::vector<int64_t> layer_windows;  // each layer's window (0: none) where not empty, else `window` for all
+  double rope_local_theta = 0;         // the base of the layers with a window; 0: rope_theta's rates for all
+  double norm_offset = 0;
+  // "linear" rope scaling (Gemma 3's global layers): each of rope_theta's rates divided by it.
+  double rope_linear = 1;
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
@@ -97,7 +113,14 @@ struct LlamaConfig {
   // rope_scaling says, divided by LongRoPE's short factors (its long ones with `long_factors`); 0
   // for the pairs past rotary_dim / 2.
   std::vector<double> inv_freq(bool long_factors = false) const;
+  // The local layers' rates (rope_local_theta^(-2i / rotary_dim), unscaled); empty where there is
+  // no local base.
+  std::vector<double> inv_freq_local() const;
   int64_t rotated() const { return rotary_dim > 0 ? rotary_dim : head_dim; }  // the features rope turns
+  // Layer i's sliding window (0: none).
+  int64_t window_of(int64_t i) const { return layer_windows.empty() ? window : layer_windows[static_cast<size_t>(i)]; }
+  // Whether layer i turns at the local rates.
+  bool local_rope(int64_t i) const { return rope_local_theta > 0 && window_of(i) > 0; }
 };
 
 // A weight used as y = x W^T (+ bias): dense (out, in) in the activations' dtype, or quantized.
@@ -222,6 +245,7 @@ class LlamaModel : public Model {
   };
   struct Layer {
     Tensor attn_norm, ffn_norm;
+    Tensor post_attn_norm, post_ffn_norm;  // (dim) where LlamaConfig::post_norms, else undefined
     Tensor q_norm, k_norm;  // (head_dim) where LlamaConfig::qk_norm, else undefined
     LinearGroup qkv, gate_up;
     Linear o, down;
@@ -262,8 +286,21 @@ class LlamaModel : public Model {
   Tensor embed(const Tensor& tokens) const;
   // An IndexError naming `op` and the token for an id outside the vocabulary (read on the host).
   void check_tokens(const Tensor& tokens, std::string_view op) const;
-  // cos and sin (t, head_dim / 2) for positions from..from + t - 1.
-  std::pair<Tensor, Tensor> rope_tables(int64_t from, int64_t t) const;
+  // The rope tables of some positions: cos and sin (n, head_dim / 2) at the model's rates, and at
+  // the local layers' own where it has them (LlamaConfig::rope_local_theta).
+  struct Rope {
+    Tensor cos, sin;
+    Tensor local_cos, local_sin;          // undefined: every layer turns at the same rates
+    Rope select(const Tensor& at) const;  // each table's rows `at` (i64 on the model's device)
+    const Tensor& cos_of(bool local) const { return local ? local_cos : cos; }
+    const Tensor& sin_of(bool local) const { return local ? local_sin : sin; }
+  };
+  // The tables of positions from..from + t - 1.
+  Rope rope_tables(int64_t from, int64_t t) const;
+  // The tables of positions p (each in `positions`), rates_at(p) each.
+  Rope rope_tables(const std::vector<int32_t>& positions) const;
+  // nn::scaled_dot_product_attention's options for layer i's decode or prompt step.
+  nn::AttentionOptions attention_options(int64_t i) const;
   // Layer i's attention of its new queries q (b, heads, t, head_dim) over the keys and values
   // of the positions they see, k and v (b, kv_heads, t, head_dim) the new ones (rope not yet
   // applied to q and k): stores k and v where the step keeps them and returns (b, heads, t,
@@ -272,8 +309,6 @@ class LlamaModel : public Model {
   // The layers and the head over embedded tokens x (b, t, dim): the logits (b, t, vocab), f32, of
   // every position, the last alone when `last_only`, or those of `rows` (i64 indices along t).
   Tensor run(Tensor x, const Attend& attend, bool last_only, const Tensor& rows = {}) const;
-  // cos and sin (n, head_dim / 2) for the given positions.
-  std::pair<Tensor, Tensor> rope_tables_at(const std::vector<int32_t>& positions) const;
   // A run of a step's tokens that is one sequence's prompt chunk: tokens [begin, begin + n) at
   // positions first .. first + n - 1, whose attention reads the sequence's keys gathered from the
   // pool (keys: the slots of positions 0 .. first + n - 1, i64 on the device) through the fused
@@ -287,12 +322,12 @@ class LlamaModel : public Model {
   // chunk it came in, so that its result does not depend on how the engine split its prompt).
   std::vector<ChunkRun> chunk_runs(const PagedBatch& batch, const PagedKvCache& cache) const;
   // forward_paged over inputs on the model's device: tokens and slots (t) i64, tables (s,
-  // max_blocks), seqs and positions (t) i32, cos and sin (t, head_dim / 2) of the positions; the
+  // max_blocks), seqs and positions (t) i32, the rope tables of the positions; the
   // logits (t or rows, vocab), f32, of the tokens `rows` (i64) names where defined. Tokens of
   // `runs` take the fused attention kernel, the rest paged_attention. Nothing is read on the host.
-  Tensor run_paged(const Tensor& tokens, const Tensor& cos, const Tensor& sin, const Tensor& slots,
-                   const Tensor& tables, const Tensor& seqs, const Tensor& positions, PagedKvCache& cache,
-                   const Tensor& rows, const std::vector<ChunkRun>& runs = {}) const;
+  Tensor run_paged(const Tensor& tokens, const Rope& rope, const Tensor& slots, const Tensor& tables,
+                   const Tensor& seqs, const Tensor& positions, PagedKvCache& cache, const Tensor& rows,
+                   const std::vector<ChunkRun>& runs = {}) const;
 
   LlamaConfig config_;
   dist::Communicator comm_;
@@ -306,6 +341,7 @@ class LlamaModel : public Model {
   Linear output_;
   std::vector<double> inv_freq_;  // the rotation rate of each pair, every scaling applied
   std::vector<double> inv_freq_long_;  // LongRoPE's from original_context on; empty: none
+  std::vector<double> inv_freq_local_;  // the local layers' (Gemma 3); empty: none
   // The rates of position p, and the scale of its cos and sin (LongRoPE's attention factor).
   const std::vector<double>& rates_at(int64_t p) const {
     return !inv_freq_long_.empty() && p >= config_.long_rope.original_context ? inv_freq_long_ : inv_freq_;
@@ -349,8 +385,10 @@ class DecodeGraph : public DecodeSteps {
   std::vector<nn::KvCache>& cache_;
   int64_t batch_ = 0, capacity_ = 0;
   Tensor inputs_;  // (batch + 1) i64: the token ids, then the position
-  Tensor mask_;    // (batch, capacity), the model's dtype: 0 for a key a sequence sees, -inf else
-  Tensor cos_, sin_;  // (capacity, head_dim / 2): the rope tables of every position
+  // By window (0: none, and each layer's own): (batch, capacity), the model's dtype, 0 for a key a
+  // sequence sees, -inf else.
+  std::map<int64_t, Tensor> masks_;
+  LlamaModel::Rope rope_;  // the rope tables of every position up to the capacity
   Tensor logits_;     // (batch, 1, vocab) f32
   Graph graph_;
   int64_t length_ = 0;  // the span the graph attends over
@@ -393,7 +431,7 @@ class PagedDecodeGraph : public PagedSteps {
   PagedKvCache& cache_;
   int64_t max_batch_ = 0;
   int64_t max_blocks_ = 0;                             // the widest table row: the blocks of the model's context
-  Tensor cos_, sin_;                                   // (context, head_dim / 2): the rope tables of every position
+  LlamaModel::Rope rope_;                              // the rope tables of every position of the context
   std::map<std::pair<int64_t, int64_t>, Size> sizes_;  // by (batch, width); a recording refers to its Size
   std::string recording_error_;
 };
