@@ -29,6 +29,7 @@ constexpr Family kFamilies[] = {
     {"qwen3_moe", arch::load_qwen3_moe},  // Qwen3-MoE checkpoints
     {"mixtral", arch::load_mixtral},      // Mixtral checkpoints (its GGUF files are "llama" ones)
     {"phi3", arch::load_phi3},            // Phi-3 mini and medium (4k), Phi-3.5, Phi-4-mini
+    {"gemma2", arch::load_gemma2},        // Gemma 2
     {"gemma3", arch::load_gemma3},        // Gemma 3 in GGUF files (the text model of every size)
     {"gemma3_text", arch::load_gemma3},   // Gemma 3 text checkpoints
 };

@@ -41,11 +41,11 @@ class LlamaTest : public ::testing::TestWithParam<Device> {
 
 // Decoding token by token through the KV cache gives the logits of the whole sequence at once.
 TEST_P(LlamaTest, StepByStepEqualsWholeSequence) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
     SCOPED_TRACE(arch);
     Tiny tiny;
     tiny.arch = arch;
-    tiny.window = arch == "gemma3" ? 3 : 0;  // shorter than the sequence
+    tiny.window = arch.starts_with("gemma") ? 3 : 0;  // shorter than the sequence
     const LlamaModel model = load(tiny, device());
     const auto t = static_cast<int64_t>(kTokens.size());
     auto whole_cache = model.make_cache(1, 32);
@@ -206,11 +206,11 @@ TEST_P(LlamaTest, BrokenFilesAreNamed) {
 // The same weights as a Hugging Face checkpoint (config.json and safetensors under transformers'
 // names, q and k rows in transformers' order) give the GGUF file's logits: Llama with its rows of q
 // and k permuted in the GGUF file, Qwen2 with biases, Qwen3 with q and k norms, Phi-3 with q, k and
-// v as one weight and gate and up as one, tied embeddings; Gemma 3 with its norms after attention and
-// the MLP under their own names, each norm's weight w where the GGUF file holds 1 + w.
+// v as one weight and gate and up as one, tied embeddings; Gemma 2 and 3 with their norms after
+// attention and the MLP under their own names, each norm's weight w where the GGUF file holds 1 + w.
 TEST_P(LlamaTest, CheckpointEqualsGguf) {
-  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"}) {
-    const bool gemma = std::string(arch) == "gemma3";
+  for (const char* arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"}) {
+    const bool gemma = std::string(arch).starts_with("gemma");
     for (const bool tied : {false, true}) {
       if (gemma && !tied) continue;  // Gemma's head is its embedding
       Tiny m;
@@ -241,7 +241,7 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
         }
         if (m.arch == "qwen2")
           for (const char* x : {"q", "k", "v"}) put(h + "self_attn." + x + "_proj.bias", g + "attn_" + x + ".bias");
-        if (m.arch == "qwen3" || gemma)
+        if (m.arch == "qwen3" || m.arch == "gemma3")
           for (const char* x : {"q", "k"}) put(h + "self_attn." + x + "_norm.weight", g + "attn_" + x + "_norm.weight");
         put(h + "self_attn.o_proj.weight", g + "attn_output.weight");
         if (gemma) {
@@ -263,9 +263,10 @@ TEST_P(LlamaTest, CheckpointEqualsGguf) {
       if (!tied) put("lm_head.weight", "output.weight");
       TempDir dir;
       st.write(dir.file("model.safetensors"));
-      const std::string model_type = gemma ? "gemma3_text" : arch;
-      const std::string gemma_keys =
-          detail::str_cat(R"("head_dim": )", hd, R"(, "query_pre_attn_scalar": )", hd, R"(, "sliding_window": 4, )");
+      const std::string model_type = m.arch == "gemma3" ? "gemma3_text" : arch;
+      const std::string gemma_keys = detail::str_cat(
+          R"("head_dim": )", hd, R"(, "query_pre_attn_scalar": )", hd, R"(, "sliding_window": 4, )",
+          m.arch == "gemma2" ? R"("attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0, )" : "");
       dir.write(
           "config.json",
           detail::str_cat(R"({"architectures": ["X"], "model_type": ")", model_type, R"(", )", gemma ? gemma_keys : "",
@@ -420,8 +421,9 @@ TEST(LlamaConfig, FromJson) {
 // Gemma 3 from config.json (gemma3_text: layer_types or the default pattern, the rope of each kind of
 // layer, query_pre_attn_scalar, transformers' defaults where left out) and from GGUF (llama.cpp's
 // rules: every sixth layer global unless the file gives a pattern, the local base 10000 unless it
-// gives one); what wick does not run refused by name.
-TEST(LlamaConfig, Gemma3) {
+// gives one); what wick does not run refused by name. Gemma 2: every other layer global, one rope,
+// its soft-capping (transformers' defaults, none where the file says null).
+TEST(LlamaConfig, Gemma) {
   TempDir dir;
   const std::string base = R"("vocab_size": 262208, "hidden_size": 2560, "intermediate_size": 10240,
       "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4)";
@@ -501,6 +503,34 @@ TEST(LlamaConfig, Gemma3) {
   w.set("gemma3.attention.sliding_window_pattern", GgufValue::array(flags));
   WICK_EXPECT_ERROR(models::LlamaConfig::from_gguf(io::GgufFile::parse(w.bytes(), "f.gguf")), io::FormatError,
                     "sliding_window_pattern", "6 flags for 7 layers");
+
+  dir.write("gemma2.json", R"({"model_type": "gemma2", "head_dim": 128, )" + base + "}");
+  const models::LlamaConfig two = models::LlamaConfig::from_json(dir.file("gemma2.json"));
+  EXPECT_EQ(two.architecture, "gemma2");
+  EXPECT_FALSE(two.qk_norm);
+  EXPECT_TRUE(two.embed_scale && two.post_norms && two.tied_embeddings);
+  EXPECT_EQ(two.attn_softcap, 50.0);
+  EXPECT_EQ(two.final_softcap, 30.0);
+  EXPECT_EQ(two.context, 8192);
+  EXPECT_EQ(two.rope_theta, 10000.0);
+  EXPECT_EQ(two.rope_local_theta, 0.0);
+  EXPECT_EQ(two.window_of(0), 4096);
+  EXPECT_EQ(two.window_of(1), 0);
+  EXPECT_EQ(two.window_of(32), 4096);
+  dir.write(
+      "gemma2.json",
+      R"({"model_type": "gemma2", "attn_logit_softcapping": null, "final_logit_softcapping": 20.0, )" + base + "}");
+  const models::LlamaConfig capped = models::LlamaConfig::from_json(dir.file("gemma2.json"));
+  EXPECT_EQ(capped.attn_softcap, 0.0);
+  EXPECT_EQ(capped.final_softcap, 20.0);
+  Tiny tiny2;
+  tiny2.arch = "gemma2", tiny2.layers = 3, tiny2.window = 3;
+  const models::LlamaConfig g2 =
+      models::LlamaConfig::from_gguf(io::GgufFile::parse(tiny_model(tiny2).bytes(), "g2.gguf"));
+  EXPECT_EQ(g2.layer_windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(g2.attn_softcap, 2.0);
+  EXPECT_EQ(g2.final_softcap, 3.0);
+  EXPECT_FALSE(g2.qk_norm);
 }
 
 // Greedy generation through the KV cache picks what the argmax of a whole-sequence forward picks,
@@ -557,7 +587,8 @@ TEST_P(LlamaTest, GenerationStopsAtTheContext) {
 
 // DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
 // Qwen2's biases, a sliding window, block-format weights, a padded batch, and Gemma 3's local and
-// global layers (a window on some layers: a mask per window); and refuse what is not theirs to take.
+// global layers (a window on some layers: a mask per window), Gemma 2's soft-capping; and refuse what
+// is not theirs to take.
 TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
   struct Case {
     std::string name;
@@ -565,13 +596,15 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
     int64_t window = 0;
     int64_t batch = 1;
   };
-  std::vector<Case> cases = {{"llama", Tiny{}},       {"qwen2", Tiny{}}, {"window", Tiny{}, 5},   {"q8_0", Tiny{}},
-                             {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}, {"gemma3", Tiny{}, 0, 2}};
+  std::vector<Case> cases = {{"llama", Tiny{}},       {"qwen2", Tiny{}}, {"window", Tiny{}, 5},    {"q8_0", Tiny{}},
+                             {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}, {"gemma3", Tiny{}, 0, 2}, {"gemma2", Tiny{}}};
   cases[1].tiny.arch = "qwen2";
   cases[3].tiny.qtype = quant::QType::Q8_0;
   cases[5].tiny.arch = "qwen3";
   // Gemma 3: a local layer (a window of 5, its own rope base), a global one, a local one.
   cases[6].tiny.arch = "gemma3", cases[6].tiny.layers = 3, cases[6].tiny.window = 5, cases[6].tiny.pattern = 2;
+  // Gemma 2: its scores and logits soft-capped, local and global layers in turn.
+  cases[7].tiny.arch = "gemma2", cases[7].tiny.window = 5;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     LlamaModel model = load(c.tiny, device());
@@ -667,12 +700,12 @@ INSTANTIATE_TEST_SUITE_P(Devices, LlamaTest, ::testing::ValuesIn(devices()), dev
 // weights, Qwen2's biases, Qwen3's q and k norms, Phi-3's fused weights, tied embeddings and Gemma
 // 3's norms after the ranks' sums.
 TEST(LlamaTensorParallel, SplitModelsMatchTheWholeModel) {
-  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma3"})
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"})
     for (const std::optional<quant::QType> q : {std::optional<quant::QType>{}, std::optional<quant::QType>{quant::QType::Q8_0}})
       for (int n : {2, 4}) {
         Tiny m;
         m.arch = arch, m.qtype = q, m.dim = 128, m.heads = 8, m.kv_heads = 4, m.hidden = 256, m.tied = arch == "qwen2";
-        m.window = arch == "gemma3" ? 3 : 0;
+        m.window = arch.starts_with("gemma") ? 3 : 0;
         const std::vector<uint8_t> bytes = tiny_model(m).bytes();
         const io::GgufFile file = io::GgufFile::parse(bytes, "tiny.gguf");
         const LlamaModel whole = LlamaModel::from_gguf(file, Device::cpu());

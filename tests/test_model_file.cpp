@@ -82,7 +82,7 @@ TEST(ModelFile, FilesWithoutATokenizerOrOfAnotherArchitecture) {
   WICK_EXPECT_ERROR(ModelFile::open(dir.file("absent.gguf")), Error, "absent.gguf");
   EXPECT_EQ(models::architectures(),
             (std::vector<std::string>{"llama", "mistral", "qwen2", "qwen3", "qwen3moe", "qwen3_moe", "mixtral", "phi3",
-                                      "gemma3", "gemma3_text"}));
+                                      "gemma2", "gemma3", "gemma3_text"}));
   EXPECT_EQ(models::default_dtype(Device::cpu()), DType::F32);
   EXPECT_EQ(models::default_dtype(Device::cuda(0)), DType::BF16);
 }

@@ -318,7 +318,8 @@ TEST_P(PagedTest, EmptyQueriesGiveAnEmptyResult) {
 // 40, long from there on: the rope tables of a step's positions against forward's). The
 // windowed runs are Qwen3-MoE's decoder (q and k normed per head, rope over halves, a mixture of
 // experts whose tokens come from several sequences and chunks in one step), and again Gemma 3's
-// (a local layer with a window of 6 and a global one, each with its rope).
+// (a local layer with a window of 6 and a global one, each with its rope) and Gemma 2's (the paged
+// kernels cap the scores in place, contiguous attention through the composition).
 // Gemma 3's decoder at c's size: a local layer (a window of 6, rope at its own base) then a global
 // one (linear scaling), q k^T scaled by another factor, norms after attention and the MLP, GELU.
 void gemma3(models::LlamaConfig& c) {
@@ -344,7 +345,7 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
   const Schedule schedules[] = {{{37, 20}, {9, 1, 13, 1, 100}}, {{90, 5, 50}, {20, 1, 30, 100}}};
   static_assert(models::LlamaModel::kChunkAttention <= 20);
   for (const Schedule& plan : schedules) {
-    for (int kind = 0; kind < 3; ++kind) {
+    for (int kind = 0; kind < 4; ++kind) {
       const int64_t window = kind == 1 ? 7 : 0;
       c.window = window;
       c.architecture = window > 0 ? "qwen3moe" : "llama";
@@ -361,7 +362,13 @@ TEST_P(PagedTest, ForwardPagedGivesForwardsLogits) {
           c.long_rope.short_factor.push_back(1 + 0.1 * i), c.long_rope.long_factor.push_back(2 + 0.7 * i);
       }
       c.interleaved_rope = window == 0;
-      if (kind == 2) gemma3(c);
+      if (kind >= 2) gemma3(c);
+      if (kind == 3) {  // Gemma 2: one rope, soft-capped scores and logits
+        c.architecture = "gemma2";
+        c.qk_norm = false;
+        c.rope_local_theta = 0, c.rope_linear = 1;
+        c.attn_softcap = 0.5, c.final_softcap = 2;
+      }
       const models::LlamaModel m = models::LlamaModel::random(c, device(), DType::F32, std::nullopt, 5);
       std::mt19937 rng(9);
       std::uniform_int_distribution<int32_t> id(0, 95);

@@ -96,6 +96,10 @@ struct AttentionOptions {
   // Sliding window (Mistral): a query at position p sees only keys at positions above p - window.
   // 0: no window.
   int64_t window = 0;
+  // Gemma 2's soft-capping: each scaled score s becomes softcap * tanh(s / softcap) before the
+  // mask is added; 0: none. The fused kernels do not cap: a call with a cap takes the composition
+  // of ops (the scores in memory).
+  double softcap = 0;
   // Whether a vendor library's fused attention (cuDNN) may serve the call, where it serves the
   // shape. It plans each new shape on its first call (tens of milliseconds) and keeps the plan:
   // false for calls whose shapes change from call to call (an engine's prompt chunks), which then
@@ -184,6 +188,7 @@ constexpr int64_t paged_q8_0_row_bytes(int64_t d) { return d / 32 * 34; }
 struct PagedAttentionOptions {
   std::optional<double> scale;  // the factor of q k^T; default 1 / sqrt(d)
   int64_t window = 0;           // a query at position p sees keys above p - window; 0: no window
+  double softcap = 0;           // as AttentionOptions::softcap (the kernels cap in place)
 };
 
 // Attention of query tokens q (t, h, d) over their sequences' keys and values in the pools k_pool

@@ -20,12 +20,14 @@ std::shared_ptr<Model> load_qwen3_moe(const ModelFile& file, const LoadOptions& 
 std::shared_ptr<Model> load_mixtral(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Phi-3 (mini and medium, 4k): "phi3".
 std::shared_ptr<Model> load_phi3(const ModelFile& file, const LoadOptions& options, DType dtype);
+// Gemma 2: "gemma2".
+std::shared_ptr<Model> load_gemma2(const ModelFile& file, const LoadOptions& options, DType dtype);
 // Gemma 3 (text): GGUF's "gemma3", config.json's "gemma3_text".
 std::shared_ptr<Model> load_gemma3(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 // The Llama-style decoder (blocks/decoder.cpp) of a GGUF file or a checkpoint, configured by the
-// readers of blocks/hparams.cpp: what Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3 and
-// Gemma 3 share.
+// readers of blocks/hparams.cpp: what Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, Phi-3, Gemma 2
+// and Gemma 3 share.
 std::shared_ptr<Model> load_decoder(const ModelFile& file, const LoadOptions& options, DType dtype);
 
 }  // namespace wick::models::arch

@@ -374,6 +374,7 @@ nn::AttentionOptions LlamaModel::attention_options(int64_t i) const {
   o.causal = true;
   o.window = config_.window_of(i);
   if (config_.attention_scale > 0) o.scale = config_.attention_scale;
+  o.softcap = config_.attn_softcap;
   return o;
 }
 
@@ -532,8 +533,10 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
     x = std::move(added.sum);
     normed = std::move(added.normed);
   }
-  const Tensor logits = output_(normed);
-  return (ranks_ > 1 ? comm_.all_gather(logits, 2) : logits).to_dtype(DType::F32);
+  const Tensor logits = (ranks_ > 1 ? comm_.all_gather(output_(normed), 2) : output_(normed)).to_dtype(DType::F32);
+  // Gemma 2 caps the logits: cap * tanh(logit / cap).
+  const double cap = c.final_softcap;
+  return cap > 0 ? logits.mul(1 / cap).tanh().mul(cap) : logits;
 }
 
 // ---- the paged cache -----------------------------------------------------------------------------
@@ -639,6 +642,7 @@ Tensor LlamaModel::run_paged(const Tensor& tokens, const Rope& rope, const Tenso
     nn::PagedAttentionOptions options;
     options.window = a.window;
     options.scale = a.scale;
+    options.softcap = a.softcap;
     return nn::paged_attention(q.narrow(0, begin, end - begin), cache.keys[i], cache.values[i], tables,
                                seqs.narrow(0, begin, end - begin), positions.narrow(0, begin, end - begin), options);
   };

@@ -2,6 +2,7 @@
 // file's metadata ("<arch>.embedding_length", ...) or a checkpoint's config.json, the shapes of
 // released models, and the checks every configuration passes before any weight is made.
 #include <cmath>
+#include <tuple>
 
 #include "json.h"
 #include "wick/models/llama.h"
@@ -18,9 +19,11 @@ namespace {
 std::string in_file(const io::GgufFile& f, std::string_view key) { return detail::str_cat(f.name(), ": ", key); }
 
 // The architectures LlamaConfig describes, as GGUF's general.architecture names them.
-constexpr std::string_view kArchitectures = "\"llama\", \"qwen2\", \"qwen3\", \"qwen3moe\", \"phi3\" and \"gemma3\"";
+constexpr std::string_view kArchitectures =
+    "\"llama\", \"qwen2\", \"qwen3\", \"qwen3moe\", \"phi3\", \"gemma2\" and \"gemma3\"";
 bool known_architecture(std::string_view a) {
-  return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "phi3" || a == "gemma3";
+  return a == "llama" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "phi3" || a == "gemma2" ||
+         a == "gemma3";
 }
 
 // Sizes read from a file are at most 2^40 each; a model has at most kMaxLayers layers (real ones
@@ -50,11 +53,12 @@ double number(const io::GgufFile& f, const std::string& key, double fallback) {
   return x;
 }
 
-// Gemma 3's traits, from either kind of file: the embedding scaled, norms after attention and the
-// MLP as well, GELU, q and k normed per head, every `pattern`-th layer global and the others
-// sliding over `window` keys at the local base, rope over halves of each head.
-void gemma3(LlamaConfig& c, int64_t pattern) {
-  c.embed_scale = c.post_norms = c.qk_norm = true;
+// Gemma 2's and 3's traits, from either kind of file: the embedding scaled, norms after attention
+// and the MLP as well, GELU, every `pattern`-th layer global and the others sliding over `window`
+// keys, rope over halves of each head; Gemma 3's q and k normed per head.
+void gemma(LlamaConfig& c, int64_t pattern) {
+  c.embed_scale = c.post_norms = true;
+  c.qk_norm = c.architecture == "gemma3";
   c.activation = LlamaConfig::Activation::GeluTanh;
   c.interleaved_rope = false;
   if (c.window > 0 && c.layers <= kMaxLayers) {  // (more layers: check() refuses them)
@@ -134,6 +138,15 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
   c.qkv_bias = c.architecture == "qwen2";
   c.qk_norm = c.architecture == "qwen3" || c.architecture == "qwen3moe";
   if (c.architecture == "qwen3moe" && c.experts == 0) fail(f, a + "expert_count", "missing");
+  if (c.architecture == "gemma2") {
+    // As llama.cpp reads these files: the norms hold 1 + weight already; every other layer global
+    // (the first slides); the scores and the logits capped where the file says; q k^T scaled as
+    // Gemma 3's below (27B: 46 layers).
+    gemma(c, 2);
+    c.attn_softcap = number(f, a + "attn_logit_softcapping", 0);
+    c.final_softcap = number(f, a + "final_logit_softcapping", 0);
+    if (c.layers == 46) c.attention_scale = 1 / std::sqrt(static_cast<double>(c.dim / c.heads));
+  }
   if (c.architecture == "gemma3") {
     // As llama.cpp reads these files: the norms hold 1 + weight already; every sixth layer is
     // global, unless attention.sliding_window_pattern says otherwise (a period, or a flag per
@@ -143,7 +156,7 @@ LlamaConfig LlamaConfig::from_gguf(const io::GgufFile& f) {
     // do not hold it).
     const std::string key = a + "attention.sliding_window_pattern";
     const io::GgufValue* pattern = f.find(key);
-    gemma3(c, pattern != nullptr && pattern->type != io::GgufType::Array ? positive(f, key) : 6);
+    gemma(c, pattern != nullptr && pattern->type != io::GgufType::Array ? positive(f, key) : 6);
     if (pattern != nullptr && pattern->type == io::GgufType::Array && c.window > 0 && c.layers <= kMaxLayers) {
       const io::GgufArray& flags = pattern->as_array(in_file(f, key));
       if (static_cast<int64_t>(flags.items.size()) != c.layers)
@@ -207,14 +220,20 @@ struct JsonConfig {
   }
 };
 
-// Gemma 3's text model (gemma3_text): the traits (gemma3() above), with transformers' defaults for
-// what the file leaves out; what wick does not run (soft-capping, bidirectional attention, another
-// activation) refused by name.
-void gemma3_json(const JsonConfig& f, LlamaConfig& c) {
+// Gemma 2 and Gemma 3's text model (gemma2, gemma3_text): the traits (gemma() above), with
+// transformers' defaults for what the file leaves out; what wick does not run (Gemma 3 with
+// soft-capping, bidirectional attention, another activation) refused by name.
+void gemma_json(const JsonConfig& f, LlamaConfig& c) {
   const nlohmann::json& j = f.j;
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"})
-    if (f.find(j, key) != nullptr)
+  const bool three = c.architecture == "gemma3";
+  // Gemma 2 caps at 50 and 30 unless the file says otherwise (null: no cap).
+  for (const auto& [key, cap, fallback] : {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0},
+                                           std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0}}) {
+    const bool null = j.contains(key) && j.at(key).is_null();
+    if (three && f.find(j, key) != nullptr)
       throw NotSupportedError(detail::str_cat("llama: ", f.path, ": ", key, " (soft-capping; Gemma 3 has none)"));
+    if (!three) *cap = null ? 0 : f.number(j, key, fallback);
+  }
   if (f.flag("use_bidirectional_attention", false))
     throw NotSupportedError(
         detail::str_cat("llama: ", f.path, ": use_bidirectional_attention (wick runs causal models)"));
@@ -225,10 +244,9 @@ void gemma3_json(const JsonConfig& f, LlamaConfig& c) {
   c.norm_offset = 1;
   c.attention_scale = 1 / std::sqrt(f.number(j, "query_pre_attn_scalar", 256));
   c.window = f.positive("sliding_window", 4096);
-  int64_t pattern = f.positive("sliding_window_pattern", 6);
-  gemma3(c, pattern);
-  // transformers 5 writes each layer's type.
-  if (const nlohmann::json* types = f.find(j, "layer_types")) {
+  gemma(c, three ? f.positive("sliding_window_pattern", 6) : 2);
+  // transformers 5 writes each layer's type (past kMaxLayers layers, check() refuses the count).
+  if (const nlohmann::json* types = f.find(j, "layer_types"); types != nullptr && c.layers <= kMaxLayers) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != c.layers)
       f.fail("layer_types",
              detail::str_cat(types->dump().substr(0, 80), " is not a list of ", c.layers, " layer types"));
@@ -240,7 +258,8 @@ void gemma3_json(const JsonConfig& f, LlamaConfig& c) {
       c.layer_windows[i] = kind == "sliding_attention" ? c.window : 0;
     }
   }
-  // The local layers' base: rope_parameters' sliding_attention, or rope_local_base_freq.
+  if (!three) return;
+  // Gemma 3's local layers' base: rope_parameters' sliding_attention, or rope_local_base_freq.
   double local = f.number(j, "rope_local_base_freq", 10000);
   if (const nlohmann::json* rope = f.find(j, "rope_parameters"); rope != nullptr && rope->is_object())
     if (const nlohmann::json* s = f.find(*rope, "sliding_attention"); s != nullptr && s->is_object()) {
@@ -268,17 +287,19 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
                                             "encoder; wick runs the text model's checkpoints, \"gemma3_text\", and ",
                                             "GGUF files of every size)"));
   if (model_type != "llama" && model_type != "mistral" && model_type != "mixtral" && model_type != "qwen2" &&
-      model_type != "qwen3" && model_type != "qwen3_moe" && model_type != "phi3" && model_type != "gemma3_text")
+      model_type != "qwen3" && model_type != "qwen3_moe" && model_type != "phi3" && model_type != "gemma2" &&
+      model_type != "gemma3_text")
     throw NotSupportedError(detail::str_cat("llama: ", path, ": model_type \"", model_type,
                                             "\" (wick runs \"llama\", \"mistral\", \"mixtral\", \"qwen2\", "
-                                            "\"qwen3\", \"qwen3_moe\", \"phi3\" and \"gemma3_text\")"));
+                                            "\"qwen3\", \"qwen3_moe\", \"phi3\", \"gemma2\" and \"gemma3_text\")"));
   const bool qwen = model_type == "qwen2" || model_type == "qwen3" || model_type == "qwen3_moe";
-  const bool gemma = model_type == "gemma3_text";
+  const bool gemma = model_type == "gemma3_text" || model_type == "gemma2";
   // GGUF's names: Mixtral's files are "llama" ones with experts, Qwen3-MoE's "qwen3moe", Gemma 3's "gemma3".
-  c.architecture = model_type == "qwen3_moe"                                                ? "qwen3moe"
-                   : gemma                                                                  ? "gemma3"
-                   : model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3" ? model_type
-                                                                                            : "llama";
+  c.architecture = model_type == "qwen3_moe"     ? "qwen3moe"
+                   : model_type == "gemma3_text" ? "gemma3"
+                   : model_type == "qwen2" || model_type == "qwen3" || model_type == "phi3" || model_type == "gemma2"
+                       ? model_type
+                       : "llama";
   c.qkv_bias = model_type == "qwen2";
   c.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
   c.vocab = f.positive("vocab_size");
@@ -312,7 +333,8 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
     f.fail("hidden_size", detail::str_cat("width ", c.dim, " is less than the ", c.heads, " heads (no head size)"));
   // (transformers' defaults for what a Gemma 3 config may leave out)
   c.head_dim = f.positive("head_dim", gemma ? 256 : c.dim / c.heads);
-  c.context = f.positive("max_position_embeddings", gemma ? std::optional<int64_t>(131072) : std::nullopt);
+  c.context = f.positive("max_position_embeddings",
+                         gemma ? std::optional<int64_t>(model_type == "gemma2" ? 8192 : 131072) : std::nullopt);
   if (c.heads % c.kv_heads != 0)
     f.fail("num_key_value_heads", detail::str_cat(c.kv_heads, " does not divide the ", c.heads, " heads"));
   if (c.head_dim % 2 != 0) f.fail("head_dim", detail::str_cat("head size ", c.head_dim, " is odd"));
@@ -349,16 +371,16 @@ LlamaConfig LlamaConfig::from_json(const std::string& path) {
                                               " layers (max_window_layers, layer_types); wick slides all or none"));
   }
 
-  if (gemma) gemma3_json(f, c);
+  if (gemma) gemma_json(f, c);
 
   // The rope: transformers 5 keeps it in rope_parameters, earlier ones in rope_theta and rope_scaling.
   const nlohmann::json* rope = f.find(j, "rope_parameters");
   if (rope == nullptr) rope = f.find(j, "rope_scaling");
-  // Gemma 3's per layer type: the global layers' here, the local layers' base in gemma3_json.
+  // Gemma 3's per layer type: the global layers' here, the local layers' base in gemma_json.
   if (gemma && rope != nullptr && rope->is_object() && rope->contains("full_attention"))
     rope = f.find(*rope, "full_attention");
   if (rope != nullptr && !rope->is_object()) f.fail("rope_parameters", "not an object");
-  const double theta = gemma ? 1e6 : 10000;
+  const double theta = model_type == "gemma3_text" ? 1e6 : 10000;
   c.rope_theta = f.number(j, "rope_theta", rope != nullptr ? f.number(*rope, "rope_theta", theta) : theta);
   // Rotation over part of each head (Phi-4-mini's 0.75): transformers turns int(head_dim * factor).
   if (const double part =
@@ -472,11 +494,17 @@ LlamaConfig LlamaConfig::preset(std::string_view name) {
       c.dim = 5376, c.hidden = 21504, c.layers = 62, c.heads = 32, c.kv_heads = 16, c.head_dim = 128;
       c.attention_scale = 1 / std::sqrt(168.0);
     }
-    gemma3(c, 6);
+    gemma(c, 6);
+  } else if (name == "gemma2-9b") {
+    c.architecture = "gemma2";
+    c.rms_eps = 1e-6, c.tied_embeddings = true, c.attn_softcap = 50, c.final_softcap = 30;
+    c.vocab = 256000, c.dim = 3584, c.hidden = 14336, c.layers = 42, c.heads = 16, c.kv_heads = 8, c.head_dim = 256;
+    c.context = 8192, c.window = 4096;
+    gemma(c, 2);
   } else {
     throw Error(detail::str_cat("llama: no preset \"", name,
                                 "\" (llama3-8b, llama3-70b, llama3-1b, llama2-7b, qwen2-7b, qwen3-8b, mixtral-8x7b, ",
-                                "qwen3-30b-a3b, gemma3-1b, gemma3-4b, gemma3-27b)"));
+                                "qwen3-30b-a3b, gemma2-9b, gemma3-1b, gemma3-4b, gemma3-27b)"));
   }
   return c;
 }
@@ -506,7 +534,10 @@ void LlamaConfig::check(std::string_view source) const {
     bad("layer_windows", detail::str_cat(layer_windows.size(), " windows for ", layers, " layers"));
   for (const int64_t w : layer_windows)
     if (w < 0) bad("layer_windows", detail::str_cat(w, " is negative"));
-  for (const auto& [field, x] : {std::pair{"attention_scale", attention_scale}, {"rope_local_theta", rope_local_theta}})
+  for (const auto& [field, x] : {std::pair{"attention_scale", attention_scale},
+                                 {"rope_local_theta", rope_local_theta},
+                                 {"attn_softcap", attn_softcap},
+                                 {"final_softcap", final_softcap}})
     if (!std::isfinite(x) || x < 0) bad(field, detail::str_cat(x, " is not finite and at least 0 (0: none)"));
   if (!std::isfinite(norm_offset)) bad("norm_offset", detail::str_cat(norm_offset, " is not finite"));
   if (experts < 0 || experts > kMaxExperts)

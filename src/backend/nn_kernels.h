@@ -25,6 +25,7 @@ struct AttentionArgs {
   bool causal;
   int64_t window;
   bool library = true;  // nn::AttentionOptions::library
+  double softcap = 0;   // scores s (scaled) become softcap * tanh(s / softcap); 0: none
 };
 
 class NnKernels {

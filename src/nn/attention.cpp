@@ -51,6 +51,8 @@ void check_arguments(const Tensor& q, const Tensor& k, const Tensor& v, const At
                *o.scale, " (q ", ops::describe(q), ")");
   WICK_CHECK(o.window >= 0, ShapeError, kOp, "window must be at least 0 (0: none), got ", o.window, " (q ",
              ops::describe(q), ")");
+  WICK_CHECK(std::isfinite(o.softcap) && o.softcap >= 0, ShapeError, kOp,
+             "softcap must be finite and at least 0 (0: none), got ", o.softcap, " (q ", ops::describe(q), ")");
 }
 
 }  // namespace
@@ -67,6 +69,7 @@ Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, con
   const Shape grouped = {b, h_kv, h / h_kv, t_q, t_kv};
   const Tensor qm = q.to_dtype(m).reshape({b, h_kv, h / h_kv, t_q, d});
   Tensor scores = qm.matmul(k.to_dtype(m).unsqueeze(2).transpose(-2, -1)).reshape({b, h, t_q, t_kv}).mul(a.scale);
+  if (a.softcap > 0) scores = scores.mul(1 / a.softcap).tanh().mul(a.softcap);
   if (mask.defined()) scores = scores.add(mask.to_dtype(m));
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (a.causal || a.window > 0) {
@@ -104,8 +107,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (q.numel() == 0 || t_kv == 0) return Tensor::zeros(out, q.dtype(), q.device());
   // A window as long as the keys hides none of them (and bounds the positions' arithmetic).
   const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), options.causal,
-                           options.window < t_kv ? options.window : 0, options.library};
-  if (const NnKernels* kernels = detail::fused(NnOp::Attention, q)) {
+                           options.window < t_kv ? options.window : 0, options.library, options.softcap};
+  const NnKernels* kernels = options.softcap > 0 ? nullptr : detail::fused(NnOp::Attention, q);
+  if (kernels != nullptr) {
     // The mask as a (b, h, t_q, t_kv) view, stride 0 where it broadcasts.
     const Tensor mask = options.mask.defined() ? options.mask.broadcast_as({b, h, t_q, t_kv}) : Tensor();
     std::optional<View> mask_view;

@@ -67,6 +67,8 @@ void check_arguments(const Tensor& q, const Tensor& k_pool, const Tensor& v_pool
     WICK_CHECK(std::isfinite(*o.scale) && *o.scale > 0, ShapeError, kOp, "scale must be finite and above 0, got ",
                *o.scale, " (q ", ops::describe(q), ")");
   WICK_CHECK(o.window >= 0, ShapeError, kOp, "window must be at least 0 (0: none), got ", o.window);
+  WICK_CHECK(std::isfinite(o.softcap) && o.softcap >= 0, ShapeError, kOp,
+             "softcap must be finite and at least 0 (0: none), got ", o.softcap);
 }
 
 // The values of a Q8_0 pool (blocks, block_size, h_kv, d) as `dtype`, quant::dequantize's.
@@ -134,7 +136,7 @@ Tensor paged_composed(const Tensor& q, const Tensor& k_pool, const Tensor& v_poo
     const Tensor rows = Tensor::from_vector(tokens, {m}, dev);
     const Tensor queries = q.index_select(rows, 0).permute({1, 0, 2}).unsqueeze(0);
     const Tensor bias = Tensor::from_vector(mask, {1, 1, m, n}, dev).to_dtype(q.dtype());
-    const AttentionArgs plain{args.scale, false, 0};
+    const AttentionArgs plain{args.scale, false, 0, true, args.softcap};
     parts.push_back(detail::attention_composed(queries, keys, values, bias, plain).squeeze(0).permute({1, 0, 2}));
     order.insert(order.end(), tokens.begin(), tokens.end());
   }
@@ -156,7 +158,8 @@ Tensor paged_attention(const Tensor& q, const Tensor& k_pool, const Tensor& v_po
   const int64_t blocks = k_pool.dim(0), block_size = k_pool.dim(1), s = tables.dim(0), max_blocks = tables.dim(1);
   WICK_CHECK(blocks > 0 && block_size > 0 && s > 0 && max_blocks > 0, IndexError, kOp, "tokens ", ops::describe(q),
              " read an empty pool ", ops::describe(k_pool), " or tables ", ops::describe(tables));
-  const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), true, options.window};
+  const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), true, options.window, true,
+                           options.softcap};
   const Tensor table = tables.contiguous(), seq = seqs.contiguous(), pos = positions.contiguous();
   const NnKernels* kernels = d <= kPagedMaxHeadDim ? detail::fused(NnOp::PagedAttention, q) : nullptr;
   const bool host = q.device().is_cpu();

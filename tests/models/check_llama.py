@@ -8,7 +8,8 @@ normed per head) in F32, and its Q4_K_M copy; a Phi-3 model of that shape (q, k 
 gate and up as one) in F32, and again as Phi-4-mini's (rope over 3/4 of each head, LongRoPE's
 factors and attention factor); mixtures of experts of that shape: Qwen3-MoE's (4 experts of their
 own width, 2 per token) in F32 and its Q4_K_M copy, and Mixtral's (a "llama" file with 4 experts)
-in F32; Gemma 3's of six layers (five local, one global) in F32 and its Q4_K_M copy. On each, `llama-perplexity` and
+in F32; Gemma 3's of six layers (five local, one global) in F32 and its Q4_K_M copy, and Gemma 2's
+(soft-capped) in F32. On each, `llama-perplexity` and
 `wick perplexity` score the same text with the same chunks; their perplexities must agree within
 the tolerance given per file type: tight for F32, where both compute in f32 from the same weights,
 and for F16, where wick's CPU runs f16 activations (its default for a file stored in f16) and
@@ -51,7 +52,7 @@ CTX, CHUNKS = 128, 6
 # The largest relative difference of the perplexities accepted, per file type.
 TOLERANCE = {"f32": 2e-4, "f16": 1e-3, "q8_0": 1e-2, "q6_k": 1e-2, "q4_k_m": 1e-2, "q4_0": 1e-2,
              "qwen3": 2e-4, "qwen3-q4_k_m": 1e-2, "phi3": 2e-4, "phi4": 2e-4, "qwen3moe": 2e-4, "qwen3moe-q4_k_m": 1e-2,
-             "mixtral": 2e-4, "gemma3": 2e-4, "gemma3-q4_k_m": 1e-2}
+             "mixtral": 2e-4, "gemma3": 2e-4, "gemma3-q4_k_m": 1e-2, "gemma2": 2e-4}
 # The mixtures: experts, experts per token, and each expert's width (Qwen3-MoE names its own).
 EXPERTS, EXPERTS_USED, EXPERT_HIDDEN = 4, 2, 128
 
@@ -107,9 +108,11 @@ def tiny_llama(src, out, f16, arch="llama"):
     """A model of SHAPE with random weights: Llama's, or with arch "qwen3" Qwen3's (q and k normed
     per head, rotated over halves of each head), "phi3" Phi-3's (fused weights, rotated over
     halves), "qwen3moe" Qwen3-MoE's (Qwen3's with experts of their own width), "mixtral" Mixtral's
-    (a "llama" file with experts of the MLP's width) or "gemma3" Gemma 3's (six layers: five local
+    (a "llama" file with experts of the MLP's width), "gemma3" Gemma 3's (six layers: five local
     ones with a window of 16 and one global, rope at 10^6 with linear scaling 4 there, norms after
-    attention and the MLP, q and k normed per head, the head tied to the embedding)."""
+    attention and the MLP, q and k normed per head, the head tied to the embedding) or "gemma2"
+    Gemma 2's (the same six layers local and global in turn, one rope, without q and k norms, the
+    scores capped at 2 and the logits at 8)."""
     # llama.cpp looks up Phi-3's own control tokens by their text when it loads the vocabulary.
     extra = ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>") if arch == "phi3" else ()
     moe = arch in ("qwen3moe", "mixtral")
@@ -120,15 +123,19 @@ def tiny_llama(src, out, f16, arch="llama"):
     rot = 3 * hd // 4 if phi4 else None
     if phi4:
         arch, extra = "phi3", ("<|endoftext|>", "<|assistant|>", "<|system|>", "<|end|>", "<|user|>")
-    gemma = arch == "gemma3"
+    gemma = arch in ("gemma2", "gemma3")
     shape = dict(SHAPE, layers=6) if gemma else SHAPE
     w, vocab = vocab_writer("tiny-" + arch, src, "llama", "", out, shape, "llama" if arch == "mixtral" else arch, extra,
                             rot)
     if gemma:
         w.add_sliding_window(16)
+    if arch == "gemma3":
         w.add_rope_freq_base(1e6)
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(4.0)
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(2.0)
+        w.add_final_logit_softcapping(8.0)
     if phi4:
         w.add_rope_scaling_orig_ctx_len(256)
         w.add_rope_scaling_attn_factors(1.19)
@@ -202,6 +209,9 @@ def main():
     files["gemma3-q4_k_m"] = os.path.join(out, "tiny-gemma3-q4_k_m.gguf")
     subprocess.run(["llama-quantize", files["gemma3"], files["gemma3-q4_k_m"], "Q4_K_M"], capture_output=True,
                    check=True)
+    # Gemma 2: soft-capped scores and logits.
+    files["gemma2"] = os.path.join(out, "tiny-gemma2-f32.gguf")
+    tiny_llama(vocab, files["gemma2"], False, "gemma2")
     failed = 0
     shown = False
     scores = {}
@@ -249,7 +259,7 @@ def main():
         failed += not ok
         print(f"{kind:15s} llama.cpp PPL {want:10.4f}   wick {got:10.4f}   relative difference {rel:.2e} "
               f"(tolerance {TOLERANCE[kind]:.0e}){against} {'ok' if ok else 'FAILED'}")
-    print(f"llama check: {len(files)} files (llama, qwen3, phi3, phi4, qwen3moe, mixtral, gemma3), {len(files) - failed} agree, "
+    print(f"llama check: {len(files)} files (llama, qwen3, phi3, phi4, qwen3moe, mixtral, gemma3, gemma2), {len(files) - failed} agree, "
           f"{failed} differ")
     return 1 if failed else 0
 

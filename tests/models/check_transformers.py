@@ -11,7 +11,7 @@ Qwen3MoeForCausalLM (8 experts of their own width, 2 per token, their weights re
 again without: norm_topk_prob false), MixtralForCausalLM (4 experts, 2 per token) and
 Gemma3ForCausalLM (a local and a global layer with their own rope, linear scaling, a window of 8,
 query_pre_attn_scalar; again with six layers in the default pattern, an untied head; the norms,
-which scale by 1 + weight, random),
+which scale by 1 + weight, random) and Gemma2ForCausalLM (soft-capped scores and logits),
 each with random weights (seeded, initializer_range 0.2 so that the logits are far from ties) saved
 by save_pretrained as safetensors, and a random prompt of 24 tokens:
   - the logits of the prompt from transformers and from wick (tests/models/model_logits, reading
@@ -28,7 +28,7 @@ import sys
 
 import torch
 from safetensors.numpy import load_file, save_file
-from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MistralConfig,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, MixtralConfig, MixtralForCausalLM, Phi3Config, Phi3ForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
                           Qwen3MoeForCausalLM)
@@ -84,6 +84,11 @@ CASES = [
           rope_parameters={"full_attention": dict(rope_type="linear", rope_theta=1000000.0, factor=4.0),
                            "sliding_attention": dict(rope_type="default", rope_theta=10000.0)},
           _random_norms=True)),
+    # Gemma 2: local and global layers in turn, soft-capped scores and logits (caps small enough to
+    # matter), query_pre_attn_scalar; eager attention, the implementation that caps.
+    ("gemma2", Gemma2Config, Gemma2ForCausalLM,
+     dict(head_dim=32, query_pre_attn_scalar=24, sliding_window=8, attn_logit_softcapping=5.0,
+          final_logit_softcapping=8.0, rms_norm_eps=1e-6, attn_implementation="eager", _random_norms=True)),
     # Six layers in transformers' default pattern (five local, one global), an untied head.
     ("gemma3-six", Gemma3TextConfig, Gemma3ForCausalLM,
      dict(num_hidden_layers=6, head_dim=64, num_attention_heads=4, num_key_value_heads=1, sliding_window=16,

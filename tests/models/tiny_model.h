@@ -21,8 +21,9 @@ struct Tiny {
   // which names the experts' width apart, and whose dense width is then written as 3 * hidden).
   int64_t experts = 0, experts_used = 0;
   bool expert_tensors = false;        // one tensor per expert (blk.N.ffn_gate.E), as older converters wrote
-  // attention.sliding_window and attention.sliding_window_pattern, written where above 0 ("gemma3":
-  // Gemma 3's norms after attention and the MLP, q and k normed per head, no head of its own).
+  // attention.sliding_window and attention.sliding_window_pattern, written where above 0 ("gemma2"
+  // and "gemma3": norms after attention and the MLP, no head of its own; Gemma 3's q and k normed per
+  // head; Gemma 2's scores and logits soft-capped at 2 and 3).
   int64_t window = 0, pattern = 0;
   std::optional<quant::QType> qtype;  // the linear layers' format; dense otherwise, in `dense`
   DType dense = DType::F32;
@@ -53,7 +54,11 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
   if (m.window > 0) w.set(a + "attention.sliding_window", io::GgufValue::u32(static_cast<uint32_t>(m.window)));
   if (m.pattern > 0)
     w.set(a + "attention.sliding_window_pattern", io::GgufValue::u32(static_cast<uint32_t>(m.pattern)));
-  const bool gemma = m.arch == "gemma3";
+  const bool gemma = m.arch == "gemma2" || m.arch == "gemma3";
+  if (m.arch == "gemma2") {
+    w.set(a + "attn_logit_softcapping", io::GgufValue::f32(2.f));  // small: the caps matter
+    w.set(a + "final_logit_softcapping", io::GgufValue::f32(3.f));
+  }
   std::mt19937 rng(7);
   auto add = [&](const std::string& name, Shape shape, float scale, bool linear) {
     if (name == m.drop) return;
@@ -90,7 +95,7 @@ inline io::GgufWriter tiny_model(const Tiny& m) {
       add(p + "attn_k.bias", {m.kv_heads * hd}, 0.1f, false);
       add(p + "attn_v.bias", {m.kv_heads * hd}, 0.1f, false);
     }
-    if (m.arch == "qwen3" || m.arch == "qwen3moe" || gemma) {  // each head of q and k RMS-normed before rope
+    if (m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "gemma3") {  // q and k heads RMS-normed before rope
       for (const char* x : {"q", "k"}) {
         std::vector<float> v(static_cast<size_t>(hd));
         for (size_t j = 0; j < v.size(); ++j) v[j] = 0.8f + 0.05f * static_cast<float>((j + (*x == 'k' ? 3 : 0)) % 7);

@@ -43,7 +43,8 @@ commands:
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for
   generate [options]      text from a model (Llama, Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE,
-                          Phi-3, Phi-4-mini), streamed, then the prompt's and the generation's speed
+                          Phi-3, Phi-4-mini, Gemma 2, Gemma 3), streamed, then the prompt's and the
+                          generation's speed
       --model PATH        a GGUF file, or a Hugging Face checkpoint directory (config.json,
                           safetensors, tokenizer.json); default: wick's tiny model (models/tiny.gguf)
       --prompt TEXT       the prompt (BOS added; control tokens' text in it counts)
@@ -74,8 +75,9 @@ commands:
                           beside what the loaded model and a cache of each test's length hold
       --model PATH        a GGUF file or checkpoint directory (default: wick's tiny model), or --shape NAME:
                           random weights of a released model's shape (llama3-8b, llama3-70b, llama3-1b,
-                          llama2-7b, qwen2-7b, qwen3-8b, and the mixtures of experts mixtral-8x7b,
-                          qwen3-30b-a3b), --qtype Q: in a block format
+                          llama2-7b, qwen2-7b, qwen3-8b, the mixtures of experts mixtral-8x7b,
+                          qwen3-30b-a3b, gemma2-9b, gemma3-1b, gemma3-4b, gemma3-27b), --qtype Q:
+                          in a block format
       --device D, --devices LIST, --dtype T, --mmap   as for generate (split over devices:
                           size and weights read are each rank's)
       --prompt N, --gen N, --batch B, --reps R   (defaults 512, 128, 1, 3; --prompt 0 or

@@ -22,7 +22,8 @@
 namespace wick::models {
 
 struct LlamaConfig {
-  // GGUF's general.architecture: "llama" (Llama, Mistral, Mixtral), "qwen2", "qwen3", "qwen3moe" or "phi3"
+  // GGUF's general.architecture: "llama" (Llama, Mistral, Mixtral), "qwen2", "qwen3", "qwen3moe", "phi3",
+  // "gemma2" or "gemma3"
   std::string architecture;
   int64_t vocab = 0;
   int64_t dim = 0;     // the residual stream's width
@@ -71,11 +72,11 @@ struct LlamaConfig {
   int64_t experts = 0;
   int64_t experts_used = 0;
   bool norm_topk = true;
-  // Gemma 3: the embedding's rows times sqrt(dim); every layer's attention output and MLP output
+  // Gemma 2 and 3: the embedding's rows times sqrt(dim); every layer's attention output and MLP output
   // RMS-normed (post_attention_norm, post_ffw_norm) before its residual add, as well as the inputs;
   // the MLP's gate through GELU (tanh approximation) instead of SiLU; q k^T times attention_scale
   // (query_pre_attn_scalar^-1/2) instead of head_dim^-1/2; each layer's own window (local layers
-  // slide, global ones see every key) and the local layers' rope at a base of their own. A
+  // slide, global ones see every key) and (Gemma 3) the local layers' rope at a base of their own. A
   // checkpoint's norms scale by (1 + weight): norm_offset 1 is added to each at load (GGUF files
   // hold 1 + weight already).
   bool embed_scale = false;
@@ -87,6 +88,9 @@ struct LlamaConfig {
   double norm_offset = 0;
   // "linear" rope scaling (Gemma 3's global layers): each of rope_theta's rates divided by it.
   double rope_linear = 1;
+  // Gemma 2's soft-capping: each attention score s (scaled) becomes cap * tanh(s / cap), and each
+  // logit likewise with final_softcap; 0: none.
+  double attn_softcap = 0, final_softcap = 0;
 
   // From a GGUF file's metadata ("<arch>.embedding_length", ...); FormatError naming the key for a
   // missing or inconsistent value, NotSupportedError for another architecture.
@@ -97,8 +101,9 @@ struct LlamaConfig {
   // FormatError naming the file and the key for a missing or inconsistent value.
   static LlamaConfig from_json(const std::string& path);
   // The shapes of released models, for benchmarks: "llama3-8b" (Llama 3 and 3.1 8B), "llama3-70b",
-  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b", "qwen3-8b", and mixtures of experts "mixtral-8x7b"
-  // and "qwen3-30b-a3b"; an Error listing them for another name.
+  // "llama3-1b" (Llama 3.2 1B), "llama2-7b", "qwen2-7b", "qwen3-8b", mixtures of experts "mixtral-8x7b"
+  // and "qwen3-30b-a3b", "gemma2-9b", and Gemma 3's text models "gemma3-1b", "gemma3-4b" and
+  // "gemma3-27b"; an Error listing them for another name.
   static LlamaConfig preset(std::string_view name);
   // A FormatError "llama: <source>: <field>: ..." unless every size is from 1 to 2^40 (at most
   // 2^16 layers), the head size is even, the KV heads divide the heads, experts_used is from 1 to

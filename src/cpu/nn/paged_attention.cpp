@@ -54,7 +54,7 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
   const auto* table = static_cast<const int32_t*>(tables.storage.data()) + tables.layout.offset();
   const auto* seq = static_cast<const int32_t*>(seqs.storage.data()) + seqs.layout.offset();
   const auto* pos = static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset();
-  const M scale = static_cast<M>(a.scale);
+  const M scale = static_cast<M>(a.scale), cap = static_cast<M>(a.softcap);
   // f32 math (f32 and the halves) in rows.h's vector loops, a key or value row widened (or
   // dequantized) once for every head of the group; f64 in plain loops.
   constexpr bool kRows = rows::kTakes<T>;
@@ -95,7 +95,8 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
           } else {
             for (int64_t c = 0; c < d; ++c) s += qr[c] * k[c];
           }
-          scores[static_cast<size_t>(r * n + j)] = s * scale;
+          s *= scale;
+          scores[static_cast<size_t>(r * n + j)] = cap > 0 ? cap * std::tanh(s / cap) : s;
         }
       }
       std::fill(acc.begin(), acc.end(), M(0));

@@ -61,6 +61,7 @@ struct PagedShape {
   int64_t splits, split_keys;  // the keys a token sees, split_keys at a time over `splits` blocks
   bool own_splits;             // split_keys from each token's own key count instead (see below)
   int64_t row_bytes;           // a row's bytes in Q8_0 pools
+  double softcap;              // scores s become softcap * tanh(s / softcap); 0: none
 };
 
 // Batch-invariant splits: a token's keys in at most kInvariantSplits runs of whole tiles, their
@@ -215,7 +216,8 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
         M dot = 0;
 #pragma unroll 8
         for (int64_t c = 0; c < a.d; ++c) dot += qr[c] * kr[c];
-        sc[r * a.tile + jj] = dot * scale;
+        dot *= scale;
+        sc[r * a.tile + jj] = a.softcap > 0 ? static_cast<M>(a.softcap) * tanh(dot / static_cast<M>(a.softcap)) : dot;
       }
       __syncthreads();
       // Per head: the new maximum, the tile's weights, the running sum, and the factor f of the
@@ -365,7 +367,8 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
                1,
                0,
                false,
-               ps[3]};
+               ps[3],
+               args.softcap};
   dispatch(q.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T> && !std::is_same_v<T, f8e4m3>) {
       using M = kernels::opmath_t<T>;
