@@ -119,6 +119,48 @@ TEST_P(AttentionTest, CausalAndWindowEqualTheirMasks) {
   EXPECT_EQ(values(sdpa(q, k, v, true, {}, 1)), values(v));
 }
 
+// Gemma 2's soft-capping, cap * tanh(s / cap) of each scaled score before the causal mask, against
+// the scores formed from ops in f64: decode rows, prompt shapes that take the matrix units (f16,
+// bf16) on a GPU and the rows kernel (f32), with a key mask too; query heads sharing key heads.
+TEST_P(AttentionTest, SoftcapEqualsTheCappedScores) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    for (std::pair<int64_t, int64_t> sizes : {std::pair<int64_t, int64_t>{1, 37}, {7, 7}, {130, 150}}) {
+      const int64_t t_q = sizes.first, t_kv = sizes.second, h = 4, h_kv = 2, d = 64;
+      const Tensor q = randn({1, h, t_q, d}), k = randn({1, h_kv, t_kv, d}), v = randn({1, h_kv, t_kv, d});
+      const double cap = 1.5, scale = 0.3;
+      const int64_t shift = t_kv - t_q;
+      // A key mask that hides one key of each row, never the diagonal (each row sees a key).
+      const Tensor hidden =
+          mask_of(t_q, t_kv, [&](int64_t i, int64_t j) { return j == i + shift || j != (i * 5 + 1) % t_kv; });
+      for (const bool masked : {false, true}) {
+        // Each query head against its key head, in f64 on the CPU.
+        const Tensor kr = k.to_device(Device::cpu()).to_dtype(DType::F64).reshape({1, h_kv, 1, t_kv, d});
+        const Tensor vr = v.to_device(Device::cpu()).to_dtype(DType::F64).reshape({1, h_kv, 1, t_kv, d});
+        const Tensor keys = cat({kr, kr}, 2).reshape({1, h, t_kv, d}), vals = cat({vr, vr}, 2).reshape({1, h, t_kv, d});
+        const Tensor qr = q.to_dtype(dt).to_device(Device::cpu()).to_dtype(DType::F64);
+        Tensor scores = qr.matmul(keys.transpose(-2, -1)).mul(scale).mul(1 / cap).tanh().mul(cap);
+        scores = scores.add(mask_of(
+                                t_q, t_kv, [&](int64_t i, int64_t j) { return j <= i + shift; }, DType::F64)
+                                .to_device(Device::cpu()));
+        if (masked) scores = scores.add(hidden.to_device(Device::cpu()).to_dtype(DType::F64));
+        const Tensor want = nn::softmax(scores, -1).matmul(vals);
+        nn::AttentionOptions o;
+        o.causal = true;
+        o.scale = scale;
+        o.softcap = cap;
+        if (masked) o.mask = hidden.to_dtype(dt);
+        const Tensor got = nn::scaled_dot_product_attention(q.to_dtype(dt), k.to_dtype(dt), v.to_dtype(dt), o);
+        SCOPED_TRACE(detail::str_cat(dt, " t_q ", t_q, " t_kv ", t_kv, masked ? " masked" : ""));
+        expect_close(got.to_device(Device::cpu()).to_dtype(DType::F64), want, tolerance(dt) * 2);
+      }
+    }
+  }
+  nn::AttentionOptions bad;
+  bad.softcap = -1;
+  const Tensor x = randn({1, 1, 2, 8});
+  EXPECT_THROW(nn::scaled_dot_product_attention(x, x, x, bad), ShapeError);
+}
+
 // library = false (an engine's prompt chunks, whose shapes change every step): wick's own kernels,
 // on prefill shapes that cuDNN would otherwise take (128 queries and more, f16 and bf16), give
 // what the library's path and the f32 result give.

@@ -97,8 +97,7 @@ struct AttentionOptions {
   // 0: no window.
   int64_t window = 0;
   // Gemma 2's soft-capping: each scaled score s becomes softcap * tanh(s / softcap) before the
-  // mask is added; 0: none. The fused kernels do not cap: a call with a cap takes the composition
-  // of ops (the scores in memory).
+  // mask is added; 0: none. wick's kernels cap in place; the vendor libraries' are not used then.
   double softcap = 0;
   // Whether a vendor library's fused attention (cuDNN) may serve the call, where it serves the
   // shape. It plans each new shape on its first call (tens of milliseconds) and keeps the plan:

@@ -148,6 +148,12 @@ WICK_HD inline M attention_output(M acc, M sum) {
   return sum == M(0) ? M(0) : acc / sum;
 }
 
+// Gemma 2's soft-capping of a scaled score: cap * tanh(x / cap); x itself where cap is 0.
+template <typename M>
+WICK_HD inline M attention_softcap(M x, M cap) {
+  return cap > M(0) ? cap * math::tanh(x / cap) : x;
+}
+
 // a * b + c in one rounding (dot products and accumulations).
 WICK_HD inline float attention_fma(float a, float b, float c) { return ::fmaf(a, b, c); }
 WICK_HD inline double attention_fma(double a, double b, double c) { return ::fma(a, b, c); }

@@ -108,8 +108,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // A window as long as the keys hides none of them (and bounds the positions' arithmetic).
   const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), options.causal,
                            options.window < t_kv ? options.window : 0, options.library, options.softcap};
-  const NnKernels* kernels = options.softcap > 0 ? nullptr : detail::fused(NnOp::Attention, q);
-  if (kernels != nullptr) {
+  if (const NnKernels* kernels = detail::fused(NnOp::Attention, q)) {
     // The mask as a (b, h, t_q, t_kv) view, stride 0 where it broadcasts.
     const Tensor mask = options.mask.defined() ? options.mask.broadcast_as({b, h, t_q, t_kv}) : Tensor();
     std::optional<View> mask_view;

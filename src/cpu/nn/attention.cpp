@@ -189,7 +189,7 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
   const T* mask = mv ? static_cast<const T*>(mv->storage.data()) + mv->layout.offset() : nullptr;
   const int64_t ms[4] = {mv ? mv->layout.stride(0) : 0, mv ? mv->layout.stride(1) : 0, mv ? mv->layout.stride(2) : 0,
                          mv ? mv->layout.stride(3) : 0};
-  const M scale = static_cast<M>(args.scale);
+  const M scale = static_cast<M>(args.scale), cap = static_cast<M>(args.softcap);
   // Rows of a (batch, kv head): r = member of the group * t_q + query index.
   const int64_t rows_per_head = group * t_q, tiles = (rows_per_head + kRows - 1) / kRows;
   const int64_t ld = round_up(d, kLanes<M>);  // padded row length of the value tile and accumulators
@@ -239,8 +239,12 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
             const int64_t head = hk * group + (r0 + r) / t_q, i = (r0 + r) % t_q;
             m = mask + bi * ms[0] + head * ms[1] + i * ms[2] + j0 * ms[3];
           }
-          // Scores as the composition forms them: (q . k) * scale, then + mask.
-          if (m) {
+          // Scores as the composition forms them: (q . k) * scale, capped where asked, then + mask.
+          if (cap > M(0)) {
+            for (int64_t j = a; j < e; ++j) s[j] = kernels::attention_softcap(s[j] * scale, cap);
+            if (m)
+              for (int64_t j = a; j < e; ++j) s[j] += kernels::to_opmath(m[j * ms[3]]);
+          } else if (m) {
             for (int64_t j = a; j < e; ++j) s[j] = s[j] * scale + kernels::to_opmath(m[j * ms[3]]);
           } else {
             for (int64_t j = a; j < e; ++j) s[j] *= scale;

@@ -186,7 +186,7 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
             const int64_t key = k0 + c;
             const bool sees =
                 (valid >> r & 1u) && key < hi && kernels::attention_sees(key, sh_pos[r], g.causal, g.window);
-            M x = acc * scale;
+            M x = kernels::attention_softcap(acc * scale, static_cast<M>(g.softcap));
             if (sees && mask) x += load_math(mask[sh_mask_row[r] + key * g.mask_stride[3]]);
             s[r][c] = sees ? x : neg_inf;
           }
@@ -375,7 +375,7 @@ __global__ __launch_bounds__(kBlock) void attention_generic_kernel(nn::Attention
       M dot = M(0);
       for (int64_t f = 0; f < g.d; ++f)
         dot = kernels::attention_fma(load_math(q[f * g.q_stride[3]]), load_math(k[f * g.k_stride[3]]), dot);
-      M x = dot * static_cast<M>(g.scale);
+      M x = kernels::attention_softcap(dot * static_cast<M>(g.scale), static_cast<M>(g.softcap));
       if (mask)
         x += load_math(
             mask[b * g.mask_stride[0] + h * g.mask_stride[1] + i * g.mask_stride[2] + key * g.mask_stride[3]]);
@@ -459,7 +459,7 @@ void run_attention(nn::AttentionGeom& g, GpuBackend& b) {
     const GpuBackend::AttentionPath path = b.attention_path();
     // cuDNN plans each shape once, on its first call: prefill, not decoding, whose every step
     // would be a new shape.
-    if (path == GpuBackend::AttentionPath::Library && g.library && g.t_q >= kLibraryMinQueries &&
+    if (path == GpuBackend::AttentionPath::Library && g.library && g.softcap == 0 && g.t_q >= kLibraryMinQueries &&
         nn::launch_attention_cudnn(g, dtype_of<T>, b))
       return;
     if (path != GpuBackend::AttentionPath::Rows && mma::available(b.props()) && nn::launch_attention_mma<T>(g, b))
@@ -554,6 +554,7 @@ StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, 
     g.mask_stride[i] = mask ? mask->layout.stride(i) : 0;
   }
   g.scale = args.scale;
+  g.softcap = args.softcap;
   g.causal = args.causal;
   g.library = args.library;
   g.window = args.window;

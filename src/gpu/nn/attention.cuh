@@ -27,6 +27,7 @@ struct AttentionGeom {
   int64_t group;  // heads / kv_heads: query heads per key head
   int64_t window;
   double scale;
+  double softcap;  // scaled scores s become softcap * tanh(s / softcap); 0: none
   bool causal;
   bool library;  // cuDNN may serve it (nn::AttentionOptions::library)
   // Rows of q, k, v (and out) can be read in 16-byte packs: d a whole number of packs, features

@@ -26,6 +26,7 @@ namespace wick::gpu::nn {
 
 struct MmaParams {
   float scale_log2;    // scale * log2(e): scores are taken to base 2 by one rounded product
+  float cap_in, cap_out;  // soft-capping (0: none): a score s becomes tanh(s * cap_in) * cap_out, to base 2
   float log2e;         // a mask value joins a base-2 score as mask * log2(e)
   int64_t rows_kv;     // query rows per key head: group * t_q (row r is head r / t_q, query r % t_q)
   int64_t m_blocks;    // blocks of BM rows per (batch, key head)
@@ -270,7 +271,9 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 #pragma unroll
         for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
-          for (int e = 0; e < mma::kAccum; ++e) s[mt][nt].v[e] = __fmul_rn(s[mt][nt].v[e], p.scale_log2);
+          for (int e = 0; e < mma::kAccum; ++e)
+            s[mt][nt].v[e] =
+                p.cap_out > 0 ? tanhf(s[mt][nt].v[e] * p.cap_in) * p.cap_out : __fmul_rn(s[mt][nt].v[e], p.scale_log2);
 
       // Hidden keys become -inf; the mask joins as mask * log2(e). Tiles inside every row's range
       // (no mask, no end of the keys, no diagonal or window edge) skip this.
@@ -492,6 +495,9 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
   const int per_sm = backend.blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
   MmaParams p{};
   p.scale_log2 = static_cast<float>(g.scale * 1.4426950408889634);
+  // Soft-capped: softcap * tanh(s * scale / softcap), to base 2.
+  p.cap_in = g.softcap > 0 ? static_cast<float>(g.scale / g.softcap) : 0.f;
+  p.cap_out = g.softcap > 0 ? static_cast<float>(g.softcap * 1.4426950408889634) : 0.f;
   p.log2e = 1.4426950408889634f;
   p.rows_kv = g.group * g.t_q;
   p.m_blocks = (p.rows_kv + Tile::BM - 1) / Tile::BM;
