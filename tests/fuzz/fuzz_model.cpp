@@ -101,7 +101,12 @@ void stacked(io::GgufWriter& w, Bytes& in, const std::string& name, int64_t expe
 std::vector<uint8_t> gguf_model(Bytes& in) {
   const Dims d = dims(in);
   const uint8_t arch_sel = in.byte();
-  const std::string arch = arch_sel < 120 ? "llama" : arch_sel < 240 ? "qwen2" : "gpt2";
+  const std::string arch = arch_sel < 120   ? "llama"
+                           : arch_sel < 200 ? "qwen2"
+                           : arch_sel < 220 ? "gemma2"
+                           : arch_sel < 240 ? "gemma3"
+                                            : "gpt2";
+  const bool gemma = arch.starts_with("gemma");
   const std::string a = arch + ".";
   io::GgufWriter w;
   if (in.byte() < 250) w.set("general.architecture", io::GgufValue::string(arch));
@@ -117,6 +122,25 @@ std::vector<uint8_t> gguf_model(Bytes& in) {
   float_entry(w, in, a + "attention.layer_norm_rms_epsilon", 1e-5f);
   float_entry(w, in, a + "rope.freq_base", 10000.f);
   if (const uint8_t s = in.byte(); s >= 240) w.set(a + "attention.sliding_window", io::GgufValue::i64(in.number()));
+  // Gemma's: a window and its pattern (a period or a flag per layer, as asked or odd), the local
+  // rope base, the caps.
+  if (gemma) {
+    size_entry(w, in, a + "attention.sliding_window", 1 + in.byte() % 4);
+    if (const uint8_t p = in.byte(); p >= 128) {
+      if (p < 192) {
+        size_entry(w, in, a + "attention.sliding_window_pattern", 1 + in.byte() % 4);
+      } else {
+        io::GgufArray flags;
+        flags.type = io::GgufType::Bool;
+        const int64_t n = in.byte() < 200 ? d.layers : in.byte() % 5;
+        for (int64_t i = 0; i < n; ++i) flags.items.push_back(io::GgufValue::boolean(in.byte() % 2 == 0));
+        w.set(a + "attention.sliding_window_pattern", io::GgufValue::array(flags));
+      }
+    }
+    float_entry(w, in, a + "rope.freq_base_swa", 10000.f);
+    float_entry(w, in, a + "attn_logit_softcapping", 50.f);
+    float_entry(w, in, a + "final_logit_softcapping", 30.f);
+  }
 
   const bool bias = arch == "qwen2";
   weight(w, in, "token_embd.weight", d.vocab, d.dim);
@@ -131,11 +155,17 @@ std::vector<uint8_t> gguf_model(Bytes& in) {
       weight(w, in, p + "attn_k.bias", d.kv_heads * d.head_dim, 0);
       weight(w, in, p + "attn_v.bias", d.kv_heads * d.head_dim, 0);
     }
+    if (arch == "gemma3") {
+      weight(w, in, p + "attn_q_norm.weight", d.head_dim, 0);
+      weight(w, in, p + "attn_k_norm.weight", d.head_dim, 0);
+    }
     weight(w, in, p + "attn_output.weight", d.dim, d.heads * d.head_dim);
+    if (gemma) weight(w, in, p + "post_attention_norm.weight", d.dim, 0);
     weight(w, in, p + "ffn_norm.weight", d.dim, 0);
     weight(w, in, p + "ffn_gate.weight", d.hidden, d.dim);
     weight(w, in, p + "ffn_up.weight", d.hidden, d.dim);
     weight(w, in, p + "ffn_down.weight", d.dim, d.hidden);
+    if (gemma) weight(w, in, p + "post_ffw_norm.weight", d.dim, 0);
   }
   weight(w, in, "output_norm.weight", d.dim, 0);
   if (in.byte() % 2 == 0) weight(w, in, "output.weight", d.vocab, d.dim);  // else tied
@@ -195,11 +225,25 @@ void config_fields(Bytes& in) {
   c.rope_scaling.low_freq_factor = real(1);
   c.rope_scaling.high_freq_factor = real(4);
   c.rope_scaling.original_context = in.byte() < 200 ? 8192 : in.number();
+  // Gemma's fields: each layer's window (as many as the layers, or not), the local base, the caps.
+  if (in.byte() >= 160) {
+    const int64_t n = in.byte() < 200 ? std::min<int64_t>(c.layers, 64) : in.byte() % 8;
+    for (int64_t i = 0; i < n; ++i) c.layer_windows.push_back(in.byte() < 240 ? in.byte() % 8 : -in.number());
+    c.rope_local_theta = real(10000);
+    c.rope_linear = real(1);
+    c.attention_scale = real(0.1);
+    c.attn_softcap = real(50);
+    c.final_softcap = real(30);
+    c.norm_offset = real(1);
+  }
   (void)c.parameters();
   step([&] {
     c.check("fuzz");
     require(c.vocab > 0 && c.dim > 0 && c.layers > 0 && c.head_dim > 0 && c.head_dim % 2 == 0, "a size accepted");
     for (const double f : c.inv_freq()) require(std::isfinite(f) && f > 0, "a rotation rate accepted");
+    for (const double f : c.inv_freq_local()) require(std::isfinite(f) && f > 0, "a local rotation rate accepted");
+    require(c.layer_windows.empty() || static_cast<int64_t>(c.layer_windows.size()) == c.layers,
+            "windows for another count of layers accepted");
   });
 }
 
