@@ -542,7 +542,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   auto v = std::make_shared<Vocab>();
   // Byte-level BPE maps bytes to printable characters before the merges; the SentencePiece style
   // (byte_fallback, U+2581 for spaces) does not.
-  bool byte_level = false;
+  bool byte_level = false, metaspace = false;
   const Json* split = nullptr;
   for (const Json* step : steps(name, j, "pre_tokenizer")) {
     const std::string type = text_at(*step, "type", "");
@@ -554,6 +554,7 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
     } else if (type == "Split") {
       split = step;
     } else if (type == "Metaspace") {
+      metaspace = true;
       v->add_space_prefix =
           text_at(*step, "prepend_scheme", "always") != "never" && flag_at(*step, "add_prefix_space", true);
     } else {
@@ -562,6 +563,9 @@ Tokenizer Tokenizer::from_json(const std::string& path) {
   }
   v->kind = byte_level ? Kind::Bpe : Kind::Spm;
   if (!byte_level) {
+    // Without a Metaspace step, a space goes before the text only where the normalizer prepends one
+    // (Llama 2's does, Gemma's does not).
+    if (!metaspace) v->add_space_prefix = false;
     for (const Json* step : steps(name, j, "normalizer"))
       if (text_at(*step, "type", "") == "Prepend") v->add_space_prefix = true;
   } else {

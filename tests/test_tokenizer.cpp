@@ -245,7 +245,8 @@ TEST(Tokenizer, LongWordsMergeQuickly) {
 }
 
 // A Hugging Face tokenizer.json (SentencePiece style: Prepend and Replace normalizers, merges by
-// rank, byte fallback) with tokenizer_config.json and generation_config.json beside it.
+// rank, byte fallback) with tokenizer_config.json and generation_config.json beside it; Gemma's
+// without Prepend.
 TEST(Tokenizer, FromTokenizerJson) {
   TempDir dir;
   dir.write("tokenizer.json", R"({
@@ -280,6 +281,16 @@ TEST(Tokenizer, FromTokenizerJson) {
   const Tokenizer configured = Tokenizer::open(dir.file("tokenizer.json"));
   EXPECT_EQ(configured.eos(), 2);
   EXPECT_EQ(configured.encode("ab"), (std::vector<int32_t>{8}));
+
+  // Gemma's: the same without Prepend (and a Split on spaces that the Replace leaves nothing to
+  // split): no space before the text.
+  dir.write("gemma.json", R"({
+    "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false},
+    "model": {"type": "BPE", "byte_fallback": true,
+              "vocab": {"\u2581": 0, "a": 1, "b": 2, "\u2581a": 3, "ab": 4, "\u2581ab": 5},
+              "merges": ["\u2581 a", "a b", "\u2581a b"]}})");
+  EXPECT_EQ(Tokenizer::open(dir.file("gemma.json")).encode("ab a", false), (std::vector<int32_t>{4, 3}));
 
   dir.write("unigram.json", R"({"model": {"type": "Unigram", "vocab": []}})");
   WICK_EXPECT_ERROR(Tokenizer::open(dir.file("unigram.json")), NotSupportedError, "unigram.json", "Unigram");

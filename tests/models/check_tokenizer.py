@@ -108,7 +108,11 @@ def vocab_writer(name, src, kind, pre, out, shape=TINY, arch="llama", extra=(), 
     else:
         rank = {m.replace(" ", "", 1): r for r, m in enumerate(merges)}
         w.add_token_scores([-float(rank[t]) - 1.0 if t in rank else 0.0 for t in tokens])
-        w.add_add_space_prefix(True)
+        # A space before the text where the normalizer prepends one (Llama 2's), none where it
+        # does not (Gemma's), as llama.cpp's converter writes it.
+        norm = tok.get("normalizer") or {}
+        steps = norm.get("normalizers", [norm]) if norm.get("type") == "Sequence" else [norm]
+        w.add_add_space_prefix(any(step.get("type") == "Prepend" for step in steps))
     w.add_token_list(tokens)
     w.add_token_types(types)
 
