@@ -228,7 +228,8 @@ void config_fields(Bytes& in) {
   // Gemma's fields: each layer's window (as many as the layers, or not), the local base, the caps.
   if (in.byte() >= 160) {
     const int64_t n = in.byte() < 200 ? std::min<int64_t>(c.layers, 64) : in.byte() % 8;
-    for (int64_t i = 0; i < n; ++i) c.layer_windows.push_back(in.byte() < 240 ? in.byte() % 8 : -in.number());
+    for (int64_t i = 0; i < n; ++i)
+      c.layer_windows.push_back(in.byte() < 240 ? in.byte() % 8 : std::min<int64_t>(in.number(), -1));  // refused
     c.rope_local_theta = real(10000);
     c.rope_linear = real(1);
     c.attention_scale = real(0.1);
