@@ -190,6 +190,13 @@ class Lent {
   std::vector<std::vector<nn::KvCache>>& mine_;
 };
 
+// The first rank's reason to run op by op, where one has and none was noted yet.
+template <typename Steps>
+void note_recording_error(const std::vector<Steps>& steps, std::string& error) {
+  for (const auto& s : steps)
+    if (error.empty() && !s->recording_error().empty()) error = s->recording_error();
+}
+
 }  // namespace
 
 Tensor TensorParallelModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache, const Tensor& key_mask,
@@ -229,19 +236,12 @@ class TensorParallelModel::GroupSteps final : public DecodeSteps {
         out[u] = steps_[u]->step(tokens, key_mask);
       });
     }
-    note(steps_, error_);
+    note_recording_error(steps_, error_);
     return out[0];
   }
   const std::string& recording_error() const override { return error_; }
   bool recorded() const override {
     return std::all_of(steps_.begin(), steps_.end(), [](const auto& s) { return s->recorded(); });
-  }
-
-  // The first rank's reason to run op by op, where one has.
-  template <typename Steps>
-  static void note(const std::vector<Steps>& steps, std::string& error) {
-    for (const auto& s : steps)
-      if (error.empty() && !s->recording_error().empty()) error = s->recording_error();
   }
 
  private:
@@ -315,7 +315,7 @@ class TensorParallelModel::GroupPagedSteps final : public PagedSteps {
       const auto u = static_cast<size_t>(r);
       out[u] = steps_[u]->step(batch);
     });
-    GroupSteps::note(steps_, error_);
+    note_recording_error(steps_, error_);
     return out[0];
   }
   const std::string& recording_error() const override { return error_; }

@@ -229,10 +229,10 @@ class LlamaModel : public Model {
   PagedKvCache make_paged_cache(int64_t blocks, int64_t block_size, KvType type) const override;
   int64_t paged_block_bytes(int64_t block_size, KvType type) const override;
   Tensor forward_paged(const PagedBatch& batch, PagedKvCache& cache) const override;
-  // PagedDecodeGraph on a GPU where the model is not split and has no experts (whose router's choices
-  // are read on the host); nullptr (forward_paged) otherwise.
+  // PagedDecodeGraph on a GPU where the model has no experts (whose router's choices are read on the
+  // host), a split model's collectives recorded with the rest; nullptr (forward_paged) otherwise.
   std::unique_ptr<PagedSteps> paged_steps(PagedKvCache& cache, int64_t max_batch) const override;
-  // DecodeGraph on a GPU where the model is not split and has no experts; forward() one position at a
+  // DecodeGraph on a GPU where the model has no experts (split or not); forward() one position at a
   // time otherwise.
   std::unique_ptr<DecodeSteps> decode_steps(std::vector<nn::KvCache>& cache) const override;
 
