@@ -3,6 +3,9 @@
 // and their weights against a dense MLP that computes the same sum, decoding token by token against
 // the whole sequence, sequences of a batch apart, block-format experts, checkpoints' names against
 // GGUF's, a split over ranks, and files that describe no mixture wick runs. On every device present.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <random>
 
 #include "models/tiny_model.h"
@@ -198,6 +201,195 @@ TEST_P(MoeTest, CheckpointEqualsGguf) {
     EXPECT_EQ(b.parameters(), a.parameters());
     EXPECT_LT(max_abs_diff(logits(a), logits(b)), 1e-4f);
   }
+}
+
+// ---- the ops: nn::moe_route, nn::moe_combine, quant::qmatmul_grouped ---------------------------
+
+// Scores with ties, a NaN and an all -inf row among normal values, rounded to `dtype`.
+Tensor scores_with_ties(int64_t n, int64_t experts, DType dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> v(static_cast<size_t>(n * experts));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 5 == 0 ? std::round(normal(rng)) : normal(rng);
+  if (n > 2 && experts > 2) {
+    v[static_cast<size_t>(experts + 1)] = NAN;
+    for (int64_t e = 0; e < experts; ++e) v[static_cast<size_t>(2 * experts + e)] = -INFINITY;
+  }
+  return Tensor::from_vector(v, {n, experts}).to_dtype(dtype);
+}
+
+// Each token's experts by the definition (the highest scores, the lower index first among equal
+// ones, a NaN after every number) and their weights in double.
+struct Routed {
+  std::vector<int64_t> ids;
+  std::vector<double> weights;
+};
+Routed route_by_definition(const std::vector<float>& s, int64_t n, int64_t experts, int64_t k, bool renormalize) {
+  Routed r;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = s.data() + i * experts;
+    std::vector<int64_t> order(static_cast<size_t>(experts));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      const bool na = std::isnan(row[a]), nb = std::isnan(row[b]);
+      return na != nb ? nb : !na && row[a] > row[b];
+    });
+    double top = -INFINITY, sum = 0, picked = 0;
+    for (int64_t e = 0; e < experts; ++e)
+      if (!std::isnan(row[e])) top = std::max(top, double{row[e]});
+    auto p = [&](int64_t e) { return std::isnan(row[e]) || std::isinf(top) ? 0.0 : std::exp(double{row[e]} - top); };
+    for (int64_t e = 0; e < experts; ++e) sum += p(e);
+    std::vector<int64_t> chosen(order.begin(), order.begin() + k);
+    for (int64_t e : chosen) picked += p(e);
+    std::sort(chosen.begin(), chosen.end());
+    for (int64_t e : chosen) {
+      r.ids.push_back(e);
+      const double total = renormalize ? picked : sum;
+      r.weights.push_back(total > 0 ? p(e) / total : 0.0);
+    }
+  }
+  return r;
+}
+
+std::vector<int64_t> host_i64(const Tensor& t) { return t.to_device(Device::cpu()).to_vector<int64_t>(); }
+
+// The experts chosen by the definition, the weights within 1e-6, and the pairs laid out expert by
+// expert, tokens in order within each (tokens, slots, groups exactly as a counting sort gives them),
+// for f32, bf16 and f16 scores, renormalized or not, from 1 token to 300, 4 to 128 experts.
+TEST_P(MoeTest, RouteChoosesAndLaysOutThePairsByDefinition) {
+  struct Case {
+    int64_t n, experts, k;
+  };
+  for (const Case c : {Case{1, 8, 2}, Case{5, 6, 3}, Case{37, 128, 8}, Case{300, 16, 4}, Case{3, 4, 4}})
+    for (const bool renormalize : {true, false})
+      for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+        SCOPED_TRACE(::testing::Message() << c.n << " tokens, " << c.experts << " experts, k " << c.k << ", " << dtype
+                                          << (renormalize ? ", renormalized" : ""));
+        const Tensor scores = scores_with_ties(c.n, c.experts, dtype, static_cast<uint32_t>(c.n + c.experts));
+        const std::vector<float> s = scores.to_dtype(DType::F32).to_vector<float>();
+        const Routed want = route_by_definition(s, c.n, c.experts, c.k, renormalize);
+        const nn::MoeRouting r = nn::moe_route(scores.to_device(device()), c.k, renormalize);
+        ASSERT_EQ(r.ids.shape(), Shape({c.n, c.k}));
+        EXPECT_EQ(host_i64(r.ids), want.ids);
+        const std::vector<float> w = r.weights.to_device(Device::cpu()).to_vector<float>();
+        for (size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], want.weights[i], 1e-6) << "pair " << i;
+        // The layout: a stable counting sort of the pairs by expert.
+        const int64_t pairs = c.n * c.k;
+        std::vector<int64_t> tokens, slots(static_cast<size_t>(pairs)), groups;
+        for (int64_t e = 0; e < c.experts; ++e) {
+          const auto first = static_cast<int64_t>(tokens.size());
+          for (int64_t q = 0; q < pairs; ++q)
+            if (want.ids[static_cast<size_t>(q)] == e) {
+              slots[static_cast<size_t>(q)] = static_cast<int64_t>(tokens.size());
+              tokens.push_back(q / c.k);
+            }
+          if (static_cast<int64_t>(tokens.size()) > first)
+            groups.insert(groups.end(), {e, first, static_cast<int64_t>(tokens.size())});
+        }
+        while (static_cast<int64_t>(groups.size()) < 3 * std::min(c.experts, pairs))
+          groups.insert(groups.end(), {0, pairs, pairs});
+        EXPECT_EQ(host_i64(r.tokens), tokens);
+        EXPECT_EQ(host_i64(r.slots), slots);
+        EXPECT_EQ(host_i64(r.groups), groups);
+      }
+  const Tensor s = Tensor::rand_normal({2, 4}, 0.0, 1.0, DType::F32, device());
+  WICK_EXPECT_ERROR(nn::moe_route(s, 5, true), ShapeError, "moe_route", "k = 5", "4 experts");
+  WICK_EXPECT_ERROR(nn::moe_route(s, 0, true), ShapeError, "moe_route", "k = 0");
+  WICK_EXPECT_ERROR(nn::moe_route(s.reshape({8}), 1, true), ShapeError, "moe_route", "(tokens, experts)");
+  EXPECT_EQ(nn::moe_route(s.narrow(0, 0, 0), 2, true).groups.shape(), Shape({0, 3}));
+}
+
+// Each token's rows weighted and added in the order of its experts: the same bits as the
+// composition (a CPU's) in every dtype, and the sum by definition within rounding.
+TEST_P(MoeTest, CombineAddsEachTokensWeightedRowsInOrder) {
+  const int64_t n = 7, k = 3, d = 40;
+  const nn::MoeRouting r = nn::moe_route(scores_with_ties(n, 6, DType::F32, 3).to_device(device()), k, true);
+  nn::MoeRouting on_cpu = r;
+  for (Tensor* t : {&on_cpu.ids, &on_cpu.weights, &on_cpu.tokens, &on_cpu.slots, &on_cpu.groups})
+    *t = t->to_device(Device::cpu());
+  for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype);
+    const Tensor y = Tensor::rand_normal({n * k, d}, 0.0, 1.0, dtype, device());
+    const Tensor got = nn::moe_combine(y, r);
+    ASSERT_EQ(got.shape(), Shape({n, d}));
+    EXPECT_EQ(max_abs_diff(got, nn::moe_combine(y.to_device(Device::cpu()), on_cpu)), 0.f);
+    const std::vector<float> yv = y.to_dtype(DType::F32).to_device(Device::cpu()).to_vector<float>();
+    const std::vector<float> w = on_cpu.weights.to_vector<float>();
+    const std::vector<int64_t> slots = on_cpu.slots.to_vector<int64_t>();
+    const std::vector<float> g = got.to_dtype(DType::F32).to_device(Device::cpu()).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c) {
+        double want = 0;
+        for (int64_t j = 0; j < k; ++j)
+          want += double{w[static_cast<size_t>(i * k + j)]} *
+                  yv[static_cast<size_t>(slots[static_cast<size_t>(i * k + j)] * d + c)];
+        EXPECT_NEAR(g[static_cast<size_t>(i * d + c)], want,
+                    (dtype == DType::F32 ? 1e-5 : 2e-2) * (1 + std::abs(want)));
+      }
+  }
+  const Tensor y = Tensor::rand_normal({n * k + 1, d}, 0.0, 1.0, DType::F32, device());
+  WICK_EXPECT_ERROR(nn::moe_combine(y, r), ShapeError, "moe_combine", "21");
+  nn::MoeRouting bad = r;
+  bad.slots = Tensor::full({n * k}, Scalar(int64_t{n * k}), DType::I64, device());
+  WICK_EXPECT_ERROR((void)nn::moe_combine(y.narrow(0, 0, n * k), bad).to_device(Device::cpu()), IndexError, "21");
+}
+
+// Every expert's rows times its own weight, for the formats of the kernels (Q4_K's own among them),
+// x in f32 and bf16: each row as qmatmul gives it alone (within float rounding), from one token to
+// seventy (past the GPU's one-launch bound: each group's product on its own), a group past the
+// bound it was given still computed whole; rows no group names are zeros; a group out of range is
+// an IndexError.
+TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
+  const int64_t experts = 6, rows = 64, cols = 256;
+  for (const quant::QType q : {quant::QType::Q8_0, quant::QType::Q4_0, quant::QType::Q4_K, quant::QType::Q6_K}) {
+    const quant::QTensor w =
+        quant::quantize(Tensor::rand_normal({experts * rows, cols}, 0.0, 1.0, DType::F32), q).to_device(device());
+    std::vector<quant::QTensor> each;
+    for (int64_t e = 0; e < experts; ++e) each.emplace_back(q, rows, cols, w.bytes().narrow(0, e * rows, rows));
+    struct Case {
+      int64_t n, k, max_rows;
+    };
+    for (const Case c : {Case{1, 2, 1}, Case{5, 3, 5}, Case{40, 2, 40}, Case{70, 3, 70}, Case{30, 2, 4}})
+      for (const DType dtype : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(::testing::Message()
+                     << q << ", " << c.n << " tokens, k " << c.k << ", max_rows " << c.max_rows << ", " << dtype);
+        const nn::MoeRouting r =
+            nn::moe_route(scores_with_ties(c.n, experts, DType::F32, 9).to_device(device()), c.k, true);
+        const Tensor x = Tensor::rand_normal({c.n, cols}, 0.0, 1.0, dtype, device()).index_select(r.tokens, 0);
+        const Tensor got = quant::qmatmul_grouped(x, w, experts, r.groups, c.max_rows);
+        ASSERT_EQ(got.shape(), Shape({c.n * c.k, rows}));
+        std::vector<Tensor> want;
+        const std::vector<int64_t> g = host_i64(r.groups);
+        for (size_t i = 0; i < g.size(); i += 3)
+          for (int64_t row = g[i + 1]; row < g[i + 2]; ++row)
+            want.push_back(quant::qmatmul(x.narrow(0, row, 1), each[static_cast<size_t>(g[i])]));
+        const Tensor all = cat(want, 0);
+        // Each row alone rounds x to 8 bits as the grouped kernel does; many rows of one expert go
+        // through the dequantized weight and the GEMM, which does not.
+        const float tolerance = (c.max_rows > 64       ? 3e-2f
+                                 : dtype == DType::F32 ? 1e-4f
+                                                       : 1e-2f) *
+                                (1 + all.to_dtype(DType::F32).abs().max().item<float>());
+        EXPECT_LT(max_abs_diff(got, all), tolerance);
+      }
+    const Tensor x = Tensor::rand_normal({6, cols}, 0.0, 1.0, DType::F32, device());
+    const Tensor some = Tensor::from_vector(std::vector<int64_t>{2, 0, 3, 0, 6, 6}, {2, 3}, device());
+    const Tensor got = quant::qmatmul_grouped(x, w, experts, some, 3).to_device(Device::cpu());
+    EXPECT_LT(max_abs_diff(got.narrow(0, 0, 3), quant::qmatmul(x.narrow(0, 0, 3), each[2])), 1e-3f * 256);
+    EXPECT_EQ(got.narrow(0, 3, 3).abs().max().item<float>(), 0.f);
+    const Tensor bad = Tensor::from_vector(std::vector<int64_t>{9, 0, 2}, {1, 3}, device());
+    WICK_EXPECT_ERROR((void)quant::qmatmul_grouped(x, w, experts, bad, 3).to_device(Device::cpu()), IndexError,
+                      "qmatmul_grouped", "expert", "9");
+    const Tensor past = Tensor::from_vector(std::vector<int64_t>{1, 4, 7}, {1, 3}, device());
+    WICK_EXPECT_ERROR((void)quant::qmatmul_grouped(x, w, experts, past, 3).to_device(Device::cpu()), IndexError,
+                      "qmatmul_grouped", "7");
+  }
+  const quant::QTensor w = quant::quantize(Tensor::rand_normal({70, 32}, 0.0, 1.0, DType::F32), quant::QType::Q8_0);
+  const Tensor x = Tensor::rand_normal({2, 32}, 0.0, 1.0, DType::F32);
+  WICK_EXPECT_ERROR(quant::qmatmul_grouped(x, w, 4, Tensor::zeros({1, 3}, DType::I64), 1), ShapeError,
+                    "qmatmul_grouped", "4 experts");
+  WICK_EXPECT_ERROR(quant::qmatmul_grouped(x, w, 7, Tensor::zeros({1, 2}, DType::I64), 1), ShapeError,
+                    "qmatmul_grouped", "(g, 3)");
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MoeTest, ::testing::ValuesIn(devices()), device_name);

@@ -43,6 +43,37 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, double eps);
 // views (the two halves of one stacked product, say). f64, f32, f16, bf16. Errors as add_rms_norm.
 Tensor silu_mul(const Tensor& gate, const Tensor& up);
 
+// ---- mixtures of experts ----------------------------------------------------------------------
+// A mixture-of-experts layer (Mixtral, Qwen3-MoE) as three ops that never wait for the host where
+// the device has their kernels (a GPU's): moe_route picks each token's experts and lays the n * k
+// (token, expert) pairs out in the experts' order; every chosen expert multiplies its rows at once
+// (quant::qmatmul_grouped, x.index_select(routing.tokens) as its input); moe_combine sums each
+// token's outputs, weighted. Decoding reads only the chosen experts' weights, in a fixed number of
+// launches whatever the choices, so the steps can be recorded.
+struct MoeRouting {
+  Tensor ids;      // (n, k) i64: each token's experts, in ascending order
+  Tensor weights;  // (n, k) f32: their weights, in the same order
+  Tensor tokens;   // (n * k) i64: the token of each row of the grouped products
+  Tensor slots;    // (n * k) i64: the row of token i's j-th expert, at i * k + j
+  // (min(experts, n * k), 3) i64: [expert, first row, end row) of each chosen expert, in ascending
+  // order of the experts, then [0, n * k, n * k) (none) to the end. Rows run expert by expert and,
+  // within an expert, token by token.
+  Tensor groups;
+};
+// The routing of the tokens whose router scores are `scores` (n, experts), f32, f16 or bf16: each
+// token's softmax over its scores; its k highest-scoring experts (the lower index first among equal
+// scores; a NaN score counts as the least); each chosen expert's probability as its weight, over
+// the chosen ones' sum where `renormalize` (Mixtral, Qwen3-MoE), else over all. Results on scores'
+// device. Errors: ShapeError for scores not of rank 2 or k outside [1, experts]; DTypeError for
+// another dtype.
+MoeRouting moe_route(const Tensor& scores, int64_t k, bool renormalize);
+// The mixture's output (n, d) from y (n * k, d), the rows of a grouped product in the routing's
+// order: token i's sum over j = 0 .. k-1 of weights[i, j] * y[slots[i * k + j]], in that order and
+// in f32 for halves, rounded once to y's dtype (a token's bits do not depend on the other tokens).
+// f32, f16, bf16. Errors: ShapeError for y not (n * k, d), DeviceError for a routing on another
+// device, DTypeError for another dtype.
+Tensor moe_combine(const Tensor& y, const MoeRouting& routing);
+
 // ---- rotary position embeddings ----------------------------------------------------------------
 // Each pair (a, b) of a head's features at position t turns by the angle whose cosine and sine are
 // cos[t, i] and sin[t, i]: (a cos - b sin, a sin + b cos). cos and sin have shape (t, d/2) and

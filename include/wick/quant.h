@@ -132,4 +132,16 @@ Tensor dequantize(const QTensor& w, DType dtype = DType::F32);
 // than cols; DeviceError when x and w are on different devices; DTypeError for another x dtype.
 Tensor qmatmul(const Tensor& x, const QTensor& w);
 
+// The products of many weights of one shape stacked in `w` ((experts * rows, cols): expert e's
+// weight is rows e * rows .. (e + 1) * rows - 1), each over its own rows of x (p, cols): for each
+// [expert, first, end) of `groups` (g, 3) i64 on x's device (nn::MoeRouting::groups), rows first ..
+// end - 1 of x times that expert's weight transposed; rows of x no group names give zeros. Result
+// (p, rows), x's dtype, each row as qmatmul(x row, expert's weight) computes it on that device.
+// `max_rows`: at most this many rows in any group (the tokens of a routing, n): on a GPU it picks
+// the kernel without reading the groups (at most 64: no wait for the host), and a group past it is
+// still computed whole. Errors as qmatmul's, and ShapeError for groups not (g, 3) or w's rows not
+// a multiple of `experts`; an IndexError for an expert outside [0, experts) or rows outside
+// [0, p) (at the next wait, on a GPU, those groups left out).
+Tensor qmatmul_grouped(const Tensor& x, const QTensor& w, int64_t experts, const Tensor& groups, int64_t max_rows);
+
 }  // namespace wick::quant

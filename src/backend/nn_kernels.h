@@ -96,6 +96,19 @@ class NnKernels {
   // silu(gate) * up, computed in the math type and rounded once: the gated unit of a SwiGLU
   // feed-forward layer. gate and up of one shape.
   virtual StoragePtr silu_mul(const View& gate, const View& up) const = 0;
+
+  // nn::moe_route for scores (n, experts) contiguous, n >= 1, 1 <= k <= experts: its five results
+  // (nn::MoeRouting's ids, weights, tokens, slots, groups) as new contiguous storage; all null (the
+  // default) where the backend has no kernel for this shape, and the front end routes on the host.
+  struct MoeRouteStorage {
+    StoragePtr ids, weights, tokens, slots, groups;
+  };
+  virtual MoeRouteStorage moe_route(const View& scores, int64_t k, bool renormalize) const;
+  // nn::moe_combine for y (n * k, d) contiguous, weights (n, k) f32 and slots (n * k) i64
+  // contiguous: new contiguous storage (n, d) of y's dtype; null (the default): the front end
+  // composes it. A backend whose memory is the device's checks each slot as it reads it (an
+  // IndexError at the next wait; that token's output zeros).
+  virtual StoragePtr moe_combine(const View& y, const View& weights, const View& slots, int64_t k) const;
 };
 
 // The kernels above as one list of declarations, for a backend that implements all of them.

@@ -72,7 +72,9 @@ namespace wick {
   X(RopeWriteAt, "rope_write_at")      \
   X(Attention, "attention")            \
   X(PagedAttention, "paged_attention") \
-  X(SiluMul, "silu_mul")
+  X(SiluMul, "silu_mul")               \
+  X(MoeRoute, "moe_route")             \
+  X(MoeCombine, "moe_combine")
 
 // The quantized-weight ops (src/quant, include/wick/quant.h). Every backend runs them: through
 // its own kernels (Backend::quant()), or by the front end (dequantize on the host; dequantize then
@@ -80,7 +82,8 @@ namespace wick {
 #define WICK_FORALL_QUANT_OPS(X) \
   X(Quantize, "quantize")        \
   X(Dequantize, "dequantize")    \
-  X(Matmul, "matmul")
+  X(Matmul, "matmul")            \
+  X(MatmulGrouped, "matmul_grouped")
 
 // Backend methods that compute (memory management, seeding and sync are always supported), and
 // the nn family.

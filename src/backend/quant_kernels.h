@@ -16,9 +16,10 @@ class QuantKernels {
   virtual ~QuantKernels() = default;
 
   // Whether the kernel of `op` exists for the float dtype `dtype` (never beyond op_defined). By
-  // default: dequantize and matmul for every dtype they take; quantize runs in the front end.
+  // default: dequantize and matmul for every dtype they take; quantize runs in the front end, and
+  // matmul_grouped where a backend says so.
   virtual bool supports(QuantOp op, DType dtype) const {
-    return op != QuantOp::Quantize && op_defined(op, {&dtype, 1});
+    return op != QuantOp::Quantize && op != QuantOp::MatmulGrouped && op_defined(op, {&dtype, 1});
   }
 
   // The (rows, cols) values of the blocks as new contiguous storage of `dtype`: ggml's values bit
@@ -30,6 +31,17 @@ class QuantKernels {
   // storage (m, rows) of x's dtype, accumulated in f32.
   virtual StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows,
                             int64_t cols) const = 0;
+
+  // quant::qmatmul_grouped: x (p, cols) contiguous times `experts` weights of `rows` rows stacked in
+  // w, each over the rows of x its entries of groups (g, 3) i64 contiguous name; new contiguous
+  // storage (p, rows) of x's dtype, zeros where no group names a row. A backend whose memory is the
+  // device's checks each entry as it reads it (an IndexError at the next wait; that group left
+  // out). null (the default): the front end composes it from qmatmul.
+  virtual StoragePtr matmul_grouped(const View& /*x*/, const Storage& /*w*/, quant::QType /*qtype*/, int64_t /*rows*/,
+                                    int64_t /*cols*/, int64_t /*experts*/, const View& /*groups*/,
+                                    int64_t /*max_rows*/) const {
+    return nullptr;
+  }
 
   // The blocks rearranged for this backend's products (quant::QTensor::arrange): new storage of as
   // many bytes, or null where the backend keeps blocks of qtype in GGUF's order (the default).

@@ -63,6 +63,10 @@ StoragePtr NnKernels::paged_attention(const View&, const View&, const View&, con
 
 StoragePtr NnKernels::quantize_q8_0(const View&) const { return nullptr; }
 
+NnKernels::MoeRouteStorage NnKernels::moe_route(const View&, int64_t, bool) const { return {}; }
+
+StoragePtr NnKernels::moe_combine(const View&, const View&, const View&, int64_t) const { return nullptr; }
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }

@@ -213,6 +213,13 @@ void GpuBackend::sync_and_raise() {
     throw IndexError(detail::str_cat("paged_attention: ", kWhat[what], " ", e.index, " is outside the ", e.size, " ",
                                      kOf[what], " (", name(), ")"));
   }
+  if (e.code == kGroupError)
+    throw IndexError(detail::str_cat("qmatmul_grouped: a group's ", e.dim == 0 ? "expert " : "row ", e.index,
+                                     " is outside the ", e.size, e.dim == 0 ? " experts" : " rows of x", " (", name(),
+                                     ")"));
+  if (e.code == kCombineError)
+    throw IndexError(
+        detail::str_cat("moe_combine: slot ", e.index, " is outside the ", e.size, " rows of y (", name(), ")"));
   throw IndexError(detail::str_cat(op_name(static_cast<OpCode>(e.code - 1)), ": index ", e.index,
                                    " is out of range for dim ", e.dim, " of size ", e.size, " (ids ",
                                    static_cast<DType>(e.index_dtype), ", ", name(), ")"));

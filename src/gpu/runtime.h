@@ -35,14 +35,20 @@ struct KernelError {
   int32_t index_dtype;  // DType of the indices
 };
 
-__device__ inline void report_index_error(KernelError* e, OpCode op, int dim, int64_t index, int64_t size,
-                                          DType index_dtype) {
-  if (atomicCAS(&e->code, 0, static_cast<int32_t>(op) + 1) == 0) {
+// Records an error of kind `code` (KernelError::code) unless one is recorded already.
+__device__ inline void report_error(KernelError* e, int32_t code, int dim, int64_t index, int64_t size,
+                                    DType index_dtype) {
+  if (atomicCAS(&e->code, 0, code) == 0) {
     e->dim = dim;
     e->index = index;
     e->size = size;
     e->index_dtype = static_cast<int32_t>(index_dtype);
   }
+}
+
+__device__ inline void report_index_error(KernelError* e, OpCode op, int dim, int64_t index, int64_t size,
+                                          DType index_dtype) {
+  report_error(e, static_cast<int32_t>(op) + 1, dim, index, size, index_dtype);
 }
 
 // A position outside a KV cache's capacity, found for KvCache::write_at (kPositionWrite),
@@ -51,12 +57,7 @@ __device__ inline void report_index_error(KernelError* e, OpCode op, int dim, in
 inline constexpr int32_t kPositionError = -1;
 inline constexpr int kPositionWrite = 0, kPositionRope = 1, kPositionPagedRope = 2;
 __device__ inline void report_position_error(KernelError* e, int what, int64_t position, int64_t capacity) {
-  if (atomicCAS(&e->code, 0, kPositionError) == 0) {
-    e->dim = what;
-    e->index = position;
-    e->size = capacity;
-    e->index_dtype = static_cast<int32_t>(DType::I64);
-  }
+  report_error(e, kPositionError, what, position, capacity, DType::I64);
 }
 
 // An index of paged attention out of range, kept in KernelError::dim: 0 a token's sequence (size:
@@ -64,12 +65,20 @@ __device__ inline void report_position_error(KernelError* e, int what, int64_t p
 // pool's blocks).
 inline constexpr int32_t kPagedError = -2;
 __device__ inline void report_paged_error(KernelError* e, int what, int64_t index, int64_t size) {
-  if (atomicCAS(&e->code, 0, kPagedError) == 0) {
-    e->dim = what;
-    e->index = index;
-    e->size = size;
-    e->index_dtype = static_cast<int32_t>(DType::I32);
-  }
+  report_error(e, kPagedError, what, index, size, DType::I32);
+}
+
+// A group of quant::qmatmul_grouped out of range, kept in KernelError::dim: 0 its expert (size: the
+// experts), 1 its rows (index: the first or end row out of range; size: the rows of x).
+inline constexpr int32_t kGroupError = -3;
+__device__ inline void report_group_error(KernelError* e, int what, int64_t index, int64_t size) {
+  report_error(e, kGroupError, what, index, size, DType::I64);
+}
+
+// A slot of nn::moe_combine outside the rows of y (size).
+inline constexpr int32_t kCombineError = -4;
+__device__ inline void report_combine_error(KernelError* e, int64_t slot, int64_t size) {
+  report_error(e, kCombineError, 0, slot, size, DType::I64);
 }
 
 // Threads per block of the elementwise kernels, and the largest grid of a grid-stride loop

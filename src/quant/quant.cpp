@@ -315,4 +315,50 @@ Tensor qmatmul(const Tensor& x, const QTensor& w) {
   return x2.to_dtype(DType::F32).matmul(wf.t()).to_dtype(x.dtype()).reshape(out_shape);
 }
 
+// ---- qmatmul_grouped ---------------------------------------------------------------------------
+
+Tensor qmatmul_grouped(const Tensor& x, const QTensor& w, int64_t experts, const Tensor& groups, int64_t max_rows) {
+  const char* op = "qmatmul_grouped";
+  ops::check_defined(op, x);
+  check_defined(op, w);
+  ops::check_defined(op, groups);
+  check_float(op, x.dtype(), "x " + ops::describe(x));
+  WICK_CHECK(x.device() == w.device(), DeviceError, op, "x ", ops::describe(x), " and the weights ", describe(w),
+             " are on different devices");
+  ops::check_same_device(op, {&x, &groups});
+  WICK_CHECK(x.rank() == 2 && x.dim(1) == w.cols(), ShapeError, op, "x ", ops::describe(x), " must be (rows, ",
+             w.cols(), "): the weights' columns (", describe(w), ")");
+  WICK_CHECK(experts >= 1 && w.rows() % experts == 0, ShapeError, op, "the weights ", describe(w), " do not stack ",
+             experts, " experts of equal rows");
+  WICK_CHECK(groups.dtype() == DType::I64 && groups.rank() == 2 && groups.dim(1) == 3, ShapeError, op,
+             "groups must be (g, 3) i64 ([expert, first row, end row) each), got ", ops::describe(groups));
+  WICK_CHECK(max_rows >= 0, ShapeError, op, "max_rows = ", max_rows, " is negative");
+  const int64_t p = x.dim(0), rows = w.rows() / experts;
+  ops::check_output(op, Shape({p, rows}), x.dtype(), {&x});
+  if (p == 0 || rows == 0 || groups.dim(0) == 0) return Tensor::zeros({p, rows}, x.dtype(), x.device());
+  const QuantKernels* k = kernels_for(x, QuantOp::MatmulGrouped, x.dtype());
+  if (k != nullptr && !w.arranged()) {
+    const Tensor xc = x.contiguous(), gc = groups.contiguous();
+    if (StoragePtr out = k->matmul_grouped(ops::view_of(xc), *w.bytes().storage(), w.qtype(), rows, w.cols(), experts,
+                                           ops::view_of(gc), max_rows))
+      return ops::wrap(std::move(out), {p, rows}, x.dtype());
+  }
+  // The composition (the oracle of the kernels): each group's rows through qmatmul with its
+  // expert's weight.
+  const std::vector<int64_t> g = groups.to_device(Device::cpu()).contiguous().to_vector<int64_t>();
+  const QTensor plain = w.plain();
+  Tensor out = Tensor::zeros({p, rows}, x.dtype(), x.device());
+  for (size_t i = 0; i < g.size(); i += 3) {
+    const int64_t e = g[i], first = g[i + 1], end = g[i + 2];
+    WICK_CHECK(e >= 0 && e < experts, IndexError, op, "group ", i / 3, ": expert ", e, " is outside the ", experts,
+               " experts");
+    WICK_CHECK(first >= 0 && first <= end && end <= p, IndexError, op, "group ", i / 3, ": rows [", first, ", ", end,
+               ") are outside the ", p, " rows of x");
+    if (first == end) continue;
+    const QTensor we(plain.qtype(), rows, plain.cols(), plain.bytes().narrow(0, e * rows, rows));
+    out.slice_set(qmatmul(x.narrow(0, first, end - first), we), 0, first);
+  }
+  return out;
+}
+
 }  // namespace wick::quant

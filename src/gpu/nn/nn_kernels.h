@@ -19,6 +19,8 @@ class GpuNnKernels final : public NnKernels {
                            RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
                            bool paged) const override;
   void check_positions(const View& at, int64_t capacity, bool rope) const override;
+  MoeRouteStorage moe_route(const View& scores, int64_t k, bool renormalize) const override;
+  StoragePtr moe_combine(const View& y, const View& weights, const View& slots, int64_t k) const override;
 
  private:
   GpuBackend& backend_;

@@ -1,6 +1,7 @@
 // GpuQuantKernels: dequantize and qmatmul on the GPU through the kernels of qmatmul.cuh.
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "gpu/quant/qmatmul.cuh"
@@ -42,8 +43,51 @@ StoragePtr GpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t ro
 }
 
 StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols) const {
+  backend_.activate();
+  return product(x, static_cast<const uint8_t*>(w.data()), qtype, rows, cols);
+}
+
+StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
+                                           int64_t experts, const View& groups, int64_t max_rows) const {
   GpuBackend& b = backend_;
   b.activate();
+  const int64_t p = x.layout.numel() / cols, g = groups.layout.numel() / 3;
+  const auto* pw = static_cast<const uint8_t*>(w.data());
+  const int64_t expert_bytes = rows * quant::row_bytes(qtype, cols);
+  StoragePtr out = b.alloc(x.dtype, p * rows);
+  WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * dtype_size(x.dtype), b.stream()));
+  // While a graph is recorded nothing may wait for the host: the kernel then takes any rows.
+  if (max_rows <= kMaxGroupedRows || capturing(b.stream())) {
+    const int64_t* pg = static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset();
+    dispatch_float(b, QuantOp::MatmulGrouped, x.dtype, [&]<typename T>() {
+      qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols,
+                                   static_cast<const T*>(x.storage.data()) + x.layout.offset(), p, pg, g, experts,
+                                   static_cast<int>(std::max<int64_t>(max_rows, 1)), out->as<T>());
+    });
+    return out;
+  }
+  // Many rows a group (a prompt's): the groups read here, each group's product as matmul() runs it.
+  std::vector<int64_t> host(static_cast<size_t>(3 * g));
+  b.to_host(groups.storage, static_cast<size_t>(groups.layout.offset()) * sizeof(int64_t),
+            host.size() * sizeof(int64_t), host.data());
+  const size_t elem = dtype_size(x.dtype);
+  for (int64_t i = 0; i < g; ++i) {
+    const int64_t e = host[3 * i], first = host[3 * i + 1], end = host[3 * i + 2];
+    if (e < 0 || e >= experts || first < 0 || first > end || end > p)
+      throw IndexError(detail::str_cat("qmatmul_grouped: group ", i, " (expert ", e, ", rows ", first, " to ", end,
+                                       ") names an expert outside the ", experts, " or rows outside the ", p,
+                                       " rows of x (", b.name(), ")"));
+    if (first == end) continue;
+    const View rows_of_x{x.storage, Layout({end - first, cols}, {cols, 1}, x.layout.offset() + first * cols), x.dtype};
+    const StoragePtr y = product(rows_of_x, pw + e * expert_bytes, qtype, rows, cols);
+    WICK_GPU_CHECK(copy_d2d_async(static_cast<char*>(out->data()) + static_cast<size_t>(first * rows) * elem, y->data(),
+                                  static_cast<size_t>((end - first) * rows) * elem, b.stream()));
+  }
+  return out;
+}
+
+StoragePtr GpuQuantKernels::product(const View& x, const uint8_t* w, QType qtype, int64_t rows, int64_t cols) const {
+  GpuBackend& b = backend_;
   const int64_t m = x.layout.numel() / cols;
   if (batch_invariant()) {
     // Batch-invariant: the integer-dot kernels instantiated for one row where m is 1 (a decode step
@@ -54,9 +98,8 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
     dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
       const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
       for (int64_t t0 = 0; t0 < m; t0 += tile)
-        launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols, px + t0 * cols,
-                        static_cast<int>(std::min<int64_t>(tile, m - t0)), out->as<T>() + t0 * rows,
-                        static_cast<int>(tile));
+        launch_dot_rows(b, qtype, w, rows, cols, px + t0 * cols, static_cast<int>(std::min<int64_t>(tile, m - t0)),
+                        out->as<T>() + t0 * rows, static_cast<int>(tile));
     });
     return out;
   }
@@ -65,8 +108,8 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
       (path == GpuBackend::QmatmulPath::Auto && m >= kMinTileRows && m <= kMaxTileRows)) {
     StoragePtr out;
     dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
-      out = launch_tile_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
-                             static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m));
+      out = launch_tile_rows(b, qtype, w, rows, cols, static_cast<const T*>(x.storage.data()) + x.layout.offset(),
+                             static_cast<int>(m));
     });
     if (out) return out;
   }
@@ -74,14 +117,16 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In
     // chunks of weight rows whose dequantized tile stays in the L2 cache it ran slower on an H100,
     // at every chunk size tried: docs/performance.md.)
-    StoragePtr wd = dequantize(w, qtype, rows, cols, x.dtype);
+    StoragePtr wd = b.alloc(x.dtype, rows * cols);
+    dispatch_float(b, QuantOp::Dequantize, x.dtype,
+                   [&]<typename T>() { launch_dequantize(b, qtype, w, rows, cols, wd->as<T>()); });
     const Layout wt({cols, rows}, {1, cols}, 0);
     return b.matmul(x, View{*wd, wt, x.dtype});
   }
   StoragePtr out = b.alloc(x.dtype, m * rows);
   dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
-    launch_dot_rows(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols,
-                    static_cast<const T*>(x.storage.data()) + x.layout.offset(), static_cast<int>(m), out->as<T>(), 0);
+    launch_dot_rows(b, qtype, w, rows, cols, static_cast<const T*>(x.storage.data()) + x.layout.offset(),
+                    static_cast<int>(m), out->as<T>(), 0);
   });
   return out;
 }

@@ -245,10 +245,9 @@ __device__ inline uint4 load_word(const uint8_t* w, int64_t at, int64_t size) {
 // shared memory (round_here), or was rounded into `rx` beforehand. Every group of a block walks the
 // same steps (the block's row groups, each in `chunks` chunks), so that barriers are uniform.
 template <QType Q, int M, int R, typename T>
-__global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
-                                                            int64_t row_bytes, const T* __restrict__ x,
-                                                            bool round_here, RoundedX rx, int m,
-                                                            T* __restrict__ out) {
+__device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, int64_t row_bytes,
+                                         const T* __restrict__ x, bool round_here, RoundedX rx, int m,
+                                         T* __restrict__ out) {
   using S = Staging<Q, R>;
   using Block = typename S::Block;
   extern __shared__ uint4 quant_smem[];
@@ -343,6 +342,13 @@ __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __res
   }
 }
 
+template <QType Q, int M, int R, typename T>
+__global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                            int64_t row_bytes, const T* __restrict__ x, bool round_here,
+                                                            RoundedX rx, int m, T* __restrict__ out) {
+  dot_rows<Q, M, R>(w, n, k, row_bytes, x, round_here, rx, m, out);
+}
+
 // ---- few rows times Q4_K, straight from memory ------------------------------------------------
 
 // Q4_K blocks are 9 aligned 16-byte words: d, dmin and the 12 scale bytes, then 128 bytes of quants,
@@ -376,9 +382,8 @@ struct K4Piece {
 };
 
 template <int M, typename T>
-__global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
-                                                      const T* __restrict__ x, bool round_here, RoundedX rx, int m,
-                                                      T* __restrict__ out) {
+__device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, const T* __restrict__ x,
+                                         bool round_here, RoundedX rx, int m, T* __restrict__ out) {
   extern __shared__ uint4 quant_smem[];
   const int lane = static_cast<int>(threadIdx.x % kLanes), c = lane % kK4LanesPerBlock;
   const int64_t row_blocks = k / kq::Format<QType::Q4_K>::kValues;
@@ -468,6 +473,83 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict_
     }
   }
 }
+
+template <int M, typename T>
+__global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                      const T* __restrict__ x, bool round_here, RoundedX rx, int m,
+                                                      T* __restrict__ out) {
+  q4k_rows<M>(w, n, k, x, round_here, rx, m, out);
+}
+
+// ---- grouped products: each block's expert and rows from a list -------------------------------
+
+// quant::qmatmul_grouped's groups on the device: row i of `groups` is [expert, first row, end row),
+// expert e's weight the n rows at w + e * n * row_bytes.
+struct Groups {
+  const int64_t* groups;
+  int64_t count;  // g: the rows of `groups`
+  int64_t experts;
+  int64_t rows_of_x;  // p: the rows of x and out
+  KernelError* err;
+};
+constexpr int kGroupedChunk = 4;  // rows of x per pass over an expert's weight
+
+// Calls body(weight, first row, rows) for each chunk of at most M rows of the groups blockIdx.y,
+// blockIdx.y + gridDim.y, ... (the same for every thread of the block, so that barriers stay
+// uniform), a barrier after each; a group naming an expert or rows out of range is reported and
+// left out. The blocks along x share each group's rows: however the tokens chose, every block has
+// work while a group has (with one group of all the rows, every block takes its rows).
+template <int M, typename F>
+__device__ __forceinline__ void for_group_chunks(const uint8_t* w, int64_t expert_bytes, Groups g, F&& body) {
+  for (int64_t i = blockIdx.y; i < g.count; i += gridDim.y) {
+    const int64_t* entry = g.groups + 3 * i;
+    const int64_t e = entry[0], first = entry[1], end = entry[2];
+    const bool bad_rows = first < 0 || first > end || end > g.rows_of_x, bad_expert = e < 0 || e >= g.experts;
+    if (first == end && !bad_rows) continue;  // an empty group, whatever its expert
+    if (bad_rows || bad_expert) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) {
+        if (bad_expert)
+          report_group_error(g.err, 0, e, g.experts);
+        else
+          report_group_error(g.err, 1, first < 0 || first > end ? first : end, g.rows_of_x);
+      }
+      continue;
+    }
+    for (int64_t t0 = first; t0 < end; t0 += M) {
+      body(w + e * expert_bytes, t0, static_cast<int>(std::min<int64_t>(M, end - t0)));
+      __syncthreads();  // the next chunk's x is rounded into the same shared memory
+    }
+  }
+}
+
+// x rounded once into global memory, seen from row t0 as its first.
+__device__ inline RoundedX rows_from(RoundedX rx, bool round_here, int64_t t0) {
+  if (!round_here) {
+    rx.words += 2 * t0 * rx.units;
+    rx.scale += t0 * rx.units;
+  }
+  return rx;
+}
+
+template <QType Q, int M, typename T>
+__global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                                    int64_t row_bytes, const T* __restrict__ x,
+                                                                    bool round_here, RoundedX rx, Groups g,
+                                                                    T* __restrict__ out) {
+  for_group_chunks<M>(w, n * row_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
+    dot_rows<Q, M, 1>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
+  });
+}
+
+template <int M, typename T>
+__global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
+                                                              const T* __restrict__ x, bool round_here, RoundedX rx,
+                                                              Groups g, T* __restrict__ out) {
+  const int64_t expert_bytes = n * (k / kq::Format<QType::Q4_K>::kValues) * int64_t{sizeof(kq::BlockQ4_K)};
+  for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
+    q4k_rows<M>(we, n, k, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
+  });
+}
 #undef WICK_K4_LAUNCH_BOUNDS
 
 constexpr size_t kSharedBudget = 48 * 1024;  // the default limit of a block's shared memory
@@ -500,12 +582,17 @@ struct XRounding {
   StoragePtr storage;  // x rounded once
 };
 
+// Whether each block rounds m rows of x (k values) itself, beside `stage` bytes of its own.
+inline bool rounds_in_block(int64_t m, int64_t k, size_t stage) {
+  return m * (k / kq::kUnit) * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
+         stage + rounded_x_bytes(m, k) <= kSharedBudget;
+}
+
 template <typename T>
 XRounding round_x_for(GpuBackend& b, const T* x, int m, int64_t k, size_t stage) {
   XRounding r;
   r.rx = RoundedX{nullptr, nullptr, k / kq::kUnit};
-  r.here = int64_t{m} * r.rx.units * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
-           stage + rounded_x_bytes(m, k) <= kSharedBudget;
+  r.here = rounds_in_block(m, k, stage);
   r.shared = stage + (r.here ? rounded_x_bytes(m, k) : 0);
   if (!r.here) {
     r.storage = b.alloc(rounded_x_bytes(m, k));
@@ -574,6 +661,53 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
   WICK_GPU_CHECK_LAUNCH();
 }
 
+// quant::qmatmul_grouped's product on the device: x (p, k) times the weights of `groups` (g rows of
+// the groups), max_rows (at least 1) sizing the chunks of rows (a larger group takes more); out
+// (p, n) zeroed beforehand. One launch of about as many blocks as the device holds at once.
+template <typename T>
+void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int64_t p,
+                             const int64_t* groups, int64_t g, int64_t experts, int max_rows, T* out) {
+  const Stream stream = b.stream();
+  const Groups gs{groups, g, experts, p, b.device_error()};
+  // The integer dots cost about the same per row of x from 1 to 16 rows (compute, not the weight's
+  // bytes, sets their pace there), and the accumulators of more rows spill: chunks of up to 4.
+  const int chunk = std::min(max_rows, kGroupedChunk);
+  // x rounded by each block, a chunk of at most M rows at a time, where that fits; else once, here,
+  // all p rows.
+  auto rounding = [&]<int M>(size_t stage) {
+    return round_x_for(b, x, rounds_in_block(M, k, stage) ? M : static_cast<int>(p), k, stage);
+  };
+  // Along x, as many blocks as the device holds at once or as an expert has row groups (kGroups rows
+  // each), each an equal share; along y, groups side by side where one expert leaves blocks idle.
+  auto grid_of = [&](const void* kernel, size_t shared) {
+    const int64_t resident =
+        std::max<int64_t>(1, int64_t{b.blocks_per_sm(kernel, kThreads, shared)} * b.props().multiprocessors);
+    const int64_t units = (n + kGroups - 1) / kGroups, blocks = std::clamp<int64_t>(resident, 1, units);
+    const int64_t per_block = (units + blocks - 1) / blocks, x = (units + per_block - 1) / per_block;
+    return dim3(static_cast<unsigned>(x), static_cast<unsigned>(std::clamp<int64_t>((resident + x - 1) / x, 1, g)));
+  };
+  if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+    dispatch_x_rows(chunk, [&]<int M>() {
+      const XRounding r = rounding.template operator()<M>(0);
+      const auto kernel = q4k_rows_grouped_kernel<M, T>;
+      const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
+      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, gs, out);
+    });
+    WICK_GPU_CHECK_LAUNCH();
+    return;
+  }
+  const int64_t row_bytes = quant::row_bytes(qtype, k);
+  kq::dispatch_qtype(qtype, [&]<QType Q>() {
+    dispatch_x_rows(chunk, [&]<int M>() {
+      const XRounding r = rounding.template operator()<M>(Staging<Q, 1>::kSharedBytes);
+      const auto kernel = dot_rows_grouped_kernel<Q, M, T>;
+      const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
+      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, gs, out);
+    });
+  });
+  WICK_GPU_CHECK_LAUNCH();
+}
+
 // The launchers, each instantiated in the translation unit of its dtype of x (qmatmul_f32.cu,
 // qmatmul_f16.cu, qmatmul_bf16.cu).
 extern template void launch_dequantize<float>(const GpuBackend&, QType, const uint8_t*, int64_t, int64_t, float*);
@@ -585,5 +719,11 @@ extern template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, in
                                           int);
 extern template void launch_dot_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int,
                                            bf16*, int);
+extern template void launch_dot_rows_grouped<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*,
+                                                    int64_t, const int64_t*, int64_t, int64_t, int, float*);
+extern template void launch_dot_rows_grouped<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*,
+                                                  int64_t, const int64_t*, int64_t, int64_t, int, f16*);
+extern template void launch_dot_rows_grouped<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*,
+                                                   int64_t, const int64_t*, int64_t, int64_t, int, bf16*);
 
 }  // namespace wick::gpu::qmm

@@ -8,4 +8,7 @@ template void launch_dequantize<float>(const GpuBackend&, QType, const uint8_t*,
 template void launch_dot_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*, int, float*,
                                      int);
 
+template void launch_dot_rows_grouped<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*,
+                                             int64_t, const int64_t*, int64_t, int64_t, int, float*);
+
 }  // namespace wick::gpu::qmm

@@ -16,6 +16,16 @@ class GpuQuantKernels final : public QuantKernels {
 
   StoragePtr dequantize(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols, DType dtype) const override;
   StoragePtr matmul(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
+  bool supports(QuantOp op, DType dtype) const override {
+    return op != QuantOp::Quantize && op_defined(op, {&dtype, 1});
+  }
+  // Up to kMaxGroupedRows rows a group (max_rows), or any while a graph is recorded: the integer-dot
+  // kernels over every group at once, in one launch with no wait for the host (a decode step's
+  // experts). More: the groups read on the host and each group's product as matmul() runs it (a
+  // prompt's).
+  StoragePtr matmul_grouped(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
+                            int64_t experts, const View& groups, int64_t max_rows) const override;
+  static constexpr int64_t kMaxGroupedRows = 64;
 
   // The rows of x for which the matrix-unit tile kernel (qmatmul_tiles.cuh) is chosen where it
   // applies; fewer go through the integer-dot kernel, more through dequantize and the GEMM. On an
@@ -29,6 +39,9 @@ class GpuQuantKernels final : public QuantKernels {
   static constexpr int64_t kInvariantRows = 8;
 
  private:
+  // matmul's product with the blocks at w (device memory), the device active.
+  StoragePtr product(const View& x, const uint8_t* w, quant::QType qtype, int64_t rows, int64_t cols) const;
+
   GpuBackend& backend_;
 };
 
