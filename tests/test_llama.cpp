@@ -587,8 +587,8 @@ TEST_P(LlamaTest, GenerationStopsAtTheContext) {
 
 // DecodeGraph's steps give forward()'s logits, past a span's end (a new recording), for Llama,
 // Qwen2's biases, a sliding window, block-format weights, a padded batch, and Gemma 3's local and
-// global layers (a window on some layers: a mask per window), Gemma 2's soft-capping; and refuse what
-// is not theirs to take.
+// global layers (a window on some layers: a mask per window), Gemma 2's soft-capping, a mixture of
+// experts in a block format; and refuse what is not theirs to take.
 TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
   struct Case {
     std::string name;
@@ -596,8 +596,9 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
     int64_t window = 0;
     int64_t batch = 1;
   };
-  std::vector<Case> cases = {{"llama", Tiny{}},       {"qwen2", Tiny{}}, {"window", Tiny{}, 5},    {"q8_0", Tiny{}},
-                             {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}}, {"gemma3", Tiny{}, 0, 2}, {"gemma2", Tiny{}}};
+  std::vector<Case> cases = {{"llama", Tiny{}},        {"qwen2", Tiny{}},       {"window", Tiny{}, 5},
+                             {"q8_0", Tiny{}},         {"batch", Tiny{}, 0, 2}, {"qwen3", Tiny{}},
+                             {"gemma3", Tiny{}, 0, 2}, {"gemma2", Tiny{}},      {"qwen3moe", Tiny{}, 0, 2}};
   cases[1].tiny.arch = "qwen2";
   cases[3].tiny.qtype = quant::QType::Q8_0;
   cases[5].tiny.arch = "qwen3";
@@ -605,6 +606,9 @@ TEST_P(LlamaTest, DecodeGraphStepsEqualForward) {
   cases[6].tiny.arch = "gemma3", cases[6].tiny.layers = 3, cases[6].tiny.window = 5, cases[6].tiny.pattern = 2;
   // Gemma 2: its scores and logits soft-capped, local and global layers in turn.
   cases[7].tiny.arch = "gemma2", cases[7].tiny.window = 5;
+  // Qwen3-MoE's experts in Q8_0: stacked on a GPU, their routing and grouped products recorded.
+  cases[8].tiny.arch = "qwen3moe", cases[8].tiny.experts = 6, cases[8].tiny.experts_used = 3;
+  cases[8].tiny.hidden = 32, cases[8].tiny.qtype = quant::QType::Q8_0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     LlamaModel model = load(c.tiny, device());

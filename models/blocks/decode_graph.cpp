@@ -9,9 +9,10 @@
 namespace wick::models {
 
 std::unique_ptr<DecodeSteps> LlamaModel::decode_steps(std::vector<nn::KvCache>& cache) const {
-  // A mixture of experts reads the router's choices on the host in every layer, which a recorded
-  // step cannot: its steps run op by op. A split model's collectives are recorded with the rest.
-  if (device_.is_gpu() && config_.experts == 0) return std::make_unique<DecodeGraph>(*this, cache);
+  // A mixture of experts whose experts are not stacked reads its groups on the host in every layer,
+  // which a recorded step cannot: its steps run op by op. A split model's collectives are recorded
+  // with the rest.
+  if (device_.is_gpu() && steps_recordable()) return std::make_unique<DecodeGraph>(*this, cache);
   return Model::decode_steps(cache);
 }
 

@@ -87,6 +87,7 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
       l.router = w.linear(p + "ffn_gate_inp", c.experts, c.dim, false, device, dtype);
       for (int64_t e = 0; e < c.experts; ++e)
         l.experts.push_back(w.expert_mlp(p, e, c.experts, c.hidden, c.dim, device, dtype, r, k));
+      stack_experts(l);
     } else if (w.shape(p + "ffn_gate_up.weight"))
       l.gate_up = w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else if (!w.shape(p + "ffn_gate.weight") && w.shape(p + "ffn_up.weight") == Shape({2 * c.hidden, c.dim}))
@@ -288,6 +289,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
       for (int64_t e = 0; e < c.experts; ++e)
         l.experts.push_back({LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)}),
                              linear(c.dim, c.hidden, false, 1)});
+      stack_experts(l);
     } else {
       l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
       l.down = linear(c.dim, c.hidden, false, 1);
@@ -311,13 +313,14 @@ int64_t LlamaModel::weight_bytes() const {
       n += (l.post_attn_norm.numel() + l.post_ffn_norm.numel()) * dtype_size(l.post_attn_norm.dtype());
     if (l.q_norm.defined()) n += (l.q_norm.numel() + l.k_norm.numel()) * dtype_size(l.q_norm.dtype());
     n += l.qkv.bytes() + l.o.bytes();
-    if (l.experts.empty()) {
+    if (config_.experts == 0) {
       n += l.gate_up.bytes() + l.down.bytes();
     } else {
       // The router, and the share of the experts one token reads.
       int64_t experts = 0;
       for (const Expert& x : l.experts) experts += x.gate_up.bytes() + x.down.bytes();
-      n += l.router.bytes() + experts / static_cast<int64_t>(l.experts.size()) * config_.experts_used;
+      if (l.stacked_down.defined()) experts = l.stacked_gate_up.nbytes() + l.stacked_down.nbytes();
+      n += l.router.bytes() + experts / config_.experts * config_.experts_used;
     }
   }
   return n;
@@ -512,7 +515,7 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
         x, post(reduce(l.o(a.transpose(1, 2).contiguous().reshape({b, t, heads_ * c.head_dim}))), l.post_attn_norm),
         l.ffn_norm, c.rms_eps);
     Tensor y;
-    if (l.experts.empty()) {
+    if (c.experts == 0) {
       const std::vector<Tensor> gate_up = l.gate_up(added.normed);
       const Tensor h = c.activation == LlamaConfig::Activation::GeluTanh ? gate_up[0].gelu() * gate_up[1]
                                                                          : nn::silu_mul(gate_up[0], gate_up[1]);

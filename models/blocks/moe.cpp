@@ -1,107 +1,76 @@
 // The mixture of experts of Mixtral and Qwen3-MoE (LlamaConfig::experts): a router scores each token
-// over the experts, the largest scores' softmax picks and weights the experts that run on it, and
-// each chosen expert's SwiGLU MLP runs once over all the tokens that chose it, gathered into rows
-// of one product (so a decode step reads only the chosen experts' weights, and a prompt reads each
-// expert's once). A layer reads the router's scores on the host once and sends the routing back
-// in two copies; the rest is queued without waiting.
-#include <algorithm>
-#include <cmath>
-#include <numeric>
-
+// over the experts, nn::moe_route picks and weights each token's experts and lays the (token,
+// expert) pairs out expert by expert, each chosen expert's SwiGLU MLP runs once over the rows of all
+// the tokens that chose it (so a decode step reads only the chosen experts' weights, and a prompt
+// reads each expert's once), and nn::moe_combine adds each token's outputs, weighted. With the
+// experts stacked (on a GPU, block formats) every expert's product is one launch of
+// quant::qmatmul_grouped and nothing waits for the host; otherwise the groups are read on the host
+// once per layer and each expert multiplies its rows.
 #include "wick/models/llama.h"
 #include "wick/ops.h"
 
 namespace wick::models {
 
-namespace {
-
-// The tokens that chose one expert, and the weight of its output in each one's sum.
-struct Chosen {
-  std::vector<int64_t> tokens;
-  std::vector<float> weights;
-};
-
-// Each token's experts from the router's scores (n, experts), f32 on the host: the softmax of its
-// scores (in double), its `used` most probable experts (the lower index first among equal ones; a
-// NaN score counts as the least), their probabilities as weights, over the chosen ones' sum where
-// `renormalize`. Returned per expert, tokens in order.
-std::vector<Chosen> route(const std::vector<float>& scores, int64_t n, int64_t experts, int64_t used,
-                          bool renormalize) {
-  std::vector<Chosen> chosen(static_cast<size_t>(experts));
-  std::vector<double> p(static_cast<size_t>(experts));
-  std::vector<int64_t> order(static_cast<size_t>(experts));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* s = scores.data() + i * experts;
-    float top = -INFINITY;
-    for (int64_t e = 0; e < experts; ++e)
-      if (!std::isnan(s[e])) top = std::max(top, s[e]);
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      const double x = std::isnan(s[e]) || std::isinf(top) ? 0.0 : std::exp(static_cast<double>(s[e]) - top);
-      p[static_cast<size_t>(e)] = x;
-      sum += x;
-    }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + used, order.end(), [&](int64_t a, int64_t b) {
-      const double pa = p[static_cast<size_t>(a)], pb = p[static_cast<size_t>(b)];
-      return pa > pb || (pa == pb && a < b);
-    });
-    double picked = 0;
-    for (int64_t j = 0; j < used; ++j) picked += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
-    const double total = renormalize ? picked : sum;
-    for (int64_t j = 0; j < used; ++j) {
-      const int64_t e = order[static_cast<size_t>(j)];
-      Chosen& c = chosen[static_cast<size_t>(e)];
-      c.tokens.push_back(i);
-      c.weights.push_back(total > 0 ? static_cast<float>(p[static_cast<size_t>(e)] / total) : 0.f);
-    }
+void LlamaModel::stack_experts(Layer& l) {
+  if (l.experts.empty()) return;
+  const Expert& first = l.experts[0];
+  auto blocks = [](const Linear& w) { return w.quantized.defined() && !w.bias.defined() && !w.quantized.arranged(); };
+  if (first.gate_up.weights.size() != 1 || !blocks(first.gate_up.weights[0]) || !blocks(first.down) ||
+      !first.down.quantized.device().is_gpu())
+    return;
+  const quant::QTensor& gu = first.gate_up.weights[0].quantized;
+  const quant::QTensor& dn = first.down.quantized;
+  std::vector<Tensor> gate_up, down;
+  for (const Expert& x : l.experts) {
+    if (x.gate_up.weights.size() != 1 || !blocks(x.gate_up.weights[0]) || !blocks(x.down)) return;
+    const quant::QTensor& a = x.gate_up.weights[0].quantized;
+    const quant::QTensor& b = x.down.quantized;
+    if (a.qtype() != gu.qtype() || a.rows() != gu.rows() || a.cols() != gu.cols() || b.qtype() != dn.qtype() ||
+        b.rows() != dn.rows() || b.cols() != dn.cols())
+      return;
+    gate_up.push_back(a.bytes());
+    down.push_back(b.bytes());
   }
-  return chosen;
+  const auto n = static_cast<int64_t>(l.experts.size());
+  l.stacked_gate_up = quant::QTensor(gu.qtype(), n * gu.rows(), gu.cols(), cat(gate_up, 0));
+  l.stacked_down = quant::QTensor(dn.qtype(), n * dn.rows(), dn.cols(), cat(down, 0));
+  l.experts.clear();
 }
 
-}  // namespace
+bool LlamaModel::steps_recordable() const {
+  if (config_.experts == 0) return true;
+  for (const Layer& l : layers_)
+    if (!l.stacked_down.defined()) return false;
+  return true;
+}
 
 Tensor LlamaModel::mixture(const Layer& l, const Tensor& x) const {
   const LlamaConfig& c = config_;
   const int64_t n = x.numel() / c.dim, k = c.experts_used;
   if (n == 0) return Tensor::zeros(x.shape(), dtype_, device_);
   const Tensor flat = x.reshape({n, c.dim});
-  const std::vector<float> scores = l.router(flat).to_dtype(DType::F32).to_device(Device::cpu()).to_vector<float>();
-  const std::vector<Chosen> chosen = route(scores, n, c.experts, k, c.norm_topk);
-  // The n * k (token, expert) pairs in the experts' order: each pair's token (the rows to gather),
-  // then where its output goes, slot j * n + i for token i's j-th expert (in the experts' order),
-  // and the weights by slot; one copy to the device for the indices and one for the weights.
-  const int64_t pairs = n * k;
-  std::vector<int64_t> index(static_cast<size_t>(2 * pairs));
-  std::vector<float> weights(static_cast<size_t>(pairs));
-  std::vector<int64_t> taken(static_cast<size_t>(n), 0);
-  int64_t at = 0;
-  for (const Chosen& e : chosen)
-    for (size_t j = 0; j < e.tokens.size(); ++j, ++at) {
-      const int64_t i = e.tokens[j], slot = taken[static_cast<size_t>(i)]++ * n + i;
-      index[static_cast<size_t>(at)] = i;
-      index[static_cast<size_t>(pairs + slot)] = at;
-      weights[static_cast<size_t>(slot)] = e.weights[j];
+  const nn::MoeRouting r = nn::moe_route(l.router(flat), k, c.norm_topk);
+  const Tensor rows = flat.index_select(r.tokens, 0);  // the pairs' rows, expert by expert
+  Tensor y;
+  if (l.stacked_down.defined()) {
+    // A token chooses an expert once: at most n rows a group.
+    const Tensor gate_up = quant::qmatmul_grouped(rows, l.stacked_gate_up, c.experts, r.groups, n);
+    const int64_t width = gate_up.dim(1) / 2;
+    y = quant::qmatmul_grouped(nn::silu_mul(gate_up.narrow(1, 0, width), gate_up.narrow(1, width, width)),
+                               l.stacked_down, c.experts, r.groups, n);
+  } else {
+    // The groups cover the rows in order, expert by expert.
+    const std::vector<int64_t> groups = r.groups.to_device(Device::cpu()).to_vector<int64_t>();
+    std::vector<Tensor> outputs;
+    for (size_t g = 0; g < groups.size(); g += 3) {
+      const int64_t e = groups[g], from = groups[g + 1], m = groups[g + 2] - from;
+      if (m == 0) continue;
+      const std::vector<Tensor> gate_up = l.experts[static_cast<size_t>(e)].gate_up(rows.narrow(0, from, m));
+      outputs.push_back(l.experts[static_cast<size_t>(e)].down(nn::silu_mul(gate_up[0], gate_up[1])));
     }
-  const Tensor indices = Tensor::from_vector(index, {2 * pairs}, device_);
-  const Tensor gathered = flat.index_select(indices.narrow(0, 0, pairs), 0);
-  std::vector<Tensor> outputs;  // each chosen expert's, over its rows of `gathered`
-  int64_t from = 0;
-  for (size_t e = 0; e < chosen.size(); ++e) {
-    const auto m = static_cast<int64_t>(chosen[e].tokens.size());
-    if (m == 0) continue;
-    const std::vector<Tensor> gate_up = l.experts[e].gate_up(gathered.narrow(0, from, m));
-    outputs.push_back(l.experts[e].down(nn::silu_mul(gate_up[0], gate_up[1])));
-    from += m;
+    y = outputs.size() == 1 ? outputs[0] : cat(outputs, 0);
   }
-  const Tensor by_slot = (outputs.size() == 1 ? outputs[0] : cat(outputs, 0))
-                             .index_select(indices.narrow(0, pairs, pairs), 0)
-                             .reshape({k, n, c.dim}) *
-                         Tensor::from_vector(weights, {k, n, 1}, device_).to_dtype(dtype_);
-  // Each token's sum in the experts' order, one add at a time: the same bits whatever the batch.
-  Tensor out = by_slot.narrow(0, 0, 1);
-  for (int64_t j = 1; j < k; ++j) out = out + by_slot.narrow(0, j, 1);
-  return out.reshape(x.shape());
+  return nn::moe_combine(y, r).reshape(x.shape());
 }
 
 }  // namespace wick::models

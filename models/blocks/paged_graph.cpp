@@ -8,8 +8,9 @@
 namespace wick::models {
 
 std::unique_ptr<PagedSteps> LlamaModel::paged_steps(PagedKvCache& cache, int64_t max_batch) const {
-  // A mixture of experts reads the router's choices on the host: no recorded steps (decode_steps).
-  if (device_.is_gpu() && cache.scratch >= 0 && config_.experts == 0)
+  // A mixture of experts whose experts are not stacked reads its groups on the host: no recorded
+  // steps (decode_steps).
+  if (device_.is_gpu() && cache.scratch >= 0 && steps_recordable())
     return std::make_unique<PagedDecodeGraph>(*this, cache, max_batch);
   return nullptr;
 }

@@ -198,7 +198,8 @@ int cmd_bench_model(int argc, char** argv) {
     std::printf("decode steps: DecodeGraph (each step replayed from a recorded graph)\n");
   else if (gen > 0 && recording_error.empty())
     std::printf(
-        "decode steps: op by op (the model records none: a mixture of experts reads its routing on the host)\n");
+        "decode steps: op by op (the model records none: its experts, not stacked block formats on a GPU, are read "
+        "by groups on the host)\n");
   else if (gen > 0)
     std::printf("decode steps: DecodeGraph, run op by op (recording failed: %s)\n", recording_error.c_str());
   if (!csv.empty()) {

@@ -258,6 +258,11 @@ class LlamaModel : public Model {
     // (experts, dim) and each expert's MLP.
     Linear router;
     std::vector<Expert> experts;
+    // The experts stacked for quant::qmatmul_grouped, in place of `experts` (then empty), where
+    // they lie on a GPU, every expert's gate and up are one weight of one block format and every
+    // down one of one format: gate_up (experts * 2 * width, dim), each expert's gate rows then its
+    // up rows; down (experts * dim, width). A decode step then waits for no host (stack_experts).
+    quant::QTensor stacked_gate_up, stacked_down;
   };
   // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
   class Weights;
@@ -281,11 +286,16 @@ class LlamaModel : public Model {
   // embedding's, whose rows are gathered by token (and so a head tied to it).
   void arrange_linears();
   Part part(int dim) const { return {dim, rank_, ranks_}; }
-  // Layer l's mixture of experts over x (..., dim) (blocks/moe.cpp): the router's choices are read
-  // on the host, then each chosen expert's MLP runs on its tokens, gathered, and its outputs are
-  // added into theirs, weighted; the experts no token chose are not read. This rank's partial sums
-  // where the model is split.
+  // Layer l's mixture of experts over x (..., dim) (blocks/moe.cpp): nn::moe_route's choices, each
+  // chosen expert's MLP over its tokens, gathered (stacked experts: quant::qmatmul_grouped, with no
+  // wait for the host; else each expert's own product, the groups read on the host), and
+  // nn::moe_combine's weighted sums; the experts no token chose are not read. This rank's partial
+  // sums where the model is split.
   Tensor mixture(const Layer& l, const Tensor& x) const;
+  // l's experts as stacked_gate_up and stacked_down where they can be (Layer); else as they are.
+  static void stack_experts(Layer& l);
+  // Whether a decode step waits for no host: no experts, or every layer's stacked.
+  bool steps_recordable() const;
   // The whole of a rank's partial sums, or x where the model is not split.
   Tensor reduce(const Tensor& x) const;
   Tensor embed(const Tensor& tokens) const;
