@@ -492,7 +492,7 @@ struct Groups {
   int64_t rows_of_x;  // p: the rows of x and out
   KernelError* err;
 };
-constexpr int kGroupedChunk = 4;  // rows of x per pass over an expert's weight
+constexpr int kGroupedChunk = 8;  // rows of x per pass over an expert's weight
 
 // Calls body(weight, first row, rows) for each chunk of at most M rows of the groups blockIdx.y,
 // blockIdx.y + gridDim.y, ... (the same for every thread of the block, so that barriers stay
@@ -670,7 +670,8 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
   const Stream stream = b.stream();
   const Groups gs{groups, g, experts, p, b.device_error()};
   // The integer dots cost about the same per row of x from 1 to 16 rows (compute, not the weight's
-  // bytes, sets their pace there), and the accumulators of more rows spill: chunks of up to 4.
+  // bytes, sets their pace there): chunks of up to 8 (docs/performance.md: 16 sequences of
+  // Qwen3-30B-A3B and Mixtral 8x7B with 4, 8 and 16).
   const int chunk = std::min(max_rows, kGroupedChunk);
   // x rounded by each block, a chunk of at most M rows at a time, where that fits; else once, here,
   // all p rows.
