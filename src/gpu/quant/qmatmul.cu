@@ -33,12 +33,15 @@ void dispatch_float(const GpuBackend& b, QuantOp op, DType dtype, F&& f) {
 }  // namespace
 
 StoragePtr GpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
+  backend_.activate();
+  return values(static_cast<const uint8_t*>(w.data()), qtype, rows, cols, dtype);
+}
+
+StoragePtr GpuQuantKernels::values(const uint8_t* w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
   GpuBackend& b = backend_;
-  b.activate();
   StoragePtr out = b.alloc(dtype, rows * cols);
-  dispatch_float(b, QuantOp::Dequantize, dtype, [&]<typename T>() {
-    launch_dequantize(b, qtype, static_cast<const uint8_t*>(w.data()), rows, cols, out->as<T>());
-  });
+  dispatch_float(b, QuantOp::Dequantize, dtype,
+                 [&]<typename T>() { launch_dequantize(b, qtype, w, rows, cols, out->as<T>()); });
   return out;
 }
 
@@ -117,9 +120,7 @@ StoragePtr GpuQuantKernels::product(const View& x, const uint8_t* w, QType qtype
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In
     // chunks of weight rows whose dequantized tile stays in the L2 cache it ran slower on an H100,
     // at every chunk size tried: docs/performance.md.)
-    StoragePtr wd = b.alloc(x.dtype, rows * cols);
-    dispatch_float(b, QuantOp::Dequantize, x.dtype,
-                   [&]<typename T>() { launch_dequantize(b, qtype, w, rows, cols, wd->as<T>()); });
+    StoragePtr wd = values(w, qtype, rows, cols, x.dtype);
     const Layout wt({cols, rows}, {1, cols}, 0);
     return b.matmul(x, View{*wd, wt, x.dtype});
   }

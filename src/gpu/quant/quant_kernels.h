@@ -39,7 +39,8 @@ class GpuQuantKernels final : public QuantKernels {
   static constexpr int64_t kInvariantRows = 8;
 
  private:
-  // matmul's product with the blocks at w (device memory), the device active.
+  // dequantize's values and matmul's product of the blocks at w (device memory), the device active.
+  StoragePtr values(const uint8_t* w, quant::QType qtype, int64_t rows, int64_t cols, DType dtype) const;
   StoragePtr product(const View& x, const uint8_t* w, quant::QType qtype, int64_t rows, int64_t cols) const;
 
   GpuBackend& backend_;
