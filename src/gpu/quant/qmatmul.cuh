@@ -663,6 +663,16 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
   WICK_GPU_CHECK_LAUNCH();
 }
 
+// Calls f.template operator()<M>() with M 1 (passes of one row: a single sequence) or
+// kGroupedChunk: two instances a format, as the dots' time per row barely depends on M.
+template <typename F>
+void dispatch_grouped_rows(int m, F&& f) {
+  if (m == 1)
+    f.template operator()<1>();
+  else
+    f.template operator()<kGroupedChunk>();
+}
+
 // quant::qmatmul_grouped's product on the device: x (p, k) times the weights of `groups` (g rows of
 // the groups), max_rows (at least 1) sizing the chunks of rows (a larger group takes more); out
 // (p, n) zeroed beforehand. One launch of about as many blocks as the device holds at once.
@@ -690,7 +700,7 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
     return dim3(static_cast<unsigned>(x), static_cast<unsigned>(std::clamp<int64_t>((resident + x - 1) / x, 1, g)));
   };
   if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-    dispatch_x_rows(chunk, [&]<int M>() {
+    dispatch_grouped_rows(chunk, [&]<int M>() {
       const XRounding r = rounding.template operator()<M>(0);
       const auto kernel = q4k_rows_grouped_kernel<M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
@@ -701,7 +711,7 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
   }
   const int64_t row_bytes = quant::row_bytes(qtype, k);
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
-    dispatch_x_rows(chunk, [&]<int M>() {
+    dispatch_grouped_rows(chunk, [&]<int M>() {
       const XRounding r = rounding.template operator()<M>(Staging<Q, 1>::kSharedBytes);
       const auto kernel = dot_rows_grouped_kernel<Q, M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
