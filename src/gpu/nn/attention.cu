@@ -18,6 +18,7 @@
 #include "gpu/gpu_backend.h"
 #include "gpu/mma.cuh"
 #include "gpu/nn/attention.cuh"
+#include "gpu/nn/attention_rows.cuh"
 #include "gpu/nn/nn_kernels.h"
 #include "kernels/nn.h"
 
@@ -25,24 +26,15 @@ namespace wick::gpu {
 
 namespace {
 
-constexpr int kRowsBlock = 128;
-constexpr int kLanes = 16;  // lanes of the group that takes one key
-constexpr int kGroups = kRowsBlock / kLanes;
+using nn::kPackElems;
+using nn::kRowsBlock;
+using nn::load_math;
+constexpr int kLanes = nn::kRowLanes;
+constexpr int kGroups = nn::kRowGroups;
 constexpr int kMaxRows = 8;   // query rows a rows block holds
 constexpr int kMaxPacks = 8;  // 16-byte packs of a row a lane holds (so d <= 128 packs)
 
 constexpr int64_t kLibraryMinQueries = 128;  // fewer queries (decoding) stay with wick's kernels
-
-template <typename T>
-inline constexpr int kPackElems = 16 / static_cast<int>(sizeof(T));
-
-template <typename T>
-__device__ inline kernels::opmath_t<T> load_math(T x) {
-  if constexpr (std::is_same_v<T, f16>)
-    return mma::f16_to_float(x.bits);
-  else
-    return kernels::to_opmath(x);
-}
 
 // Features f .. f + E - 1 of a row (zeros past d): one 16-byte load when `vec`.
 template <typename T>
@@ -69,10 +61,8 @@ struct RowsPlan {
 template <typename T, int R, int P, int C>
 __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::AttentionGeom g, RowsPlan pl) {
   using M = kernels::opmath_t<T>;
+  using State = nn::RowsState<T, R, P>;
   constexpr int E = kPackElems<T>;
-  constexpr int F = kLanes * P * E;  // features the block covers, >= d
-  __shared__ M sh_max[kGroups][R], sh_sum[kGroups][R];
-  __shared__ M sh_o[kGroups][R][F];
   __shared__ int64_t sh_pos[R], sh_mask_row[R];
   const int grp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
   const M neg_inf = kernels::attention_neg_inf<M>();
@@ -90,7 +80,7 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
 
     // The block's rows: row r is query (head, i) with head * t_q + i = row0 + r within the key head.
     // Their positions and mask rows wait in shared memory (read once per key, broadcast).
-    __syncthreads();  // the previous block's readers of sh_pos are done
+    __syncthreads();  // the previous block's readers of sh_pos and of the merge's memory are done
     unsigned valid = 0;
     int64_t pos_min = 0, pos_max = 0;
     M q[R][P][E];
@@ -124,17 +114,7 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
     const int64_t hi = std::min((split + 1) * pl.split_keys, kernels::attention_keys_end(pos_max, g.causal, g.t_kv));
     const T* kb = static_cast<const T*>(g.k) + b * g.k_stride[0] + kvh * g.k_stride[1];
     const T* vb = static_cast<const T*>(g.v) + b * g.v_stride[0] + kvh * g.v_stride[1];
-
-    M mx[R], sum[R], o[R][P][E];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      mx[r] = neg_inf;
-      sum[r] = M(0);
-#pragma unroll
-      for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-        for (int e = 0; e < E; ++e) o[r][pk][e] = M(0);
-    }
+    State st;
 
     // Every group makes the same number of steps (the shuffles need the whole warp). The loads of
     // a step are unconditional, so that all of them are in flight before the first is used: a key
@@ -170,19 +150,10 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
 #pragma unroll
         for (int c = 0; c < C; ++c) {
           M kf[P][E];
-#pragma unroll
-          for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-            for (int e = 0; e < E; ++e) kf[pk][e] = load_math(kp[c][pk].v[e]);
+          State::unpack(kp[c], kf);
 #pragma unroll
           for (int r = 0; r < R; ++r) {
-            M acc = M(0);
-#pragma unroll
-            for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-              for (int e = 0; e < E; ++e) acc = kernels::attention_fma(q[r][pk][e], kf[pk][e], acc);
-#pragma unroll
-            for (int off = kLanes / 2; off > 0; off /= 2) acc += shfl_xor(acc, off, kLanes);
+            const M acc = State::dot(q[r], kf);
             const int64_t key = k0 + c;
             const bool sees =
                 (valid >> r & 1u) && key < hi && kernels::attention_sees(key, sh_pos[r], g.causal, g.window);
@@ -191,40 +162,7 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
             s[r][c] = sees ? x : neg_inf;
           }
         }
-        M corr[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          M m_new = mx[r];
-#pragma unroll
-          for (int c = 0; c < C; ++c) m_new = s[r][c] > m_new ? s[r][c] : m_new;
-          corr[r] = kernels::attention_rescale(mx[r], m_new);
-          M added = M(0);
-#pragma unroll
-          for (int c = 0; c < C; ++c) {
-            s[r][c] = kernels::attention_weight(s[r][c], m_new);
-            added += s[r][c];
-          }
-          sum[r] = sum[r] * corr[r] + added;
-          mx[r] = m_new;
-#pragma unroll
-          for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-            for (int e = 0; e < E; ++e) o[r][pk][e] *= corr[r];
-        }
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-          M vf[P][E];
-#pragma unroll
-          for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-            for (int e = 0; e < E; ++e) vf[pk][e] = load_math(vp[c][pk].v[e]);
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-              for (int e = 0; e < E; ++e) o[r][pk][e] = kernels::attention_fma(s[r][c], vf[pk][e], o[r][pk][e]);
-        }
+        st.fold(s, vp);
       }
     };
     if (g.vec_k && g.vec_v)
@@ -232,49 +170,20 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
     else
       keys.template operator()<false>();
 
-    // Merge the groups: each rescales its output to the block's maximum; then a sum over groups.
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        sh_max[grp][r] = mx[r];
-        sh_sum[grp][r] = sum[r];
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      M block_max = neg_inf;
-      for (int gi = 0; gi < kGroups; ++gi) block_max = sh_max[gi][r] > block_max ? sh_max[gi][r] : block_max;
-      const M f = kernels::attention_rescale(mx[r], block_max);
-#pragma unroll
-      for (int pk = 0; pk < P; ++pk)
-#pragma unroll
-        for (int e = 0; e < E; ++e) sh_o[grp][r][(lane + pk * kLanes) * E + e] = o[r][pk][e] * f;
-    }
-    __syncthreads();
-    for (int idx = static_cast<int>(threadIdx.x); idx < R * F; idx += kRowsBlock) {
-      const int r = idx / F, feat = idx % F;
-      if (!(valid >> r & 1u) || feat >= g.d) continue;
-      M block_max = neg_inf;
-      for (int gi = 0; gi < kGroups; ++gi) block_max = sh_max[gi][r] > block_max ? sh_max[gi][r] : block_max;
-      M total_sum = M(0), acc = M(0);
-      for (int gi = 0; gi < kGroups; ++gi) {
-        total_sum += sh_sum[gi][r] * kernels::attention_rescale(sh_max[gi][r], block_max);
-        acc += sh_o[gi][r][feat];
-      }
+    st.merge(grp, lane, valid, g.d, [&](int r, int f, M acc, M block_max, M total_sum) {
       const int64_t gr = row0 + r;
       const int64_t out_row = ((b * g.kv_heads + kvh) * g.group + gr / g.t_q) * g.t_q + gr % g.t_q;
       if (pl.splits == 1) {
-        static_cast<T*>(g.out)[out_row * g.d + feat] = static_cast<T>(kernels::attention_output(acc, total_sum));
+        static_cast<T*>(g.out)[out_row * g.d + f] = static_cast<T>(kernels::attention_output(acc, total_sum));
       } else {
         const int64_t at = split * pl.rows + out_row;
-        static_cast<M*>(pl.part_o)[at * g.d + feat] = acc;
-        if (feat == 0) {
+        static_cast<M*>(pl.part_o)[at * g.d + f] = acc;
+        if (f == 0) {
           static_cast<M*>(pl.part_ml)[at * 2] = block_max;
           static_cast<M*>(pl.part_ml)[at * 2 + 1] = total_sum;
         }
       }
-    }
+    });
   }
 }
 
@@ -516,6 +425,10 @@ void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels:
   WICK_GPU_CHECK_LAUNCH();
 }
 
+template void launch_attention_combine<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,
+                                              GpuBackend&);
+template void launch_attention_combine<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, bool,
+                                               GpuBackend&);
 template void launch_attention_combine<f16>(const float*, const float*, f16*, int64_t, int64_t, int64_t, bool,
                                             GpuBackend&);
 template void launch_attention_combine<bf16>(const float*, const float*, bf16*, int64_t, int64_t, int64_t, bool,
