@@ -394,6 +394,40 @@ TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, MoeTest, ::testing::ValuesIn(devices()), device_name);
 
+// On the CPU the grouped product is each group's qmatmul bit for bit (one parallel region for all
+// groups, each group's rows of x rounded on their own): plain and arranged weights (a stack of
+// experts of whole groups of the arrangement, Q4_0's on machines that arrange it), groups of 1 to
+// 20 rows (the few-row kernels and the panels), f32 and bf16, rows no group names zeros; and so in
+// batch-invariant mode.
+TEST(MoeCpu, GroupedProductsAreEachGroupsQmatmulBitForBit) {
+  const int64_t experts = 6, rows = 2 * quant::QTensor::kArrangedRows, cols = 256;
+  const std::vector<int64_t> groups = {2, 0, 1, 0, 1, 9, 5, 9, 29, 3, 31, 32, 0, 32, 32};  // rows 29, 30: none
+  for (const bool invariant : {false, true})
+    for (const quant::QType q : {quant::QType::Q4_0, quant::QType::Q8_0, quant::QType::Q6_K})
+      for (const bool arranged : {false, true})
+        for (const DType dtype : {DType::F32, DType::BF16}) {
+          SCOPED_TRACE(::testing::Message() << q << (arranged ? ", arranged" : "") << ", " << dtype
+                                            << (invariant ? ", batch-invariant" : ""));
+          const bool was = set_batch_invariant(invariant);
+          const quant::QTensor plain = quant::quantize(Tensor::rand_normal({experts * rows, cols}, 0.0, 1.0), q);
+          const quant::QTensor w = arranged ? plain.arrange() : plain;
+          const Tensor x = Tensor::rand_normal({32, cols}, 0.0, 1.0, dtype);
+          const Tensor got =
+              quant::qmatmul_grouped(x, w, experts, Tensor::from_vector(groups, {5, 3}), 20).to_dtype(DType::F32);
+          ASSERT_EQ(got.shape(), Shape({32, rows}));
+          for (size_t i = 0; i + 3 <= groups.size(); i += 3) {
+            const int64_t e = groups[i], first = groups[i + 1], m = groups[i + 2] - first;
+            if (m == 0) continue;
+            quant::QTensor each(q, rows, cols, plain.bytes().narrow(0, e * rows, rows));
+            if (arranged) each = each.arrange();
+            const Tensor want = quant::qmatmul(x.narrow(0, first, m), each).to_dtype(DType::F32);
+            EXPECT_EQ(got.narrow(0, first, m).to_vector<float>(), want.to_vector<float>()) << "group " << i / 3;
+          }
+          EXPECT_EQ(got.narrow(0, 29, 2).abs().max().item<float>(), 0.f);
+          set_batch_invariant(was);
+        }
+}
+
 // Split over 2 CPU ranks (each expert's gate and up by rows, down by columns; the router whole on
 // each), the model gives the whole model's logits and greedy tokens.
 TEST(MoeTensorParallel, ASplitMixtureMatchesTheWholeModel) {

@@ -97,6 +97,9 @@ class QTensor {
   // plain() gives those back.
   QTensor arrange() const;
   bool arranged() const { return arranged_; }
+  // The rows arrange() takes together where it rearranges (a last group of fewer stays as it was),
+  // so that weights of a multiple of it stacked and then arranged are each arranged.
+  static constexpr int64_t kArrangedRows = 16;
   // The blocks in GGUF's order: a copy where arranged(), else this QTensor.
   QTensor plain() const;
 
@@ -136,7 +139,8 @@ Tensor qmatmul(const Tensor& x, const QTensor& w);
 // weight is rows e * rows .. (e + 1) * rows - 1), each over its own rows of x (p, cols): for each
 // [expert, first, end) of `groups` (g, 3) i64 on x's device (nn::MoeRouting::groups), rows first ..
 // end - 1 of x times that expert's weight transposed; rows of x no group names give zeros. Result
-// (p, rows), x's dtype, each row as qmatmul(x row, expert's weight) computes it on that device.
+// (p, rows), x's dtype, each group's rows as qmatmul(those rows, expert's weight) computes them on
+// that device (on the CPU bit for bit, in one parallel region for all the groups).
 // `max_rows`: at most this many rows in any group (the tokens of a routing, n): on a GPU it picks
 // the kernel without reading the groups (at most 64: no wait for the host), and a group past it is
 // still computed whole. Errors as qmatmul's, and ShapeError for groups not (g, 3) or w's rows not

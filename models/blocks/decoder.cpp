@@ -87,7 +87,7 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
       l.router = w.linear(p + "ffn_gate_inp", c.experts, c.dim, false, device, dtype);
       for (int64_t e = 0; e < c.experts; ++e)
         l.experts.push_back(w.expert_mlp(p, e, c.experts, c.hidden, c.dim, device, dtype, r, k));
-      stack_experts(l);
+      stack_experts(l, w.copy_on_cpu);
     } else if (w.shape(p + "ffn_gate_up.weight"))
       l.gate_up = w.fused(p + "ffn_gate_up", {c.hidden, c.hidden}, c.dim, device, dtype, r);
     else if (!w.shape(p + "ffn_gate.weight") && w.shape(p + "ffn_up.weight") == Shape({2 * c.hidden, c.dim}))
@@ -197,10 +197,17 @@ void LlamaModel::arrange_linears() {
       l.gate_up = l.gate_up.arranged();
       l.down = l.down.arranged();
     }
-    if (!l.experts.empty()) l.router = l.router.arranged();
+    if (config_.experts > 0) l.router = l.router.arranged();
     for (Expert& x : l.experts) {
       x.gate_up = x.gate_up.arranged();
       x.down = x.down.arranged();
+    }
+    // A stack stays one of whole weights where each expert's rows are whole groups of the
+    // arrangement.
+    if (l.stacked_down.defined() && l.stacked_gate_up.rows() / config_.experts % quant::QTensor::kArrangedRows == 0 &&
+        l.stacked_down.rows() / config_.experts % quant::QTensor::kArrangedRows == 0) {
+      l.stacked_gate_up = l.stacked_gate_up.arrange();
+      l.stacked_down = l.stacked_down.arrange();
     }
   }
   if (!tied) output_ = output_.arranged();
@@ -289,7 +296,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
       for (int64_t e = 0; e < c.experts; ++e)
         l.experts.push_back({LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)}),
                              linear(c.dim, c.hidden, false, 1)});
-      stack_experts(l);
+      stack_experts(l, true);
     } else {
       l.gate_up = LinearGroup::of({linear(c.hidden, c.dim, false, 0), linear(c.hidden, c.dim, false, 0)});
       l.down = linear(c.dim, c.hidden, false, 1);

@@ -3,20 +3,20 @@
 // expert) pairs out expert by expert, each chosen expert's SwiGLU MLP runs once over the rows of all
 // the tokens that chose it (so a decode step reads only the chosen experts' weights, and a prompt
 // reads each expert's once), and nn::moe_combine adds each token's outputs, weighted. With the
-// experts stacked (on a GPU, block formats) every expert's product is one launch of
-// quant::qmatmul_grouped and nothing waits for the host; otherwise the groups are read on the host
-// once per layer and each expert multiplies its rows.
+// experts stacked (block formats, held in memory) every expert's product is one call of
+// quant::qmatmul_grouped: one launch with no wait for the host on a GPU, one parallel region on the
+// CPU; otherwise the groups are read on the host once per layer and each expert multiplies its rows.
 #include "wick/models/llama.h"
 #include "wick/ops.h"
 
 namespace wick::models {
 
-void LlamaModel::stack_experts(Layer& l) {
+void LlamaModel::stack_experts(Layer& l, bool copy) {
   if (l.experts.empty()) return;
   const Expert& first = l.experts[0];
   auto blocks = [](const Linear& w) { return w.quantized.defined() && !w.bias.defined() && !w.quantized.arranged(); };
   if (first.gate_up.weights.size() != 1 || !blocks(first.gate_up.weights[0]) || !blocks(first.down) ||
-      !first.down.quantized.device().is_gpu())
+      !(copy || first.down.quantized.device().is_gpu()))
     return;
   const quant::QTensor& gu = first.gate_up.weights[0].quantized;
   const quant::QTensor& dn = first.down.quantized;

@@ -33,13 +33,14 @@ class QuantKernels {
                             int64_t cols) const = 0;
 
   // quant::qmatmul_grouped: x (p, cols) contiguous times `experts` weights of `rows` rows stacked in
-  // w, each over the rows of x its entries of groups (g, 3) i64 contiguous name; new contiguous
-  // storage (p, rows) of x's dtype, zeros where no group names a row. A backend whose memory is the
-  // device's checks each entry as it reads it (an IndexError at the next wait; that group left
-  // out). null (the default): the front end composes it from qmatmul.
+  // w (as arrange() made them, where `arranged`), each over the rows of x its entries of groups
+  // (g, 3) i64 contiguous name; new contiguous storage (p, rows) of x's dtype, zeros where no group
+  // names a row. A backend whose memory is the device's checks each entry as it reads it (an
+  // IndexError at the next wait; that group left out). null (the default): the front end composes
+  // it from qmatmul.
   virtual StoragePtr matmul_grouped(const View& /*x*/, const Storage& /*w*/, quant::QType /*qtype*/, int64_t /*rows*/,
-                                    int64_t /*cols*/, int64_t /*experts*/, const View& /*groups*/,
-                                    int64_t /*max_rows*/) const {
+                                    int64_t /*cols*/, int64_t /*experts*/, const View& /*groups*/, int64_t /*max_rows*/,
+                                    bool /*arranged*/) const {
     return nullptr;
   }
 

@@ -337,10 +337,10 @@ Tensor qmatmul_grouped(const Tensor& x, const QTensor& w, int64_t experts, const
   ops::check_output(op, Shape({p, rows}), x.dtype(), {&x});
   if (p == 0 || rows == 0 || groups.dim(0) == 0) return Tensor::zeros({p, rows}, x.dtype(), x.device());
   const QuantKernels* k = kernels_for(x, QuantOp::MatmulGrouped, x.dtype());
-  if (k != nullptr && !w.arranged()) {
+  if (k != nullptr) {
     const Tensor xc = x.contiguous(), gc = groups.contiguous();
     if (StoragePtr out = k->matmul_grouped(ops::view_of(xc), *w.bytes().storage(), w.qtype(), rows, w.cols(), experts,
-                                           ops::view_of(gc), max_rows))
+                                           ops::view_of(gc), max_rows, w.arranged()))
       return ops::wrap(std::move(out), {p, rows}, x.dtype());
   }
   // The composition (the oracle of the kernels): each group's rows through qmatmul with its

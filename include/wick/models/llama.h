@@ -259,9 +259,10 @@ class LlamaModel : public Model {
     Linear router;
     std::vector<Expert> experts;
     // The experts stacked for quant::qmatmul_grouped, in place of `experts` (then empty), where
-    // they lie on a GPU, every expert's gate and up are one weight of one block format and every
-    // down one of one format: gate_up (experts * 2 * width, dim), each expert's gate rows then its
-    // up rows; down (experts * dim, width). A decode step then waits for no host (stack_experts).
+    // every expert's gate and up are one weight of one block format and every down one of one
+    // format (on the CPU, weights copied from the file): gate_up (experts * 2 * width, dim), each
+    // expert's gate rows then its up rows; down (experts * dim, width). A decode step then waits for
+    // no host on a GPU, and takes one parallel region per product on the CPU (stack_experts).
     quant::QTensor stacked_gate_up, stacked_down;
   };
   // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
@@ -293,7 +294,9 @@ class LlamaModel : public Model {
   // sums where the model is split.
   Tensor mixture(const Layer& l, const Tensor& x) const;
   // l's experts as stacked_gate_up and stacked_down where they can be (Layer); else as they are.
-  static void stack_experts(Layer& l);
+  // `copy`: their blocks may be copied (on a GPU always; on the CPU unless read in place from the
+  // file's mapping, which a stack would copy).
+  static void stack_experts(Layer& l, bool copy);
   // Whether a decode step waits for no host: no experts, or every layer's stacked.
   bool steps_recordable() const;
   // The whole of a rank's partial sums, or x where the model is not split.

@@ -19,7 +19,7 @@
 
 namespace wick::cpu::arranged {
 
-inline constexpr int64_t kRows = 16;
+inline constexpr int64_t kRows = quant::QTensor::kArrangedRows;
 
 // Where block i of a Q4_0 group of nb blocks per row keeps its d and its quants, from the group's
 // start.

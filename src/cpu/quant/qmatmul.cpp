@@ -123,6 +123,33 @@ void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, qdot::XRow
   }
 }
 
+// Rows [begin, end) of the weight (begin a multiple of qdot::kPanelRows) times the m rows of x:
+// y[t * n + r]. An arranged weight's groups of rows go through their kernel, whatever m (each row of
+// x gets bits of its own there, so batch-invariant mode takes it too). Else many rows of x go through
+// panels of weight rows where the machine has that kernel. What is left (an arranged weight's last
+// rows, fewer than a group, lie as they were) goes in runs of about kRunBytes of weight rows (kept
+// in the core's cache) through every tile of up to qdot::kMaxRows rows of x (in batch-invariant
+// mode, qdot::kInvariantRows), so that the weight is read from memory once and x, from the shared
+// cache, once per run. `invariant`: batch_invariant() as the calling thread reads it (the mode is
+// the thread's; this runs on the team's).
+template <QType Q>
+void weight_rows_times_x(const uint8_t* blocks, int64_t begin, int64_t end, int64_t cols, const RoundedX& rx, int64_t m,
+                         float* y, int64_t n, bool arranged, bool invariant) {
+  const int64_t tile_rows = invariant ? qdot::kInvariantRows : qdot::kMaxRows;
+  const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(Q, cols));
+  if (arranged) begin = arranged::simd_rows(Q, blocks, begin, end, cols, rx, m, y, n);
+  if (!invariant && m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, n);
+  for (int64_t r0 = begin; r0 < end; r0 += run) {
+    const int64_t r1 = std::min(end, r0 + run);
+    for (int64_t t0 = 0; t0 < m; t0 += tile_rows) {
+      const int64_t tile = std::min(tile_rows, m - t0);
+      const qdot::XRows xt(rx, t0, cols);
+      if (!qdot::simd_rows(Q, blocks, r0, r1, cols, xt, tile, y + t0 * n, n))
+        weight_rows<Q>(blocks, r0, r1, cols, xt, tile, y + t0 * n, n);
+    }
+  }
+}
+
 }  // namespace
 
 StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
@@ -168,10 +195,7 @@ StoragePtr CpuQuantKernels::matmul_arranged(const View& x, const Storage& w, QTy
 StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
                                     bool arranged) const {
   const int64_t m = x.layout.numel() / cols;
-  // Batch-invariant: tiles of qdot::kInvariantRows rows of x through the few-row kernels, whatever m.
-  const bool invariant = batch_invariant();
-  const int64_t tile_rows = invariant ? qdot::kInvariantRows : qdot::kMaxRows;
-  if (!invariant && m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
+  if (!batch_invariant() && m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
     // Many rows and no SIMD kernels: the weight dequantized once to f32, then the GEMM (OpenBLAS).
     StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
@@ -196,35 +220,92 @@ StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype
         y = result.data();
       }
       const auto* blocks = static_cast<const uint8_t*>(w.data());
+      const bool invariant = batch_invariant();
       kq::dispatch_qtype(qtype, [&]<QType Q>() {
-        // An arranged weight's groups of rows go through their kernel, whatever m (each row of x
-        // gets bits of its own there, so batch-invariant mode takes it too). Else many rows of x go
-        // through panels of weight rows where the machine has that kernel. What is left (an
-        // arranged weight's last rows, fewer than a group, lie as they were), each task takes in
-        // runs of about kRunBytes of weight rows (kept in the core's cache) through every tile of
-        // up to qdot::kMaxRows rows of x, so that the weight is read from memory once and x, from
-        // the shared cache, once per run.
-        const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(qtype, cols));
         const int64_t grain = qdot::kPanelRows;
         parallel_for((rows + grain - 1) / grain, 1, [&](int64_t first, int64_t last) {
-          const int64_t end = std::min(rows, last * grain);
-          int64_t begin = first * grain;
-          if (arranged) begin = arranged::simd_rows(Q, blocks, begin, end, cols, rx, m, y, rows);
-          if (!invariant && m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, rows);
-          for (int64_t r0 = begin; r0 < end; r0 += run) {
-            const int64_t r1 = std::min(end, r0 + run);
-            for (int64_t t0 = 0; t0 < m; t0 += tile_rows) {
-              const int64_t tile = std::min(tile_rows, m - t0);
-              const qdot::XRows xt(rx, t0, cols);
-              if (!qdot::simd_rows(Q, blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows))
-                weight_rows<Q>(blocks, r0, r1, cols, xt, tile, y + t0 * rows, rows);
-            }
-          }
+          weight_rows_times_x<Q>(blocks, first * grain, std::min(rows, last * grain), cols, rx, m, y, rows, arranged,
+                                 invariant);
         });
       });
       if (!result.empty()) rows::narrow(result.data(), m * rows, out->as<T>());
     } else {
       throw_not_supported(backend_, QuantOp::Matmul, x.dtype);
+    }
+  });
+  return out;
+}
+
+StoragePtr CpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
+                                           int64_t experts, const View& groups, int64_t /*max_rows*/,
+                                           bool arranged) const {
+  // Arranged where the machine had the kernel (a test may since have lowered the instruction set),
+  // each expert's rows whole groups of the arrangement; else the front end's composition.
+  if (arranged && (!arranged::arranges(qtype, cols) || rows % arranged::kRows != 0)) return nullptr;
+  const int64_t p = x.layout.numel() / cols, g = groups.layout.numel() / 3;
+  const int64_t* entry = static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset();
+  struct Group {
+    int64_t expert, first, m;
+  };
+  std::vector<Group> list;        // the groups that have rows
+  std::vector<int64_t> start{0};  // of each one's rows among all of theirs
+  for (int64_t i = 0; i < g; ++i) {
+    const int64_t e = entry[3 * i], first = entry[3 * i + 1], end = entry[3 * i + 2];
+    if (e < 0 || e >= experts || first < 0 || first > end || end > p)
+      throw IndexError(detail::str_cat("qmatmul_grouped: group ", i, " (expert ", e, ", rows ", first, " to ", end,
+                                       ") names an expert outside the ", experts, " or rows outside the ", p,
+                                       " rows of x (", backend_.name(), ")"));
+    if (end == first) continue;
+    // Many rows where the machine has no SIMD kernels go through product()'s GEMM: the composition.
+    if (end - first > kMaxDotRows && !batch_invariant() && qdot::active_isa() == qdot::Isa::None) return nullptr;
+    list.push_back({e, first, end - first});
+    start.push_back(start.back() + end - first);
+  }
+  StoragePtr out = backend_.alloc(x.dtype, p * rows);
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (rows::kTakes<T>) {
+      const T* xd = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      // Each group's rows of x rounded as product() rounds a call's, all in one parallel region.
+      const qdot::Offset order = arranged ? qdot::Offset::None : qdot::offset_order(qtype, cols);
+      std::vector<RoundedX> xs;
+      xs.reserve(list.size());
+      for (const Group& gr : list) xs.emplace_back(gr.m, cols, order);
+      parallel_for(start.back(), std::max<int64_t>(1, kRoundGrain / cols), [&](int64_t begin, int64_t end) {
+        std::vector<float> buf(static_cast<size_t>(cols));
+        for (int64_t i = begin; i < end; ++i) {
+          const auto j = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), i) - start.begin() - 1);
+          const int64_t t = i - start[j];
+          qdot::round_row(rows::widen(xd + (list[j].first + t) * cols, cols, buf.data()), cols, xs[j], t);
+        }
+      });
+      std::vector<float> result;
+      float* y = rows::results(out->as<T>(), nullptr);
+      if (y == nullptr) {
+        result.resize(static_cast<size_t>(p * rows));
+        y = result.data();
+      }
+      std::fill(y, y + p * rows, 0.f);  // rows of x no group names
+      const auto* blocks = static_cast<const uint8_t*>(w.data());
+      const int64_t expert_bytes = rows * quant::row_bytes(qtype, cols);
+      const int64_t grain = qdot::kPanelRows, units = (rows + grain - 1) / grain;
+      const bool invariant = batch_invariant();
+      kq::dispatch_qtype(qtype, [&]<QType Q>() {
+        // Every group's weight rows, kPanelRows at a time, in one region: a task's units, group by
+        // group, as product() takes one weight's.
+        parallel_for(static_cast<int64_t>(list.size()) * units, 1, [&](int64_t first, int64_t last) {
+          for (int64_t u = first; u < last;) {
+            const int64_t j = u / units, stop = std::min(last, (j + 1) * units);
+            const Group& gr = list[static_cast<size_t>(j)];
+            weight_rows_times_x<Q>(blocks + gr.expert * expert_bytes, (u - j * units) * grain,
+                                   std::min(rows, (stop - j * units) * grain), cols, xs[static_cast<size_t>(j)], gr.m,
+                                   y + gr.first * rows, rows, arranged, invariant);
+            u = stop;
+          }
+        });
+      });
+      if (!result.empty()) rows::narrow(result.data(), p * rows, out->as<T>());
+    } else {
+      throw_not_supported(backend_, QuantOp::MatmulGrouped, x.dtype);
     }
   });
   return out;

@@ -16,6 +16,16 @@ class CpuQuantKernels final : public QuantKernels {
   StoragePtr plain(const Storage& w, quant::QType qtype, int64_t rows, int64_t cols) const override;
   StoragePtr matmul_arranged(const View& x, const Storage& w, quant::QType qtype, int64_t rows,
                              int64_t cols) const override;
+  bool supports(QuantOp op, DType dtype) const override {
+    if (op == QuantOp::MatmulGrouped) return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+    return QuantKernels::supports(op, dtype);
+  }
+  // Every group's rows of x rounded as matmul rounds them, then one parallel region over every
+  // group's weight rows (a mixture's experts in one region, where one product each would wait for
+  // every thread as many times): each row of the result as matmul gives it. An arranged weight
+  // whose experts' rows are not whole groups of arranged::kRows: null (the front end's composition).
+  StoragePtr matmul_grouped(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
+                            int64_t experts, const View& groups, int64_t max_rows, bool arranged) const override;
 
   // The most rows of x the portable integer-dot loop takes; more go through dequantize and the GEMM
   // where the machine has no SIMD kernels (qdot.h), which take any number of rows in tiles.

@@ -51,7 +51,8 @@ StoragePtr GpuQuantKernels::matmul(const View& x, const Storage& w, QType qtype,
 }
 
 StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
-                                           int64_t experts, const View& groups, int64_t max_rows) const {
+                                           int64_t experts, const View& groups, int64_t max_rows, bool arranged) const {
+  if (arranged) return nullptr;  // no arrangement on a GPU (arrange() makes none)
   GpuBackend& b = backend_;
   b.activate();
   const int64_t p = x.layout.numel() / cols, g = groups.layout.numel() / 3;

@@ -24,7 +24,7 @@ class GpuQuantKernels final : public QuantKernels {
   // experts). More: the groups read on the host and each group's product as matmul() runs it (a
   // prompt's).
   StoragePtr matmul_grouped(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
-                            int64_t experts, const View& groups, int64_t max_rows) const override;
+                            int64_t experts, const View& groups, int64_t max_rows, bool arranged) const override;
   static constexpr int64_t kMaxGroupedRows = 64;
 
   // The rows of x for which the matrix-unit tile kernel (qmatmul_tiles.cuh) is chosen where it
