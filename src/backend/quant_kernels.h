@@ -61,4 +61,14 @@ class QuantKernels {
   }
 };
 
+// Group i of quant::qmatmul_grouped's groups ([expert e, rows first to end)) read on the host,
+// checked against `experts` and the p rows of x: an IndexError naming it and the backend.
+inline void check_group(int64_t i, int64_t e, int64_t first, int64_t end, int64_t experts, int64_t p,
+                        const std::string& backend) {
+  if (e < 0 || e >= experts || first < 0 || first > end || end > p)
+    throw IndexError(detail::str_cat("qmatmul_grouped: group ", i, " (expert ", e, ", rows ", first, " to ", end,
+                                     ") names an expert outside the ", experts, " or rows outside the ", p,
+                                     " rows of x (", backend, ")"));
+}
+
 }  // namespace wick

@@ -251,10 +251,7 @@ StoragePtr CpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   std::vector<int64_t> start{0};  // of each one's rows among all of theirs
   for (int64_t i = 0; i < g; ++i) {
     const int64_t e = entry[3 * i], first = entry[3 * i + 1], end = entry[3 * i + 2];
-    if (e < 0 || e >= experts || first < 0 || first > end || end > p)
-      throw IndexError(detail::str_cat("qmatmul_grouped: group ", i, " (expert ", e, ", rows ", first, " to ", end,
-                                       ") names an expert outside the ", experts, " or rows outside the ", p,
-                                       " rows of x (", backend_.name(), ")"));
+    check_group(i, e, first, end, experts, p, backend_.name());
     if (end == first) continue;
     // Many rows where the machine has no SIMD kernels go through product()'s GEMM: the composition.
     if (end - first > kMaxDotRows && !batch_invariant() && qdot::active_isa() == qdot::Isa::None) return nullptr;

@@ -77,10 +77,7 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   const size_t elem = dtype_size(x.dtype);
   for (int64_t i = 0; i < g; ++i) {
     const int64_t e = host[3 * i], first = host[3 * i + 1], end = host[3 * i + 2];
-    if (e < 0 || e >= experts || first < 0 || first > end || end > p)
-      throw IndexError(detail::str_cat("qmatmul_grouped: group ", i, " (expert ", e, ", rows ", first, " to ", end,
-                                       ") names an expert outside the ", experts, " or rows outside the ", p,
-                                       " rows of x (", b.name(), ")"));
+    check_group(i, e, first, end, experts, p, b.name());
     if (first == end) continue;
     const View rows_of_x{x.storage, Layout({end - first, cols}, {cols, 1}, x.layout.offset() + first * cols), x.dtype};
     const StoragePtr y = product(rows_of_x, pw + e * expert_bytes, qtype, rows, cols);
