@@ -1,7 +1,8 @@
 // `wick bench-model`: a model's prompt and generation speed, as llama-bench reports them: pp N
 // (N prompt tokens through the model at once, from an empty cache, the last position's logits to
 // the host) and tg N (N tokens decoded one at a time, each step's logits argmax-ed on the host; on
-// GPUs through models::DecodeGraph, one per rank, unless --no-graph).
+// GPUs through models::DecodeGraph, one per rank, unless --no-graph). The sequences of a batch start
+// from different tokens, so that a mixture's tokens choose different experts as a real batch's do.
 #include "bench_model.h"
 
 #include <algorithm>
@@ -112,7 +113,7 @@ int cmd_bench_model(int argc, char** argv) {
   std::string where = devices[0].to_string();
   for (size_t i = 1; i < devices.size(); ++i) where.append("+").append(devices[i].to_string());  // a CSV field
   const double gib = static_cast<double>(model.weight_bytes()) / (1 << 30);
-  std::vector<int64_t> tokens(static_cast<size_t>(batch * prompt));
+  std::vector<int64_t> tokens(static_cast<size_t>(batch * std::max<int64_t>(prompt, 1)));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(model.vocab()));
 
   // Memory on rank 0's device: what wick holds there once the model is loaded (its weights), what
@@ -153,7 +154,7 @@ int cmd_bench_model(int argc, char** argv) {
       tgs[static_cast<size_t>(rank)] = median_seconds(reps, [&] {
         auto cache = m.make_cache(batch, gen);
         const std::unique_ptr<models::DecodeSteps> steps = use_graph ? m.decode_steps(cache) : nullptr;
-        std::vector<int64_t> next(static_cast<size_t>(batch), 1);
+        std::vector<int64_t> next(tokens.begin(), tokens.begin() + batch);
         const auto t = Clock::now();
         for (int64_t s = 0; s < gen; ++s) {
           const Tensor tokens = Tensor::from_vector(next, {batch, 1});
