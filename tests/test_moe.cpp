@@ -11,6 +11,7 @@
 #include "models/tiny_model.h"
 #include "test_util.h"
 #include "wick/dist.h"
+#include "wick/graph.h"
 #include "wick/io.h"
 #include "wick/models/generate.h"
 #include "wick/models/llama.h"
@@ -390,6 +391,72 @@ TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
                     "qmatmul_grouped", "4 experts");
   WICK_EXPECT_ERROR(quant::qmatmul_grouped(x, w, 7, Tensor::zeros({1, 2}, DType::I64), 1), ShapeError,
                     "qmatmul_grouped", "(g, 3)");
+}
+
+// Q4_K groups of every size the GPU's 8-bit matrix-unit kernel holds (up to 8, 16, 32 and 64 rows
+// of x a chunk), weights of a partial tile (96 rows) and of several, k long enough to be split into
+// ranges (the larger stack), empty groups, rows no group names, a group of more rows than max_rows,
+// and a recorded call whose groups pass 64 rows (more than one chunk): each group's rows are that
+// group's qmatmul (x rounded to 8 bits alike up to 32 rows: within the order of the float sums) and
+// the exact dequantized product (within the rounding of x). On the CPU the same calls check its
+// grouped kernel.
+TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
+  struct Case {
+    int64_t experts, rows, cols, p;
+    std::vector<int64_t> groups;  // [expert, first, end) rows
+    int64_t max_rows;
+  };
+  const std::vector<Case> cases = {
+      {4, 96, 1024, 24, {3, 0, 5, 1, 5, 5, 0, 5, 6, 2, 6, 22}, 16},
+      {4, 96, 1024, 40, {2, 0, 30, 0, 30, 31, 3, 31, 38}, 32},
+      {3, 512, 2048, 66, {1, 0, 17, 0, 17, 17, 2, 17, 64}, 64},
+      // max_rows short of a group's rows: the group is still computed whole.
+      {4, 96, 512, 30, {1, 0, 20, 3, 20, 27}, 5},
+  };
+  for (const Case& c : cases)
+    for (const DType dtype : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(::testing::Message() << c.rows << " x " << c.cols << ", " << c.p << " rows of x, max_rows "
+                                        << c.max_rows << ", " << dtype);
+      const Tensor dense = Tensor::rand_normal({c.experts * c.rows, c.cols}, 0.0, 1.0, DType::F32);
+      const quant::QTensor w = quant::quantize(dense, quant::QType::Q4_K).to_device(device());
+      const Tensor wf = quant::dequantize(w).to_device(Device::cpu());
+      const Tensor x = Tensor::rand_normal({c.p, c.cols}, 0.0, 1.0, dtype, device());
+      const auto g = static_cast<int64_t>(c.groups.size() / 3);
+      const Tensor groups = Tensor::from_vector(c.groups, {g, 3}, device());
+      const Tensor got = quant::qmatmul_grouped(x, w, c.experts, groups, c.max_rows).to_dtype(DType::F32);
+      const Tensor xf = x.to_dtype(DType::F32).to_device(Device::cpu());
+      Tensor covered = Tensor::zeros({c.p, c.rows}, DType::F32);
+      for (int64_t i = 0; i < g; ++i) {
+        const int64_t e = c.groups[3 * i], first = c.groups[3 * i + 1], m = c.groups[3 * i + 2] - first;
+        if (m == 0) continue;
+        const quant::QTensor we(quant::QType::Q4_K, c.rows, c.cols, w.bytes().narrow(0, e * c.rows, c.rows));
+        const Tensor mine = got.narrow(0, first, m).to_device(Device::cpu());
+        const Tensor alone = quant::qmatmul(x.narrow(0, first, m), we).to_dtype(DType::F32).to_device(Device::cpu());
+        const Tensor exact = xf.narrow(0, first, m).matmul(wf.narrow(0, e * c.rows, c.rows).t());
+        const float scale = 1 + exact.abs().max().item<float>();
+        // Past 32 rows a GPU's qmatmul takes the dequantized weight and the GEMM, which leaves x
+        // unrounded.
+        const float apart = m > 32 ? 3e-2f : dtype == DType::F32 ? 1e-4f : 1e-2f;
+        EXPECT_LT(max_abs_diff(mine, alone), apart * scale) << "group " << i;
+        EXPECT_LT(max_abs_diff(mine, exact), 3e-2f * scale) << "group " << i;
+        covered.narrow(0, first, m).copy_from(Tensor::ones({m, c.rows}, DType::F32));
+      }
+      // Rows no group names are zeros.
+      EXPECT_EQ((got.to_device(Device::cpu()) * (covered * -1.0 + 1.0)).abs().max().item<float>(), 0.f);
+    }
+  // Groups of 70 rows in a recorded call (nothing may wait for the host there, so every max_rows is
+  // taken on the device): against the same call outside a recording, which reads the groups on the
+  // host and multiplies each group's rows as qmatmul does.
+  const quant::QTensor w =
+      quant::quantize(Tensor::rand_normal({2 * 64, 512}, 0.0, 1.0, DType::F32), quant::QType::Q4_K).to_device(device());
+  const Tensor x = Tensor::rand_normal({100, 512}, 0.0, 1.0, DType::BF16, device());
+  const Tensor groups = Tensor::from_vector(std::vector<int64_t>{1, 0, 70, 0, 70, 100}, {2, 3}, device());
+  Tensor recorded = Tensor::zeros({100, 64}, DType::BF16, device());
+  const Graph graph =
+      Graph::record(device(), [&] { recorded.copy_from(quant::qmatmul_grouped(x, w, 2, groups, 100)); });
+  graph.replay();
+  const Tensor eager = quant::qmatmul_grouped(x, w, 2, groups, 100);
+  EXPECT_LT(max_abs_diff(recorded, eager), 3e-2f * (1 + eager.to_dtype(DType::F32).abs().max().item<float>()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MoeTest, ::testing::ValuesIn(devices()), device_name);

@@ -5,7 +5,8 @@
 //
 //   WICK_GPU_MMA          1 in device code for a target with the instructions (guards kernel bodies)
 //   WICK_GPU_PAIRED_FMA   1 where fma2 below is there (NVIDIA's device code; 0 on AMD)
-//   available(props)      the device has them (host side)
+//   WICK_GPU_MMA_I8       1 where the 8-bit integer tiles below are there (NVIDIA's; not yet on AMD)
+//   available(props), available_i8(props)  the device has them (host side)
 //   kWave                 lanes of the wave that issues a product (32 or 64)
 //   FragA<T>, FragB<T>    operands; load_a (A(m,k) = tile[m*ld + k]), load_b_nk (B(k,n) = tile[n*ld + k]),
 //                         load_b_kn (B(k,n) = tile[k*ld + n]) read them from shared memory, rows
@@ -20,6 +21,10 @@
 //                         nearest even
 //   fma2<T>(a, b, c)      a * b + c on two T packed in 32-bit words, each rounded once (where
 //                         WICK_GPU_PAIRED_FMA)
+//   FragA8, FragB8, FragC8, mma_i8(c, a, b)  int8 A (16x32) times int8 B (32x8) into int32 C (16x8):
+//                         A's register j of a lane holds A(a8_m(j), a8_k(j) .. + 3), j < kA8Words,
+//                         filled by the kernel; load_b8 reads B (B(k,n) = tile[n*ld + k]) from
+//                         shared memory; C's element i < kC8 is C(c8_row(i), c8_col(i))
 //   copy_async_16, copy_async_commit, copy_async_wait_all, copy_async_wait<N> (until at most N
 //                         groups are in flight): 16-byte copies from global to shared memory
 //   exp2_fast             2^x on the special-function unit

@@ -75,9 +75,10 @@ void add_dequantize(std::vector<Case>& cases, QType q, DType dt) {
                    }});
 }
 
-// A GPU backend runs each f16 and bf16 case through each of its qmatmul paths: its default choice by
-// the rows of x, the matrix-unit tile kernel wherever it applies ("tiles", one row of x too), and
-// never the tile kernel ("dot": the integer dot products, or dequantize and the GEMM).
+// A GPU backend runs each f16 and bf16 case (and Q4_K's f32 ones) through each of its qmatmul paths:
+// its default choice by the rows of x, the matrix-unit kernels wherever they apply ("tiles", one row
+// of x too: Q4_K's 8-bit kernel for any x, the f16/bf16 tile kernel for the other formats), and
+// never those kernels ("dot": the integer dot products, or dequantize and the GEMM).
 void add_qmatmul(std::vector<Case>& cases, QType q, DType dt) {
   const int64_t bv = quant::block_values(q);
   struct V {
@@ -100,7 +101,8 @@ void add_qmatmul(std::vector<Case>& cases, QType q, DType dt) {
                         {"past_tiles", {65, bv}, 20, Form::Contiguous}};
   for (const V& v : variants)
     for (const char* path : {"library", "tiles", "dot"}) {
-      if (dt == DType::F32 && std::string_view(path) != "library") continue;  // f32 x has no tile kernel
+      // f32 x has no tile kernel but Q4_K's 8-bit one.
+      if (dt == DType::F32 && q != QType::Q4_K && std::string_view(path) != "library") continue;
       std::string layout = v.name;
       if (std::string_view(path) != "library") layout += std::string(".") + path;
       Case k{OpKey(QuantOp::Matmul).name(),

@@ -5,6 +5,7 @@
 
 #include "core/dispatch.h"
 #include "gpu/quant/qmatmul.cuh"
+#include "gpu/quant/qmatmul_mmq.cuh"
 #include "gpu/quant/qmatmul_tiles.cuh"
 #include "gpu/quant/quant_kernels.h"
 #include "wick/device.h"
@@ -60,13 +61,20 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   const int64_t expert_bytes = rows * quant::row_bytes(qtype, cols);
   StoragePtr out = b.alloc(x.dtype, p * rows);
   WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * dtype_size(x.dtype), b.stream()));
-  // While a graph is recorded nothing may wait for the host: the kernel then takes any rows.
+  // While a graph is recorded nothing may wait for the host: the kernels then take any rows.
   if (max_rows <= kMaxGroupedRows || capturing(b.stream())) {
     const int64_t* pg = static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset();
+    const GpuBackend::QmatmulPath path = b.qmatmul_path();
+    // Batch-invariant mode keeps the integer dots, whose rows do not depend on their neighbours.
+    const bool mmq = !batch_invariant() && qmm::mmq_applies(b, qtype, pw, cols) &&
+                     (path == GpuBackend::QmatmulPath::Tiles ||
+                      (path == GpuBackend::QmatmulPath::Auto && max_rows >= kMinMmqGroupedRows));
     dispatch_float(b, QuantOp::MatmulGrouped, x.dtype, [&]<typename T>() {
-      qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols,
-                                   static_cast<const T*>(x.storage.data()) + x.layout.offset(), p, pg, g, experts,
-                                   static_cast<int>(std::max<int64_t>(max_rows, 1)), out->as<T>());
+      const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      const int64_t most = std::max<int64_t>(max_rows, 1);
+      if (mmq && qmm::launch_mmq_rows(b, qtype, pw, rows, cols, px, p, most, pg, g, experts, out->as<T>())) return;
+      qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols, px, p, pg, g, experts, static_cast<int>(most),
+                                   out->as<T>());
     });
     return out;
   }
@@ -105,6 +113,18 @@ StoragePtr GpuQuantKernels::product(const View& x, const uint8_t* w, QType qtype
     return out;
   }
   const GpuBackend::QmatmulPath path = b.qmatmul_path();
+  if (qmm::mmq_applies(b, qtype, w, cols) &&
+      (path == GpuBackend::QmatmulPath::Tiles ||
+       (path == GpuBackend::QmatmulPath::Auto && m >= kMinMmqRows && m <= kMaxMmqRows))) {
+    StoragePtr out = b.alloc(x.dtype, m * rows);
+    bool queued = false;
+    dispatch_float(b, QuantOp::Matmul, x.dtype, [&]<typename T>() {
+      queued =
+          qmm::launch_mmq_rows(b, qtype, w, rows, cols, static_cast<const T*>(x.storage.data()) + x.layout.offset(), m,
+                               m, nullptr, 1, 1, out->as<T>());
+    });
+    if (queued) return out;
+  }
   if (path == GpuBackend::QmatmulPath::Tiles ||
       (path == GpuBackend::QmatmulPath::Auto && m >= kMinTileRows && m <= kMaxTileRows)) {
     StoragePtr out;

@@ -9,7 +9,8 @@
 //     its own that loads each lane's part of a block straight into registers.
 //   qmatmul, many rows (prefill): the weight dequantized to x's dtype, then the backend's GEMM.
 //   qmatmul_grouped (a mixture's experts): the integer-dot kernels, each block walking the list of
-//     (expert, rows) groups that the device holds, passes of a few rows of x over each expert.
+//     (expert, rows) groups that the device holds, passes of a few rows of x over each expert (Q4_K
+//     from a few rows a group: qmatmul_mmq.cuh's kernel, over the same list).
 // No kernel depends on the warp or wave size: a group of 32 lanes is a warp on NVIDIA and half a
 // wave on AMD's wave-64 parts.
 #pragma once

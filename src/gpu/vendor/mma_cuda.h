@@ -16,6 +16,7 @@
 #define WICK_GPU_MMA 0
 #endif
 #define WICK_GPU_PAIRED_FMA WICK_GPU_MMA
+#define WICK_GPU_MMA_I8 WICK_GPU_MMA
 
 namespace wick::gpu::mma {
 
@@ -23,6 +24,8 @@ namespace wick::gpu::mma {
 inline bool available(const DeviceProps& p) {
   return p.arch.size() > 3 && p.arch.compare(0, 3, "sm_") == 0 && std::stoi(p.arch.substr(3)) >= 80;
 }
+// ...and the 8-bit integer products (mma.sync m16n8k32 s8: the same devices).
+inline bool available_i8(const DeviceProps& p) { return available(p); }
 
 inline constexpr int kWave = 32;
 inline constexpr int kAccum = 8;     // accumulator elements a lane holds of a 16x16 tile
@@ -45,6 +48,25 @@ __device__ inline int lane_id() { return static_cast<int>(threadIdx.x % kWave); 
 __host__ __device__ constexpr int accum_slot(int i) { return (i / 2) % 2; }
 __device__ inline int accum_row(int i) { return lane_id() / 4 + 8 * accum_slot(i); }
 __device__ inline int accum_col(int i) { return 8 * (i / 4) + 2 * (lane_id() % 4) + i % 2; }
+
+// 8-bit integer products, m16n8k32: A 16x32 and B 32x8 of int8, C 16x8 of int32. A's registers
+// are filled by the kernel from its own format: word j of a lane holds A(a8_m(j), a8_k(j) .. + 3);
+// B is read from shared memory by load_b8; C's element i of a lane is C(c8_row(i), c8_col(i)).
+inline constexpr int kA8Words = 4;
+inline constexpr int kC8 = 4;
+struct FragA8 {
+  uint32_t r[kA8Words];
+};
+struct FragB8 {
+  uint32_t r[2];
+};
+struct FragC8 {
+  int v[kC8];
+};
+__device__ inline int a8_m(int j) { return lane_id() / 4 + 8 * (j % 2); }
+__device__ inline int a8_k(int j) { return 16 * (j / 2) + 4 * (lane_id() % 4); }
+__device__ inline int c8_row(int i) { return lane_id() / 4 + 8 * (i / 2); }
+__device__ inline int c8_col(int i) { return 2 * (lane_id() % 4) + i % 2; }
 
 __device__ inline float row_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -102,6 +124,26 @@ __device__ inline void mma(FragC& c, const FragA<bf16>& a, const FragB<bf16>& b)
         "{%0, %1, %2, %3};\n"
         : "+f"(c.v[4 * j]), "+f"(c.v[4 * j + 1]), "+f"(c.v[4 * j + 2]), "+f"(c.v[4 * j + 3])
         : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[2 * j]), "r"(b.r[2 * j + 1]));
+}
+
+__device__ inline void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(p)));
+}
+
+// B(k,n) = tile[n*ld + k] of int8 (ld in bytes, a multiple of 16), k < 32, n < 8.
+__device__ inline void load_b8(FragB8& f, const int8_t* tile, int ld) {
+  const int l = lane_id() % 16;  // lanes 16-31 name no row of x2
+  ldmatrix_x2(f.r, tile + (l % 8) * ld + (l / 8) * 16);
+}
+
+// c += a b in exact 32-bit integers.
+__device__ inline void mma_i8(FragC8& c, const FragA8& a, const FragB8& b) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(c.v[0]), "+r"(c.v[1]), "+r"(c.v[2]), "+r"(c.v[3])
+      : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
 }
 
 // Two floats rounded to nearest even, `lo` in the low half.

@@ -24,6 +24,9 @@
 #define WICK_GPU_MMA 0
 #endif
 #define WICK_GPU_PAIRED_FMA 0  // no fma2: the kernels take f32 arithmetic instead
+// No 8-bit integer tiles yet (MFMA i32_16x16x32_i8 and WMMA i32_16x16x16_iu8 would give them): the
+// kernels that need them fall back to the f16/bf16 tiles.
+#define WICK_GPU_MMA_I8 0
 
 namespace wick::gpu::mma {
 
@@ -33,6 +36,7 @@ inline bool available(const DeviceProps& p) {
     if (p.arch.rfind(prefix, 0) == 0) return true;
   return false;
 }
+inline bool available_i8(const DeviceProps&) { return false; }
 
 // WMMA (RDNA3); otherwise MFMA, which the host pass also sees (it uses no fragment).
 #if defined(WICK_GPU_WMMA)

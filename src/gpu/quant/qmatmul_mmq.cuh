@@ -1,0 +1,314 @@
+// Q4_K products of a few to a few dozen rows of x on the 8-bit integer matrix units (mma::FragA8),
+// as ggml's MMQ kernels work: x rounded to 8 bits per 32 values (round_x_kernel, the integer-dot
+// kernels' rounding value for value), the weight's 4-bit quants taken as they lie, each 32-value
+// group's integer products in one matrix product, then the dot kernels' arithmetic in f32:
+//   y += (d_x * d * sc) * (q_x . q) - (d_x * sum q_x) * (dmin * m).
+// The work comes in items of kMmqN weight rows, a range of k and chunks of up to 8 * NT rows of x,
+// the rows of one group of quant::qmatmul_grouped (an expert's weight and the rows of x that chose
+// it) or of the whole product (a group of more rows than the launch was sized for takes its chunks
+// in turn):
+//   - each step's blocks (one Q4_K block of each weight row), x's bytes and scales for them are
+//     copied into shared memory as they lie (16-byte words, asynchronously, kStages - 1 steps ahead
+//     of the one computed, across items too);
+//   - each wave takes 16 weight rows as the products' A operands: it unpacks its rows' scales and
+//     minimums once a step, builds A straight from the quants' words (a shift and a mask per 4
+//     weights), reads x's rows 8 at a time as B with ldmatrix (so that a few rows of x cost a few
+//     rows' work), and scales each group's integer sums into f32 accumulators.
+// Nothing is widened to f16 or bf16 in shared memory, which bound the tile kernel of
+// qmatmul_tiles.cuh (about 14 instructions a weight on an H200; the other formats still take it).
+// A block walks the items b, b + gridDim.x, ..., empty groups skipped; k is split into ranges where
+// that fills the device's resident blocks best (tile_splits), their f32 sums added in a fixed order.
+// Devices without the 8-bit units (mma::available_i8: AMD's so far) take the other kernels.
+#pragma once
+
+#include <algorithm>
+
+#include "gpu/quant/qmatmul_tiles.cuh"
+
+namespace wick::gpu::qmm {
+
+constexpr int kMmqWaves = 8;
+constexpr int kMmqN = 16 * kMmqWaves;         // weight rows per item: 16 a wave
+constexpr int kMmqK = 256;                    // values of k per step: one Q4_K block of each row
+constexpr int kMmqUnits = kMmqK / kq::kUnit;  // x's units per step: the block's groups
+constexpr int kMmqBlockWords = static_cast<int>(sizeof(kq::BlockQ4_K) / 16);
+constexpr int kMmqXLd = kMmqK + 16;  // bytes of a row of x's step in shared memory (ldmatrix's banks)
+static_assert(sizeof(kq::BlockQ4_K) % 16 == 0 && kq::Format<QType::Q4_K>::kValues == kMmqK);
+static_assert(kMmqUnits * sizeof(kq::ActScale) % 16 == 0);
+
+// NT tiles of 8 rows of x an item.
+template <int NT>
+struct MmqShape {
+  static constexpr int kRows = 8 * NT;  // rows of x held
+  // Buffers of steps in flight: the one computed and kStages - 1 copied ahead (in the first version
+  // of this kernel, one and three ahead ran the same on an H200: its time is instructions).
+  static constexpr int kStages = 3;
+  // A buffer: the weight's blocks, x's bytes, x's scales.
+  static constexpr size_t kWeight = size_t{kMmqN} * kMmqBlockWords * 16;
+  static constexpr size_t kX = size_t{kRows} * kMmqXLd;
+  static constexpr size_t kXScales = size_t{kRows} * kMmqUnits * sizeof(kq::ActScale);
+  static constexpr size_t kBuffer = kWeight + kX + kXScales;
+  // Then each wave's rows' group scales: 16 rows x kMmqUnits groups.
+  static constexpr size_t kScales = size_t{kMmqWaves} * 16 * kMmqUnits * sizeof(kq::GroupScale);
+  static constexpr size_t kShared = kStages * kBuffer + kScales;
+  // Blocks of the grid per multiprocessor that the registers are held to (the shared memory's count).
+  static constexpr int kMinBlocks = NT == 1 ? 3 : NT <= 4 ? 2 : 1;
+  static_assert(kWeight % 16 == 0 && kX % 16 == 0 && kXScales % 16 == 0);
+};
+
+struct MmqArgs {
+  const uint8_t* w;
+  int64_t n, k, expert_bytes;  // expert_bytes: the distance between the experts' weights
+  RoundedX rx;                 // every row of x, rounded
+  const int64_t* groups;       // [expert, first, end) rows; null: one group of every row of x
+  int64_t count, experts, rows_of_x;
+  KernelError* err;
+  uint32_t tiles, splits, chunks;  // items: count x chunks (of 8 * NT rows) x splits x tiles
+  int64_t split_steps;             // steps per range of k (the last may have fewer)
+  float* part;                     // splits > 1: (splits, rows_of_x, n) partial sums; else null
+};
+
+// kMinBlocks blocks of 8 waves per multiprocessor, as their shared memory allows (three for up to 8
+// rows of x: at most 85 registers); HIP reads the second argument as another budget (and runs no
+// body here).
+#if defined(WICK_BACKEND_HIP)
+#define WICK_MMQ_LAUNCH_BOUNDS(blocks)
+#else
+#define WICK_MMQ_LAUNCH_BOUNDS(blocks) __launch_bounds__(kMmqWaves * 32, blocks)
+#endif
+
+template <int NT, typename T>
+__global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(MmqArgs a, T* __restrict__ out) {
+#if WICK_GPU_MMA_I8
+  using S = MmqShape<NT>;
+  extern __shared__ uint4 mmq_smem[];
+  uint8_t* const base = reinterpret_cast<uint8_t*>(mmq_smem);
+  auto weight = [&](int buf) { return reinterpret_cast<uint4*>(base + buf * S::kBuffer); };
+  auto xq = [&](int buf) { return reinterpret_cast<int8_t*>(base + buf * S::kBuffer + S::kWeight); };
+  auto xscale = [&](int buf) { return reinterpret_cast<kq::ActScale*>(base + buf * S::kBuffer + S::kWeight + S::kX); };
+  const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
+  const int lane = tid % mma::kWave, wave = tid / mma::kWave;
+  kq::GroupScale* const scales =
+      reinterpret_cast<kq::GroupScale*>(base + S::kStages * S::kBuffer) + wave * 16 * kMmqUnits;
+  const int64_t steps = a.k / kMmqK, row_bytes = steps * int64_t{sizeof(kq::BlockQ4_K)};
+  const uint32_t items = a.tiles * a.splits * a.chunks * static_cast<uint32_t>(a.count), stride = gridDim.x;
+
+  // A place in the block's sequence: an item (its expert's weight, first weight row, rows of x and
+  // range of k) and a step of it, the same in every thread.
+  struct Cursor {
+    uint32_t item;
+    const uint8_t* w;
+    int64_t n0, row0, end, split, step, last;
+    int m;
+  };
+  // The item at c.item or the first after it (in the block's sequence) that has rows of x.
+  auto start = [&](Cursor& c) {
+    for (; c.item < items; c.item += stride) {
+      uint32_t i = c.item;
+      const uint32_t tile = i % a.tiles;
+      i /= a.tiles;
+      const uint32_t split = i % a.splits;
+      i /= a.splits;
+      const uint32_t chunk = i % a.chunks, group = i / a.chunks;
+      int64_t e = 0, first = 0, end = a.rows_of_x;
+      if (a.groups != nullptr) {
+        const int64_t* entry = a.groups + 3 * int64_t{group};
+        e = entry[0], first = entry[1], end = entry[2];
+      }
+      const bool bad_rows = first < 0 || first > end || end > a.rows_of_x, bad_expert = e < 0 || e >= a.experts;
+      if (first == end && !bad_rows) continue;  // an empty group, whatever its expert
+      if (bad_rows || bad_expert) {             // reported by the one block of its first item
+        if (tile == 0 && split == 0 && chunk == 0 && tid == 0) {
+          if (bad_expert)
+            report_group_error(a.err, 0, e, a.experts);
+          else
+            report_group_error(a.err, 1, first < 0 || first > end ? first : end, a.rows_of_x);
+        }
+        continue;
+      }
+      const int64_t row0 = first + int64_t{chunk} * S::kRows;
+      if (row0 >= end) continue;
+      c.w = a.w + e * a.expert_bytes;
+      c.n0 = int64_t{tile} * kMmqN;
+      c.row0 = row0;
+      c.end = end;
+      c.m = static_cast<int>(std::min<int64_t>(S::kRows, end - row0));
+      c.split = split;
+      c.step = int64_t{split} * a.split_steps;
+      c.last = std::min(steps, c.step + a.split_steps);
+      return;
+    }
+  };
+  // The next step: of the item's range of k, or of its next chunk of rows of x (a group of more
+  // rows than max_rows: chunks, chunks + a.chunks, ...), or of the next item.
+  auto advance = [&](Cursor& c) {
+    if (++c.step < c.last) return;
+    const int64_t more = c.row0 + int64_t{a.chunks} * S::kRows;
+    if (more < c.end) {
+      c.row0 = more;
+      c.m = static_cast<int>(std::min<int64_t>(S::kRows, c.end - more));
+      c.step = c.split * a.split_steps;
+      return;
+    }
+    c.item += stride;
+    start(c);
+  };
+
+  // Step c.step of c's item into buffer `buf`: its weight rows' blocks, its rows of x and their
+  // scales, as asynchronous copies (committed by the caller as one group).
+  auto issue = [&](const Cursor& c, int buf) {
+    const uint8_t* blocks = c.w + c.n0 * row_bytes + c.step * int64_t{sizeof(kq::BlockQ4_K)};
+    const int rows = static_cast<int>(std::min<int64_t>(kMmqN, a.n - c.n0));  // past them: never stored
+    for (int i = tid; i < rows * kMmqBlockWords; i += threads) {
+      const int r = i / kMmqBlockWords;
+      mma::copy_async_16(weight(buf) + i, blocks + r * row_bytes + 16 * (i - r * kMmqBlockWords));
+    }
+    for (int i = tid; i < c.m * 2 * kMmqUnits; i += threads) {  // each unit's two 16-byte halves
+      const int t = i / (2 * kMmqUnits), j = i % (2 * kMmqUnits);
+      mma::copy_async_16(xq(buf) + t * kMmqXLd + 16 * j,
+                         a.rx.words + (2 * (c.row0 + t) + j % 2) * a.rx.units + c.step * kMmqUnits + j / 2);
+    }
+    constexpr int kScaleWords = kMmqUnits * static_cast<int>(sizeof(kq::ActScale)) / 16;
+    const auto* from = a.rx.scale + c.row0 * a.rx.units + c.step * kMmqUnits;
+    for (int i = tid; i < c.m * kScaleWords; i += threads) {
+      const int t = i / kScaleWords, j = i - t * kScaleWords;
+      mma::copy_async_16(reinterpret_cast<uint4*>(xscale(buf) + t * kMmqUnits) + j,
+                         reinterpret_cast<const uint4*>(from + t * a.rx.units) + j);
+    }
+  };
+
+  float acc[NT][mma::kC8];
+  auto zero = [&] {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < mma::kC8; ++i) acc[nt][i] = 0.f;
+  };
+
+  // The wave's 16 weight rows (A) times the item's rows of x (B, 8 at a time) over the step in
+  // buffer `buf`, pair by pair of groups: a pair's 32 bytes of quants hold its first group in their
+  // low nibbles and its second in their high.
+  constexpr int kPairs = kMmqUnits / 2;
+  auto compute = [&](const Cursor& c, int buf) {
+    const uint4* rows = weight(buf) + wave * 16 * kMmqBlockWords;
+    // The scale and minimum of each group of each of the wave's rows, once.
+    for (int i = lane; i < 16 * kPairs; i += mma::kWave) {
+      const int r = i / kPairs, pair = i % kPairs;
+      const uint4 head = rows[r * kMmqBlockWords];
+      const uint32_t scale_words[3] = {head.y, head.z, head.w};
+      int sc[2], mn[2];
+      kq::k4_pair_scale_min(scale_words, pair, sc, mn);
+      const float d = mma::f16_to_float(static_cast<uint16_t>(head.x)),
+                  dmin = mma::f16_to_float(static_cast<uint16_t>(head.x >> 16));
+      scales[r * kMmqUnits + 2 * pair] = {d * static_cast<float>(sc[0]), dmin * static_cast<float>(mn[0])};
+      scales[r * kMmqUnits + 2 * pair + 1] = {d * static_cast<float>(sc[1]), dmin * static_cast<float>(mn[1])};
+    }
+    group_sync();
+    const int live = (c.m + 7) / 8;
+    const auto* quants = reinterpret_cast<const uint8_t*>(rows) + 16;  // past d, dmin and the scales
+    const int8_t* xt = xq(buf);
+    const kq::ActScale* xs = xscale(buf);
+#pragma unroll
+    for (int pair = 0; pair < kPairs; ++pair) {
+      uint32_t words[mma::kA8Words];
+#pragma unroll
+      for (int j = 0; j < mma::kA8Words; ++j)
+        words[j] = *reinterpret_cast<const uint32_t*>(quants + mma::a8_m(j) * int{sizeof(kq::BlockQ4_K)} + 32 * pair +
+                                                      mma::a8_k(j));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * pair + h;
+        mma::FragA8 fa;
+#pragma unroll
+        for (int j = 0; j < mma::kA8Words; ++j) fa.r[j] = (words[j] >> (4 * h)) & 0x0f0f0f0fu;
+        kq::GroupScale ws[mma::kC8];
+#pragma unroll
+        for (int i = 0; i < mma::kC8; ++i) ws[i] = scales[mma::c8_row(i) * kMmqUnits + g];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          if (nt < live) {
+            mma::FragB8 fb;
+            mma::load_b8(fb, xt + nt * 8 * kMmqXLd + 32 * g, kMmqXLd);
+            mma::FragC8 sums{};
+            mma::mma_i8(sums, fa, fb);
+#pragma unroll
+            for (int i = 0; i < mma::kC8; ++i) {
+              const kq::ActScale e = xs[(nt * 8 + mma::c8_col(i)) * kMmqUnits + g];
+              acc[nt][i] = fmaf(static_cast<float>(sums.v[i]), e.d * ws[i].d, acc[nt][i]);
+              acc[nt][i] = fmaf(-(e.s0 + e.s1), ws[i].m, acc[nt][i]);
+            }
+          }
+        }
+      }
+    }
+  };
+
+  // The item's sums, each wave its own rows.
+  auto flush = [&](const Cursor& c) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < mma::kC8; ++i) {
+        const int t = nt * 8 + mma::c8_col(i);
+        const int64_t col = c.n0 + wave * 16 + mma::c8_row(i), row = c.row0 + t;
+        if (t < c.m && col < a.n) {
+          if (a.part != nullptr)
+            a.part[(c.split * a.rows_of_x + row) * a.n + col] = acc[nt][i];
+          else
+            out[row * a.n + col] = kernels::from_opmath<T>(acc[nt][i]);
+        }
+      }
+    }
+    zero();
+  };
+
+  Cursor at{blockIdx.x, nullptr, 0, 0, 0, 0, 0, 0, 0};
+  start(at);
+  Cursor next = at;  // the next step to copy
+  // One group of copies per step, an empty one past the last, so that waiting for all but the
+  // newest kStages - 2 groups always means this step's.
+#pragma unroll
+  for (int i = 0; i < S::kStages - 1; ++i) {
+    if (next.item < items) issue(next, i), advance(next);
+    mma::copy_async_commit();
+  }
+  zero();
+  for (int buf = 0; at.item < items; buf = buf + 1 == S::kStages ? 0 : buf + 1) {
+    mma::copy_async_wait<S::kStages - 2>();  // this step's copies
+    __syncthreads();                         // ...and every thread's; every wave is done with the buffer computed last
+    if (next.item < items) issue(next, buf == 0 ? S::kStages - 1 : buf - 1), advance(next);
+    mma::copy_async_commit();
+    compute(at, buf);
+    if (at.step + 1 == at.last) flush(at);
+    advance(at);
+  }
+#else
+  (void)a;
+  (void)out;
+#endif
+}
+#undef WICK_MMQ_LAUNCH_BOUNDS
+
+// Whether mmq_q4k_kernel takes a product of this weight: Q4_K blocks 16-byte aligned, on a device
+// with the 8-bit matrix units.
+inline bool mmq_applies(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t k) {
+  return qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0 && k % kMmqK == 0 &&
+         mma::available_i8(b.props());
+}
+
+// out (p, n) = x (p, k) times w (n, k) transposed (groups null; max_rows = p), or quant::
+// qmatmul_grouped's product over the `g` groups on the device (each at most max_rows rows; out
+// zeroed beforehand), queued through mmq_q4k_kernel. False (nothing queued) where it does not
+// apply (mmq_applies) or its items would not count in 32 bits.
+template <typename T>
+bool launch_mmq_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int64_t p,
+                     int64_t max_rows, const int64_t* groups, int64_t g, int64_t experts, T* out);
+
+extern template bool launch_mmq_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*, int64_t,
+                                            int64_t, const int64_t*, int64_t, int64_t, float*);
+extern template bool launch_mmq_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int64_t,
+                                          int64_t, const int64_t*, int64_t, int64_t, f16*);
+extern template bool launch_mmq_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int64_t,
+                                           int64_t, const int64_t*, int64_t, int64_t, bf16*);
+
+}  // namespace wick::gpu::qmm
