@@ -67,17 +67,25 @@ def wick_bench(wick, path, threads, prompt, gen, reps, dtype):
     return rates
 
 
-def main():
+def bench_arguments(prompt, gen):
+    """The arguments every CPU comparison takes: wick's binary, the output folder, the vocabulary's
+    folder, the threads, and the tests' lengths (defaults `prompt` and `gen`), repetitions and wick's
+    activation dtype."""
     ap = argparse.ArgumentParser()
     ap.add_argument("wick")
     ap.add_argument("out")
     ap.add_argument("vocab")
     ap.add_argument("threads", type=int)
-    ap.add_argument("--prompt", type=int, default=512)
-    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--prompt", type=int, default=prompt)
+    ap.add_argument("--gen", type=int, default=gen)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--types", default="f16,q8_0,q4_0")
     ap.add_argument("--wick-dtype", default="f32")
+    return ap
+
+
+def main():
+    ap = bench_arguments(512, 128)
+    ap.add_argument("--types", default="f16,q8_0,q4_0")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     f16 = os.path.join(a.out, "llama3-1b-f16.gguf")

@@ -14,7 +14,6 @@ Runs where python3-gguf and llama.cpp-tools are (the ROCm chroot: scripts/rocm-e
 
 usage: moe_bench_cpu.py WICK OUT_DIR VOCAB_DIR THREADS [--prompt N] [--gen N] [--reps N] [--layers N]
 """
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "models"))
 from check_tokenizer import vocab_writer  # noqa: E402
-from llama_bench_cpu import llama_bench, wick_bench  # noqa: E402
+from llama_bench_cpu import bench_arguments, llama_bench, wick_bench  # noqa: E402
 
 SHAPE = dict(context=40960, dim=2048, layers=48, hidden=6144, heads=32, kv_heads=4)
 HEAD_DIM, EXPERTS, EXPERTS_USED, EXPERT_HIDDEN = 128, 128, 8, 768
@@ -100,16 +99,8 @@ def write_model(vocab_dir, path, layers):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("wick")
-    ap.add_argument("out")
-    ap.add_argument("vocab")
-    ap.add_argument("threads", type=int)
-    ap.add_argument("--prompt", type=int, default=64)
-    ap.add_argument("--gen", type=int, default=32)
-    ap.add_argument("--reps", type=int, default=3)
+    ap = bench_arguments(64, 32)
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
-    ap.add_argument("--wick-dtype", default="f32")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, f"qwen3-30b-a3b-{a.layers}l-q4_0.gguf")

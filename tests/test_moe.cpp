@@ -466,6 +466,15 @@ INSTANTIATE_TEST_SUITE_P(Devices, MoeTest, ::testing::ValuesIn(devices()), devic
 // experts of whole groups of the arrangement, Q4_0's on machines that arrange it), groups of 1 to
 // 20 rows (the few-row kernels and the panels), f32 and bf16, rows no group names zeros; and so in
 // batch-invariant mode.
+// Batch-invariant mode on this thread for one scope, an ASSERT's early return included.
+struct InvariantScope {
+  explicit InvariantScope(bool on) : was(set_batch_invariant(on)) {}
+  ~InvariantScope() { set_batch_invariant(was); }
+  InvariantScope(const InvariantScope&) = delete;
+  InvariantScope& operator=(const InvariantScope&) = delete;
+  bool was;
+};
+
 TEST(MoeCpu, GroupedProductsAreEachGroupsQmatmulBitForBit) {
   const int64_t experts = 6, rows = 2 * quant::QTensor::kArrangedRows, cols = 256;
   const std::vector<int64_t> groups = {2, 0, 1, 0, 1, 9, 5, 9, 29, 3, 31, 32, 0, 32, 32};  // rows 29, 30: none
@@ -475,7 +484,7 @@ TEST(MoeCpu, GroupedProductsAreEachGroupsQmatmulBitForBit) {
         for (const DType dtype : {DType::F32, DType::BF16}) {
           SCOPED_TRACE(::testing::Message() << q << (arranged ? ", arranged" : "") << ", " << dtype
                                             << (invariant ? ", batch-invariant" : ""));
-          const bool was = set_batch_invariant(invariant);
+          const InvariantScope mode(invariant);
           const quant::QTensor plain = quant::quantize(Tensor::rand_normal({experts * rows, cols}, 0.0, 1.0), q);
           const quant::QTensor w = arranged ? plain.arrange() : plain;
           const Tensor x = Tensor::rand_normal({32, cols}, 0.0, 1.0, dtype);
@@ -491,7 +500,6 @@ TEST(MoeCpu, GroupedProductsAreEachGroupsQmatmulBitForBit) {
             EXPECT_EQ(got.narrow(0, first, m).to_vector<float>(), want.to_vector<float>()) << "group " << i / 3;
           }
           EXPECT_EQ(got.narrow(0, 29, 2).abs().max().item<float>(), 0.f);
-          set_batch_invariant(was);
         }
 }
 
