@@ -591,19 +591,30 @@ inline bool rounds_in_block(int64_t m, int64_t k, size_t stage) {
          stage + rounded_x_bytes(m, k) <= kSharedBudget;
 }
 
+// x (m rows of k values) rounded once, into global memory, by a kernel of its own.
 template <typename T>
-XRounding round_x_for(GpuBackend& b, const T* x, int m, int64_t k, size_t stage) {
+XRounding round_x_once(GpuBackend& b, const T* x, int64_t m, int64_t k) {
   XRounding r;
   r.rx = RoundedX{nullptr, nullptr, k / kq::kUnit};
-  r.here = rounds_in_block(m, k, stage);
-  r.shared = stage + (r.here ? rounded_x_bytes(m, k) : 0);
-  if (!r.here) {
-    r.storage = b.alloc(rounded_x_bytes(m, k));
-    r.rx.words = static_cast<uint4*>(r.storage->data());
-    r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
-    round_x_kernel<T><<<grid_for(m * r.rx.units * kRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
-    WICK_GPU_CHECK_LAUNCH();
+  r.storage = b.alloc(rounded_x_bytes(m, k));
+  r.rx.words = static_cast<uint4*>(r.storage->data());
+  r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
+  round_x_kernel<T><<<grid_for(m * r.rx.units * kRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
+  WICK_GPU_CHECK_LAUNCH();
+  return r;
+}
+
+template <typename T>
+XRounding round_x_for(GpuBackend& b, const T* x, int m, int64_t k, size_t stage) {
+  if (!rounds_in_block(m, k, stage)) {
+    XRounding r = round_x_once(b, x, m, k);
+    r.shared = stage;
+    return r;
   }
+  XRounding r;
+  r.rx = RoundedX{nullptr, nullptr, k / kq::kUnit};
+  r.here = true;
+  r.shared = stage + rounded_x_bytes(m, k);
   return r;
 }
 

@@ -29,7 +29,7 @@ bool launch_mmq(GpuBackend& b, const uint8_t* w, int64_t n, int64_t k, const T* 
                n,
                k,
                n * steps * int64_t{sizeof(kq::BlockQ4_K)},
-               RoundedX{nullptr, nullptr, k / kq::kUnit},
+               RoundedX{},
                groups,
                groups != nullptr ? g : 1,
                experts,
@@ -41,11 +41,8 @@ bool launch_mmq(GpuBackend& b, const uint8_t* w, int64_t n, int64_t k, const T* 
                split_steps,
                nullptr};
   // x rounded once for every item (the integer-dot kernels' rounding).
-  const StoragePtr rounded = b.alloc(rounded_x_bytes(p, k));
-  args.rx.words = static_cast<uint4*>(rounded->data());
-  args.rx.scale = reinterpret_cast<kq::ActScale*>(args.rx.words + 2 * p * args.rx.units);
-  round_x_kernel<T><<<grid_for(p * args.rx.units * kRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, p, args.rx);
-  WICK_GPU_CHECK_LAUNCH();
+  const XRounding rounded = round_x_once(b, x, p, k);
+  args.rx = rounded.rx;
   StoragePtr part;
   if (splits > 1) {
     const size_t bytes = static_cast<size_t>(splits * p * n) * sizeof(float);
