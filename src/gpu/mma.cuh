@@ -25,6 +25,9 @@
 //                         A's register j of a lane holds A(a8_m(j), a8_k(j) .. + 3), j < kA8Words,
 //                         filled by the kernel; load_b8 reads B (B(k,n) = tile[n*ld + k]) from
 //                         shared memory; C's element i < kC8 is C(c8_row(i), c8_col(i))
+//   FragAT, FragBT, FragCT, mma_tf32(c, a, b)  tf32 A (16x8) times tf32 B (8x8) into f32 C (16x8, laid
+//                         out as FragC8): A's register j holds A(at_m(j), at_k(j)), B's register j
+//                         B(bt_k(j), bt_n()), each tf32_bits(value) (where WICK_GPU_MMA_I8)
 //   copy_async_16, copy_async_commit, copy_async_wait_all, copy_async_wait<N> (until at most N
 //                         groups are in flight): 16-byte copies from global to shared memory
 //   exp2_fast             2^x on the special-function unit

@@ -13,7 +13,8 @@
 //   - each wave takes 16 weight rows as the products' A operands: it unpacks its rows' scales and
 //     minimums once a step, builds A straight from the quants' words (a shift and a mask per 4
 //     weights), reads x's rows 8 at a time as B with ldmatrix (so that a few rows of x cost a few
-//     rows' work), and scales each group's integer sums into f32 accumulators.
+//     rows' work), and scales each group's integer sums into f32 accumulators; the minimums' term
+//     of the step's 8 groups is one tf32 matrix product (mma::mma_tf32).
 // Nothing is widened to f16 or bf16 in shared memory, which bound the tile kernel of
 // qmatmul_tiles.cuh (about 14 instructions a weight on an H200; the other formats still take it).
 // A block walks the items b, b + gridDim.x, ..., empty groups skipped; k is split into ranges where
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 
 #include "gpu/quant/qmatmul_tiles.cuh"
 
@@ -33,8 +35,18 @@ constexpr int kMmqK = 256;                    // values of k per step: one Q4_K 
 constexpr int kMmqUnits = kMmqK / kq::kUnit;  // x's units per step: the block's groups
 constexpr int kMmqBlockWords = static_cast<int>(sizeof(kq::BlockQ4_K) / 16);
 constexpr int kMmqXLd = kMmqK + 16;  // bytes of a row of x's step in shared memory (ldmatrix's banks)
+constexpr int kMmqScaleWords = kMmqUnits * static_cast<int>(sizeof(kq::ActScale)) / 16;  // of a row's step
+// Bytes of a row of x's scales in shared memory: one 16-byte word more than they take, so that the
+// lanes reading one unit of 4 even (or odd) rows meet 4 different banks.
+constexpr int kMmqXsLd = 16 * (kMmqScaleWords + 1);
+// Floats of a weight row in a wave's table of scales: its groups' d * sc, then its dmin (at kMmqUnits),
+// then padding, so that 8 lanes reading 8 rows meet 8 different banks.
+constexpr int kMmqScaleLd = 12;
+constexpr int kMmqThreads = kMmqWaves * mma::kWave;
+constexpr int kMmqWeightWords = kMmqN * kMmqBlockWords;  // 16-byte words of a step's weight blocks
+constexpr int kMmqWeightCopies = (kMmqWeightWords + kMmqThreads - 1) / kMmqThreads;  // a thread's
 static_assert(sizeof(kq::BlockQ4_K) % 16 == 0 && kq::Format<QType::Q4_K>::kValues == kMmqK);
-static_assert(kMmqUnits * sizeof(kq::ActScale) % 16 == 0);
+static_assert(kMmqUnits * sizeof(kq::ActScale) % 16 == 0 && kMmqUnits == 8 && kMmqScaleLd > kMmqUnits);
 
 // NT tiles of 8 rows of x an item.
 template <int NT>
@@ -46,10 +58,10 @@ struct MmqShape {
   // A buffer: the weight's blocks, x's bytes, x's scales.
   static constexpr size_t kWeight = size_t{kMmqN} * kMmqBlockWords * 16;
   static constexpr size_t kX = size_t{kRows} * kMmqXLd;
-  static constexpr size_t kXScales = size_t{kRows} * kMmqUnits * sizeof(kq::ActScale);
+  static constexpr size_t kXScales = size_t{kRows} * kMmqXsLd;
   static constexpr size_t kBuffer = kWeight + kX + kXScales;
-  // Then each wave's rows' group scales: 16 rows x kMmqUnits groups.
-  static constexpr size_t kScales = size_t{kMmqWaves} * 16 * kMmqUnits * sizeof(kq::GroupScale);
+  // Then each wave's table of its 16 rows' scales.
+  static constexpr size_t kScales = size_t{kMmqWaves} * 16 * kMmqScaleLd * sizeof(float);
   static constexpr size_t kShared = kStages * kBuffer + kScales;
   // Blocks of the grid per multiprocessor that the registers are held to (the shared memory's count).
   static constexpr int kMinBlocks = NT == 1 ? 3 : NT <= 4 ? 2 : 1;
@@ -85,13 +97,20 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
   uint8_t* const base = reinterpret_cast<uint8_t*>(mmq_smem);
   auto weight = [&](int buf) { return reinterpret_cast<uint4*>(base + buf * S::kBuffer); };
   auto xq = [&](int buf) { return reinterpret_cast<int8_t*>(base + buf * S::kBuffer + S::kWeight); };
-  auto xscale = [&](int buf) { return reinterpret_cast<kq::ActScale*>(base + buf * S::kBuffer + S::kWeight + S::kX); };
-  const int tid = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
-  const int lane = tid % mma::kWave, wave = tid / mma::kWave;
-  kq::GroupScale* const scales =
-      reinterpret_cast<kq::GroupScale*>(base + S::kStages * S::kBuffer) + wave * 16 * kMmqUnits;
+  auto xscale = [&](int buf) { return base + buf * S::kBuffer + S::kWeight + S::kX; };
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wave = tid / mma::kWave;
+  float* const table = reinterpret_cast<float*>(base + S::kStages * S::kBuffer) + wave * 16 * kMmqScaleLd;
   const int64_t steps = a.k / kMmqK, row_bytes = steps * int64_t{sizeof(kq::BlockQ4_K)};
   const uint32_t items = a.tiles * a.splits * a.chunks * static_cast<uint32_t>(a.count), stride = gridDim.x;
+  // Where this thread's copies of a step's weight words start, from the item's first row's step
+  // (the launcher keeps an item's rows within 32 bits).
+  uint32_t from_row[kMmqWeightCopies];
+#pragma unroll
+  for (int j = 0; j < kMmqWeightCopies; ++j) {
+    const int i = tid + j * kMmqThreads, r = i / kMmqBlockWords;
+    from_row[j] = static_cast<uint32_t>(r * row_bytes) + 16 * static_cast<uint32_t>(i - r * kMmqBlockWords);
+  }
 
   // A place in the block's sequence: an item (its expert's weight, first weight row, rows of x and
   // range of k) and a step of it, the same in every thread.
@@ -158,21 +177,20 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
   // scales, as asynchronous copies (committed by the caller as one group).
   auto issue = [&](const Cursor& c, int buf) {
     const uint8_t* blocks = c.w + c.n0 * row_bytes + c.step * int64_t{sizeof(kq::BlockQ4_K)};
-    const int rows = static_cast<int>(std::min<int64_t>(kMmqN, a.n - c.n0));  // past them: never stored
-    for (int i = tid; i < rows * kMmqBlockWords; i += threads) {
-      const int r = i / kMmqBlockWords;
-      mma::copy_async_16(weight(buf) + i, blocks + r * row_bytes + 16 * (i - r * kMmqBlockWords));
-    }
-    for (int i = tid; i < c.m * 2 * kMmqUnits; i += threads) {  // each unit's two 16-byte halves
+    // Rows past n are never stored.
+    const int words = static_cast<int>(std::min<int64_t>(kMmqN, a.n - c.n0)) * kMmqBlockWords;
+#pragma unroll
+    for (int j = 0; j < kMmqWeightCopies; ++j)
+      if (tid + j * kMmqThreads < words) mma::copy_async_16(weight(buf) + tid + j * kMmqThreads, blocks + from_row[j]);
+    for (int i = tid; i < c.m * 2 * kMmqUnits; i += kMmqThreads) {  // each unit's two 16-byte halves
       const int t = i / (2 * kMmqUnits), j = i % (2 * kMmqUnits);
       mma::copy_async_16(xq(buf) + t * kMmqXLd + 16 * j,
                          a.rx.words + (2 * (c.row0 + t) + j % 2) * a.rx.units + c.step * kMmqUnits + j / 2);
     }
-    constexpr int kScaleWords = kMmqUnits * static_cast<int>(sizeof(kq::ActScale)) / 16;
     const auto* from = a.rx.scale + c.row0 * a.rx.units + c.step * kMmqUnits;
-    for (int i = tid; i < c.m * kScaleWords; i += threads) {
-      const int t = i / kScaleWords, j = i - t * kScaleWords;
-      mma::copy_async_16(reinterpret_cast<uint4*>(xscale(buf) + t * kMmqUnits) + j,
+    for (int i = tid; i < c.m * kMmqScaleWords; i += kMmqThreads) {
+      const int t = i / kMmqScaleWords, j = i - t * kMmqScaleWords;
+      mma::copy_async_16(xscale(buf) + t * kMmqXsLd + 16 * j,
                          reinterpret_cast<const uint4*>(from + t * a.rx.units) + j);
     }
   };
@@ -185,29 +203,68 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
       for (int i = 0; i < mma::kC8; ++i) acc[nt][i] = 0.f;
   };
 
-  // The wave's 16 weight rows (A) times the item's rows of x (B, 8 at a time) over the step in
-  // buffer `buf`, pair by pair of groups: a pair's 32 bytes of quants hold its first group in their
-  // low nibbles and its second in their high.
+  // The wave's 16 weight rows (A) times L tiles of 8 rows of the item's x (B) over the step in
+  // buffer `buf`, in two parts:
+  //   - each group's integer sums (q_x . q), scaled into f32 by (d_x * d * sc): the groups go pair by
+  //     pair, a pair's 32 bytes of quants holding its first group in their low nibbles and its
+  //     second in their high;
+  //   - the minimums' part, dmin * sum over the step's groups of m * (d_x * sum q_x), one tf32
+  //     product of the groups' m (exact: 6 bits) by x's sums, split into their tf32 part and the
+  //     tf32 part of the rest (two products, so that it keeps about f32's precision).
+  // L is a compile-time count so that the products of every group and tile are one stretch of code
+  // the compiler interleaves: tiles past the item's rows of x multiply stale shared memory into
+  // sums that are never stored.
   constexpr int kPairs = kMmqUnits / 2;
-  auto compute = [&](const Cursor& c, int buf) {
+  auto compute = [&](auto tiles, const Cursor& c, int buf) {
+    constexpr int L = decltype(tiles)::value;
+    (void)c;
     const uint4* rows = weight(buf) + wave * 16 * kMmqBlockWords;
-    // The scale and minimum of each group of each of the wave's rows, once.
-    for (int i = lane; i < 16 * kPairs; i += mma::kWave) {
-      const int r = i / kPairs, pair = i % kPairs;
+    const uint8_t* xs = xscale(buf);
+    auto x_d = [&](int t, int g) {  // d_x of group g of row t
+      return reinterpret_cast<const kq::ActScale*>(xs + t * kMmqXsLd)[g].d;
+    };
+    // Each lane unpacks the scales and minimums of the pair of groups its tf32 A operand holds (k
+    // at_k(0) and at_k(2) are that pair's groups) for its two rows, at_m(0) and at_m(1); the d * sc
+    // of every row and group, and each row's dmin, go to the wave's table.
+    const int pair_of_lane = mma::at_k(0);
+    mma::FragAT minimums;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int r = mma::at_m(j);
       const uint4 head = rows[r * kMmqBlockWords];
       const uint32_t scale_words[3] = {head.y, head.z, head.w};
       int sc[2], mn[2];
-      kq::k4_pair_scale_min(scale_words, pair, sc, mn);
-      const float d = mma::f16_to_float(static_cast<uint16_t>(head.x)),
-                  dmin = mma::f16_to_float(static_cast<uint16_t>(head.x >> 16));
-      scales[r * kMmqUnits + 2 * pair] = {d * static_cast<float>(sc[0]), dmin * static_cast<float>(mn[0])};
-      scales[r * kMmqUnits + 2 * pair + 1] = {d * static_cast<float>(sc[1]), dmin * static_cast<float>(mn[1])};
+      kq::k4_pair_scale_min(scale_words, pair_of_lane, sc, mn);
+      const float d = mma::f16_to_float(static_cast<uint16_t>(head.x));
+      *reinterpret_cast<float2*>(table + r * kMmqScaleLd + 2 * pair_of_lane) =
+          make_float2(d * static_cast<float>(sc[0]), d * static_cast<float>(sc[1]));
+      if (pair_of_lane == 0)
+        table[r * kMmqScaleLd + kMmqUnits] = mma::f16_to_float(static_cast<uint16_t>(head.x >> 16));
+      minimums.r[j] = mma::tf32_bits(static_cast<float>(mn[0]));
+      minimums.r[j + 2] = mma::tf32_bits(static_cast<float>(mn[1]));
     }
     group_sync();
-    const int live = (c.m + 7) / 8;
+    // The minimums' part. B's k = bt_k(j) is the same pair's group j.
+#pragma unroll
+    for (int nt = 0; nt < L; ++nt) {
+      mma::FragBT hi, lo;
+#pragma unroll
+      for (int j = 0; j < mma::kBTWords; ++j) {
+        const kq::ActScale e =
+            reinterpret_cast<const kq::ActScale*>(xs + (nt * 8 + mma::bt_n()) * kMmqXsLd)[2 * pair_of_lane + j];
+        const float sum = e.s0 + e.s1;
+        hi.r[j] = mma::tf32_bits(sum);
+        lo.r[j] = mma::tf32_bits(sum - __uint_as_float(hi.r[j]));
+      }
+      mma::FragCT part{};
+      mma::mma_tf32(part, minimums, hi);
+      mma::mma_tf32(part, minimums, lo);
+#pragma unroll
+      for (int i = 0; i < mma::kC8; ++i)
+        acc[nt][i] = fmaf(-table[mma::c8_row(i) * kMmqScaleLd + kMmqUnits], part.v[i], acc[nt][i]);
+    }
     const auto* quants = reinterpret_cast<const uint8_t*>(rows) + 16;  // past d, dmin and the scales
     const int8_t* xt = xq(buf);
-    const kq::ActScale* xs = xscale(buf);
 #pragma unroll
     for (int pair = 0; pair < kPairs; ++pair) {
       uint32_t words[mma::kA8Words];
@@ -221,26 +278,32 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
         mma::FragA8 fa;
 #pragma unroll
         for (int j = 0; j < mma::kA8Words; ++j) fa.r[j] = (words[j] >> (4 * h)) & 0x0f0f0f0fu;
-        kq::GroupScale ws[mma::kC8];
+        float ws[mma::kC8];
 #pragma unroll
-        for (int i = 0; i < mma::kC8; ++i) ws[i] = scales[mma::c8_row(i) * kMmqUnits + g];
+        for (int i = 0; i < mma::kC8; ++i) ws[i] = table[mma::c8_row(i) * kMmqScaleLd + g];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          if (nt < live) {
-            mma::FragB8 fb;
-            mma::load_b8(fb, xt + nt * 8 * kMmqXLd + 32 * g, kMmqXLd);
-            mma::FragC8 sums{};
-            mma::mma_i8(sums, fa, fb);
+        for (int nt = 0; nt < L; ++nt) {
+          mma::FragB8 fb;
+          mma::load_b8(fb, xt + nt * 8 * kMmqXLd + 32 * g, kMmqXLd);
+          mma::FragC8 sums{};
+          mma::mma_i8(sums, fa, fb);
 #pragma unroll
-            for (int i = 0; i < mma::kC8; ++i) {
-              const kq::ActScale e = xs[(nt * 8 + mma::c8_col(i)) * kMmqUnits + g];
-              acc[nt][i] = fmaf(static_cast<float>(sums.v[i]), e.d * ws[i].d, acc[nt][i]);
-              acc[nt][i] = fmaf(-(e.s0 + e.s1), ws[i].m, acc[nt][i]);
-            }
-          }
+          for (int i = 0; i < mma::kC8; ++i)
+            acc[nt][i] = fmaf(static_cast<float>(sums.v[i]), x_d(nt * 8 + mma::c8_col(i), g) * ws[i], acc[nt][i]);
         }
       }
     }
+  };
+  // compute over the item's tiles of x, rounded up to a power of two.
+  auto compute_rows = [&](const Cursor& c, int buf) {
+    const int live = (c.m + 7) / 8;
+    if constexpr (NT >= 8)
+      if (live > 4) return compute(std::integral_constant<int, 8>{}, c, buf);
+    if constexpr (NT >= 4)
+      if (live > 2) return compute(std::integral_constant<int, 4>{}, c, buf);
+    if constexpr (NT >= 2)
+      if (live > 1) return compute(std::integral_constant<int, 2>{}, c, buf);
+    compute(std::integral_constant<int, 1>{}, c, buf);
   };
 
   // The item's sums, each wave its own rows.
@@ -278,7 +341,7 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
     __syncthreads();                         // ...and every thread's; every wave is done with the buffer computed last
     if (next.item < items) issue(next, buf == 0 ? S::kStages - 1 : buf - 1), advance(next);
     mma::copy_async_commit();
-    compute(at, buf);
+    compute_rows(at, buf);
     if (at.step + 1 == at.last) flush(at);
     advance(at);
   }
@@ -292,8 +355,10 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
 // Whether mmq_q4k_kernel takes a product of this weight: Q4_K blocks 16-byte aligned, on a device
 // with the 8-bit matrix units.
 inline bool mmq_applies(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t k) {
+  // An item's rows' offsets from its first row count in 32 bits.
+  const int64_t item_bytes = kMmqN * (k / kMmqK) * int64_t{sizeof(kq::BlockQ4_K)};
   return qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0 && k % kMmqK == 0 &&
-         mma::available_i8(b.props());
+         item_bytes <= int64_t{UINT32_MAX} && mma::available_i8(b.props());
 }
 
 // out (p, n) = x (p, k) times w (n, k) transposed (groups null; max_rows = p), or quant::

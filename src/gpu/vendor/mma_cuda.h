@@ -68,6 +68,25 @@ __device__ inline int a8_k(int j) { return 16 * (j / 2) + 4 * (lane_id() % 4); }
 __device__ inline int c8_row(int i) { return lane_id() / 4 + 8 * (i / 2); }
 __device__ inline int c8_col(int i) { return 2 * (lane_id() % 4) + i % 2; }
 
+// f32 products on tf32 inputs (10-bit mantissas), m16n8k8: A 16x8 and B 8x8, C 16x8 of f32 laid out
+// as FragC8 (c8_row, c8_col). The kernel fills A and B: A's register j holds A(at_m(j), at_k(j)), B's
+// register j holds B(bt_k(j), bt_n()), each cut to tf32 by tf32_bits.
+inline constexpr int kATWords = 4;
+inline constexpr int kBTWords = 2;
+struct FragAT {
+  uint32_t r[kATWords];
+};
+struct FragBT {
+  uint32_t r[kBTWords];
+};
+struct FragCT {
+  float v[kC8];
+};
+__device__ inline int at_m(int j) { return lane_id() / 4 + 8 * (j % 2); }
+__device__ inline int at_k(int j) { return lane_id() % 4 + 4 * (j / 2); }
+__device__ inline int bt_k(int j) { return lane_id() % 4 + 4 * j; }
+__device__ inline int bt_n() { return lane_id() / 4; }
+
 __device__ inline float row_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
@@ -143,6 +162,18 @@ __device__ inline void mma_i8(FragC8& c, const FragA8& a, const FragB8& b) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+r"(c.v[0]), "+r"(c.v[1]), "+r"(c.v[2]), "+r"(c.v[3])
+      : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
+}
+
+// f32 cut to tf32 (its top 19 bits, rounded toward zero), in a 32-bit register as mma_tf32 takes it:
+// one instruction where cvt.rna.tf32 takes several.
+__device__ inline uint32_t tf32_bits(float x) { return __float_as_uint(x) & 0xffffe000u; }
+
+// c += a b, the products of tf32 values exact and summed in f32.
+__device__ inline void mma_tf32(FragCT& c, const FragAT& a, const FragBT& b) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])
       : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b.r[0]), "r"(b.r[1]));
 }
 
