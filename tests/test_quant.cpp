@@ -39,6 +39,14 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   return err / norm;
 }
 
+// relative_error of two tensors of any dtype and device.
+double relative_error(const Tensor& got, const Tensor& want) {
+  auto host = [](const Tensor& t) {
+    return t.to_dtype(DType::F32).to_device(Device::cpu()).contiguous().reshape({t.numel()}).to_vector<float>();
+  };
+  return relative_error(host(got), host(want));
+}
+
 // The bits of a tensor's values as f32, for exact comparison; every NaN as one pattern (a GPU's
 // arithmetic does not keep NaN payloads as the host's does).
 std::vector<uint32_t> bits_of(const Tensor& t) {
@@ -169,8 +177,7 @@ TEST_P(QuantTest, QmatmulMatchesTheDequantizedProduct) {
         ASSERT_EQ(got.shape(), Shape({m, n}));
         EXPECT_EQ(got.dtype(), dt);
         const Tensor want = x.to_dtype(DType::F32).matmul(wf.t());
-        const double err = relative_error(got.to_dtype(DType::F32).to_device(Device::cpu()).reshape({m * n}).to_vector<float>(),
-                                          want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
+        const double err = relative_error(got, want);
         EXPECT_LT(err, dt == DType::BF16 ? 2e-4 : 1e-4) << q << " m " << m << " " << dt;
       }
     }
@@ -194,12 +201,33 @@ TEST_P(QuantTest, Q4KProductsOfEveryRowLength) {
           const Tensor x = Tensor::from_vector(random_values(m * k, 200 + m), {m, k}, dev).to_dtype(dt);
           const Tensor got = quant::qmatmul(x, qw);
           const Tensor want = x.to_dtype(DType::F32).matmul(wf.t());
-          const double err =
-              relative_error(got.to_dtype(DType::F32).to_device(Device::cpu()).reshape({m * n}).to_vector<float>(),
-                             want.to_device(Device::cpu()).reshape({m * n}).to_vector<float>());
+          const double err = relative_error(got, want);
           EXPECT_LT(err, dt == DType::BF16 ? 4e-3 : 2e-3) << "k " << k << " n " << n << " m " << m << " " << dt;
         }
       }
+    }
+  }
+}
+
+// Q4_K products of 4 to 32 rows over several hundred 128-row tiles (the last one partial). On a GPU
+// with the 8-bit matrix units, 4 rows are streamed: each block of the grid takes an equal run of the
+// tiles' steps, most tiles are shared by two blocks, some lie whole inside one, and a second kernel
+// adds the shared tiles' partial sums; more rows take tiles whole. Each product against the exact
+// dequantized one. A GPU's case: the CPU takes the paths of the tests above.
+TEST_P(QuantTest, Q4KProductsOfManyTiles) {
+  const Device dev = GetParam();
+  if (dev == Device::cpu()) GTEST_SKIP() << "the CPU's products of these rows are tested above";
+  const int64_t n = 128 * 420 - 17, k = 1024;
+  const Tensor w = Tensor::from_vector(random_values(n * k, 21), {n, k}, dev);
+  const QTensor qw = quant::quantize(w, QType::Q4_K);
+  const Tensor wf = quant::dequantize(qw);
+  for (int64_t m : {4, 13, 32}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, 300 + m), {m, k}, dev).to_dtype(dt);
+      const Tensor got = quant::qmatmul(x, qw);
+      const Tensor want = x.to_dtype(DType::F32).matmul(wf.t());
+      const double err = relative_error(got, want);
+      EXPECT_LT(err, dt == DType::BF16 ? 2e-4 : 1e-4) << "m " << m << " " << dt;
     }
   }
 }

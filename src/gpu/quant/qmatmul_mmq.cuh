@@ -43,6 +43,10 @@ constexpr int kMmqXsLd = 16 * (kMmqScaleWords + 1);
 // then padding, so that 8 lanes reading 8 rows meet 8 different banks.
 constexpr int kMmqScaleLd = 12;
 constexpr int kMmqThreads = kMmqWaves * mma::kWave;
+// Steps per block at the least for a streamed launch (MmqArgs::streamed): with fewer, each block's
+// first copies and the partial sums' second kernel cost more than the blocks left idle (an H200's
+// 4096-row products of 4 to 16 rows: 1-2 steps a block took 7-14% longer).
+constexpr int64_t kMmqStreamSteps = 4;
 constexpr int kMmqWeightWords = kMmqN * kMmqBlockWords;  // 16-byte words of a step's weight blocks
 constexpr int kMmqWeightCopies = (kMmqWeightWords + kMmqThreads - 1) / kMmqThreads;  // a thread's
 static_assert(sizeof(kq::BlockQ4_K) % 16 == 0 && kq::Format<QType::Q4_K>::kValues == kMmqK);
@@ -77,8 +81,25 @@ struct MmqArgs {
   KernelError* err;
   uint32_t tiles, splits, chunks;  // items: count x chunks (of 8 * NT rows) x splits x tiles
   int64_t split_steps;             // steps per range of k (the last may have fewer)
-  float* part;                     // splits > 1: (splits, rows_of_x, n) partial sums; else null
+  // Streamed (one group of at most 8 * NT rows, one range of k): block b of the grid takes the
+  // steps [units * b / B, units * (b + 1) / B) of the units = tiles x steps, tile by tile, so that
+  // every block has the same work however the tiles divide among them; a tile whose steps two or
+  // more blocks share is summed by mmq_stream_combine_kernel from each one's partial sums.
+  bool streamed;
+  // splits > 1: (splits, rows_of_x, n) partial sums. Streamed: (B, 2, rows_of_x, kMmqN), the
+  // partial sums of a block's first and last tiles where they are not whole (null where no tile is
+  // shared). Else null.
+  float* part;
 };
+
+// The first step (of tiles x steps) that block b of `blocks` takes in a streamed launch, and the
+// block that takes step u.
+__host__ __device__ inline int64_t mmq_stream_first(int64_t units, int64_t blocks, int64_t b) {
+  return units * b / blocks;
+}
+__host__ __device__ inline int64_t mmq_stream_block(int64_t units, int64_t blocks, int64_t u) {
+  return ((u + 1) * blocks - 1) / units;
+}
 
 // kMinBlocks blocks of 8 waves per multiprocessor, as their shared memory allows (three for up to 8
 // rows of x: at most 85 registers); HIP reads the second argument as another budget (and runs no
@@ -119,6 +140,29 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
     const uint8_t* w;
     int64_t n0, row0, end, split, step, last;
     int m;
+    int64_t first;  // streamed: the first step of the tile this block takes
+    int slot;       // streamed: 0 for the block's first tile, 1 for the others
+  };
+  // Streamed: the block's steps.
+  const int64_t units = int64_t{a.tiles} * steps;
+  const int64_t own_first = mmq_stream_first(units, gridDim.x, blockIdx.x),
+                own_end = mmq_stream_first(units, gridDim.x, int64_t{blockIdx.x} + 1);
+  // Streamed: the cursor at step u of the units, the end where u is the block's end.
+  auto enter = [&](Cursor& c, int64_t u) {
+    if (u >= own_end) {
+      c.item = items;
+      return;
+    }
+    const int64_t tile = u / steps;
+    c.item = static_cast<uint32_t>(tile);
+    c.w = a.w;
+    c.n0 = tile * kMmqN;
+    c.row0 = 0;
+    c.end = a.rows_of_x;
+    c.m = static_cast<int>(std::min<int64_t>(S::kRows, a.rows_of_x));
+    c.step = c.first = u - tile * steps;
+    c.last = std::min(steps, own_end - tile * steps);
+    c.slot = u == own_first ? 0 : 1;
   };
   // The item at c.item or the first after it (in the block's sequence) that has rows of x.
   auto start = [&](Cursor& c) {
@@ -162,6 +206,7 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
   // rows than max_rows: chunks, chunks + a.chunks, ...), or of the next item.
   auto advance = [&](Cursor& c) {
     if (++c.step < c.last) return;
+    if (a.streamed) return enter(c, int64_t{c.item} * steps + c.last);
     const int64_t more = c.row0 + int64_t{a.chunks} * S::kRows;
     if (more < c.end) {
       c.row0 = more;
@@ -315,7 +360,9 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
         const int t = nt * 8 + mma::c8_col(i);
         const int64_t col = c.n0 + wave * 16 + mma::c8_row(i), row = c.row0 + t;
         if (t < c.m && col < a.n) {
-          if (a.part != nullptr)
+          if (a.streamed && (c.first > 0 || c.last < steps))
+            a.part[((int64_t{blockIdx.x} * 2 + c.slot) * a.rows_of_x + row) * kMmqN + (col - c.n0)] = acc[nt][i];
+          else if (!a.streamed && a.part != nullptr)
             a.part[(c.split * a.rows_of_x + row) * a.n + col] = acc[nt][i];
           else
             out[row * a.n + col] = kernels::from_opmath<T>(acc[nt][i]);
@@ -325,8 +372,11 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
     zero();
   };
 
-  Cursor at{blockIdx.x, nullptr, 0, 0, 0, 0, 0, 0, 0};
-  start(at);
+  Cursor at{blockIdx.x, nullptr, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (a.streamed)
+    enter(at, own_first);
+  else
+    start(at);
   Cursor next = at;  // the next step to copy
   // One group of copies per step, an empty one past the last, so that waiting for all but the
   // newest kStages - 2 groups always means this step's.
@@ -351,6 +401,26 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
 #endif
 }
 #undef WICK_MMQ_LAUNCH_BOUNDS
+
+// out (rows_of_x, n) of a streamed launch of `blocks` blocks: each tile that two or more blocks
+// shared, its partial sums added in the blocks' order (the first block's in its slot 1 unless the
+// tile is the first it takes, the others' in slot 0); the whole tiles were stored by their block.
+// One block of kMmqN threads a tile, a thread a column.
+template <typename T>
+__global__ __launch_bounds__(kMmqN) void mmq_stream_combine_kernel(const float* __restrict__ part, int64_t steps,
+                                                                   int64_t blocks, int64_t rows, int64_t n,
+                                                                   T* __restrict__ out) {
+  const int64_t tile = blockIdx.x, units = int64_t{gridDim.x} * steps, col = tile * kMmqN + threadIdx.x;
+  const int64_t first = mmq_stream_block(units, blocks, tile * steps),
+                last = mmq_stream_block(units, blocks, (tile + 1) * steps - 1);
+  if (first == last || col >= n) return;
+  const int slot = mmq_stream_first(units, blocks, first) < tile * steps ? 1 : 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    float s = part[((first * 2 + slot) * rows + row) * kMmqN + threadIdx.x];
+    for (int64_t b = first + 1; b <= last; ++b) s += part[(b * 2 * rows + row) * kMmqN + threadIdx.x];
+    out[row * n + col] = kernels::from_opmath<T>(s);
+  }
+}
 
 // Whether mmq_q4k_kernel takes a product of this weight: Q4_K blocks 16-byte aligned, on a device
 // with the 8-bit matrix units.
