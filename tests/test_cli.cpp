@@ -385,6 +385,31 @@ TEST(Cli, GenerateRunsTheTinyModelByDefault) {
   }
 }
 
+// `wick tokenize` with several texts reads the tokenizer once and prints each text's ids on a line
+// of their own, in the order given: the lines a run of each text alone prints.
+TEST(Cli, TokenizePrintsALineForEachText) {
+  const std::string model = std::string("'") + WICK_SOURCE_DIR + "/models/tiny.gguf'";
+  const std::vector<std::string> texts = {"GNU General Public License", "", "free software, and you"};
+  std::string args = "tokenize --model " + model, want;
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string path = paths.emplace_back(temp_path("text"));
+    std::ofstream(path) << texts[i];
+    const WickRun one = run_wick("tokenize --model " + model + " --file '" + path + "'");
+    ASSERT_EQ(one.status, 0) << one.err;
+    ASSERT_EQ(one.out.rfind('[', 0), 0u) << one.out;
+    want += one.out;
+    args += i == 1 ? " --text ''" : " --file '" + path + "'";  // the empty one as --text
+  }
+  const WickRun all = run_wick(args);
+  for (const std::string& path : paths) std::filesystem::remove(path);
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(all.out, want);
+  const WickRun none = run_wick("tokenize --model " + model);
+  EXPECT_NE(none.status, 0);
+  EXPECT_NE(none.err.find("at least one --text or --file"), std::string::npos) << none.err;
+}
+
 // Every command prints its own usage for --help and exits 0.
 TEST(Cli, EveryCommandHasItsHelp) {
   for (const char* cmd : {"parity", "bench", "tokenize", "perplexity", "generate", "bench-model", "bench-serve", "launch",

@@ -145,52 +145,67 @@ def vocab_gguf(name, src, kind, pre, out):
     write_gguf(vocab_writer(name, src, kind, pre, out)[0])
 
 
-def ids_of(output):
-    line = [l for l in output.splitlines() if l.startswith("[")]
-    if not line:
-        raise RuntimeError("no id list in: " + output[-500:])
-    text = line[-1].strip()[1:-1]
-    return [int(x) for x in text.split(",") if x.strip()]
+def id_lines(output):
+    """Every list of ids the output prints, in order."""
+    return [[int(x) for x in l.strip()[1:-1].split(",") if x.strip()] for l in output.splitlines() if l.startswith("[")]
 
 
 def ids_from(argv):
-    return ids_of(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    lines = id_lines(subprocess.run(argv, capture_output=True, text=True, check=True).stdout)
+    if not lines:
+        raise RuntimeError("no id list from: " + " ".join(argv))
+    return lines[-1]
+
+
+def ids_of_each(argv, count):
+    """One `wick tokenize` of several --file: each file's ids."""
+    result = subprocess.run(argv, capture_output=True, text=True, check=True)
+    lines = id_lines(result.stdout)
+    if len(lines) != count:
+        raise RuntimeError(f"{len(lines)} id lists for {count} files from: " + result.stdout[-500:])
+    return lines
 
 
 def main():
     wick, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    # Each tokenization is a process of its own that keeps one core busy: as many run at a time as
+    # llama-tokenize takes one text a process; wick reads a vocabulary once for every text of the
+    # corpus (one process per vocabulary, source and parse_special: reading a 262k-token
+    # tokenizer.json takes longer than tokenizing the corpus). As many processes run at a time as
     # there are cores (WICK_CHECK_JOBS), and the results are compared in the corpus's order.
     jobs = int(os.environ.get("WICK_CHECK_JOBS", "0")) or os.cpu_count() or 1
-    runs = []  # (vocabulary, text index, text, parse_special, llama-tokenize's argv, [(source, wick's argv)])
+    runs = []  # (vocabulary, text index, text, parse_special, llama-tokenize's argv)
+    ours = {}  # (vocabulary, parse_special) -> [(source, wick's argv over every text)]
     for spec in sys.argv[3:]:
         name, rest = spec.split("=", 1)
         src, kind, pre = (rest.split(":") + ["", ""])[:3]
         path = os.path.join(out, name + ".gguf")
         vocab_gguf(name, src, kind or "gpt2", pre, path)
+        files = []
         for i, text in enumerate(CORPUS):
             tf = os.path.join(out, f"{name}-{i}.txt")
             with open(tf, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
+            files += ["--file", tf]
             for special in (False, True):
                 llama = ["llama-tokenize", "-m", path, "-f", tf, "--ids", "--log-disable"]
                 if not special:
                     llama.append("--no-parse-special")
-                parse = ["--parse-special"] if special else []
-                # wick reads the GGUF file, and the tokenizer.json it was made from.
-                ours = [(source, [wick, "tokenize", "--model", model, "--file", tf] + parse)
-                        for source, model in (("gguf", path), ("json", src))]
-                runs.append((name, i, text, special, llama, ours))
+                runs.append((name, i, text, special, llama))
+        for special in (False, True):
+            parse = ["--parse-special"] if special else []
+            # wick reads the GGUF file, and the tokenizer.json it was made from.
+            ours[(name, special)] = [(source, [wick, "tokenize", "--model", model] + parse + files)
+                                     for source, model in (("gguf", path), ("json", src))]
     total = failed = 0
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        pending = [(name, i, text, special, pool.submit(ids_from, llama),
-                    [(source, pool.submit(ids_from, argv)) for source, argv in ours])
-                   for name, i, text, special, llama, ours in runs]
-        for name, i, text, special, want, ours in pending:
+        theirs = [(name, i, text, special, pool.submit(ids_from, llama)) for name, i, text, special, llama in runs]
+        wicks = {key: [(source, pool.submit(ids_of_each, argv, len(CORPUS))) for source, argv in argvs]
+                 for key, argvs in ours.items()}
+        for name, i, text, special, want in theirs:
             want = want.result()
-            for source, got in ours:
-                got = got.result()
+            for source, got in wicks[(name, special)]:
+                got = got.result()[i]
                 total += 1
                 if got != want:
                     failed += 1

@@ -38,7 +38,8 @@ commands:
   tokenize [options]      the token ids of a text under a model's tokenizer, as [1, 2, 3]
       --model PATH        a GGUF file (its tokenizer.ggml.* metadata), a tokenizer.json, or a
                           checkpoint directory holding one
-      --text TEXT         the text (or --file PATH: a file's bytes)
+      --text TEXT         the text (or --file PATH: a file's bytes); either may repeat: each
+                          text's ids on a line of their own, in the order given
       --no-special        no BOS/EOS added
       --parse-special     the text of control tokens (<|eot_id|>, ...) becomes those tokens
       --pieces            one line per token: its id and the bytes it stands for

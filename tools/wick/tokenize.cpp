@@ -1,35 +1,36 @@
-// `wick tokenize`: the token ids of a text under a model file's tokenizer, printed as llama.cpp's
-// llama-tokenize --ids prints them, so that the two can be compared.
+// `wick tokenize`: the token ids of texts under a model file's tokenizer, each text's printed as
+// llama.cpp's llama-tokenize --ids prints them (a line each), so that the two can be compared.
+#include "tokenize.h"
+
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "args.h"
-#include "tokenize.h"
 #include "wick/io.h"
 #include "wick/models/tokenizer.h"
 
 namespace wick::cli {
 
 int cmd_tokenize(int argc, char** argv) {
-  std::string model, text;
-  bool have_text = false, special = true, parse_special = false, pieces = false;
+  std::string model;
+  std::vector<std::string> texts;  // each --text or --file, in order
+  bool special = true, parse_special = false, pieces = false;
   for (Options o("tokenize", argc, argv); o.next();) {
     if (o.is("--model")) {
       model = o.value();
     } else if (o.is("--text")) {
-      text = o.value();
-      have_text = true;
+      texts.push_back(o.value());
     } else if (o.is("--file")) {
       const std::string path = o.value();
       std::ifstream f(path, std::ios::binary);
       if (!f) o.fail("cannot read " + path);
       std::ostringstream s;
       s << f.rdbuf();
-      text = s.str();
-      have_text = true;
+      texts.push_back(s.str());
     } else if (o.is("--no-special")) {
       special = false;
     } else if (o.is("--parse-special")) {
@@ -40,16 +41,21 @@ int cmd_tokenize(int argc, char** argv) {
       o.unknown();
     }
   }
-  if (model.empty() || !have_text) throw std::runtime_error("tokenize: --model and one of --text or --file are needed");
+  if (model.empty() || texts.empty())
+    throw std::runtime_error("tokenize: --model and at least one --text or --file are needed");
+  // The tokenizer is read once for every text: a large vocabulary takes longer to read than to use.
   const models::Tokenizer tok = models::Tokenizer::open(model);
-  const std::vector<int32_t> ids = tok.encode(text, special, parse_special);
-  if (pieces) {
-    for (int32_t id : ids) std::cout << id << " -> '" << tok.piece(id, true) << "'\n";
-    return 0;
+  for (size_t t = 0; t < texts.size(); ++t) {
+    const std::vector<int32_t> ids = tok.encode(texts[t], special, parse_special);
+    if (pieces) {
+      if (t > 0) std::cout << "\n";  // an empty line between texts
+      for (int32_t id : ids) std::cout << id << " -> '" << tok.piece(id, true) << "'\n";
+      continue;
+    }
+    std::cout << "[";
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? ", " : "") << ids[i];
+    std::cout << "]\n";
   }
-  std::cout << "[";
-  for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? ", " : "") << ids[i];
-  std::cout << "]\n";
   return 0;
 }
 
