@@ -19,6 +19,8 @@
 // qmatmul_tiles.cuh (about 14 instructions a weight on an H200; the other formats still take it).
 // A block walks the items b, b + gridDim.x, ..., empty groups skipped; k is split into ranges where
 // that fills the device's resident blocks best (tile_splits), their f32 sums added in a fixed order.
+// A product of up to 8 rows with enough steps is streamed instead (MmqArgs::streamed): each block an
+// equal run of the tiles' steps, the tiles two blocks share added by a second kernel.
 // Devices without the 8-bit units (mma::available_i8: AMD's so far) take the other kernels.
 #pragma once
 
