@@ -262,9 +262,8 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
   // the compiler interleaves: tiles past the item's rows of x multiply stale shared memory into
   // sums that are never stored.
   constexpr int kPairs = kMmqUnits / 2;
-  auto compute = [&](auto tiles, const Cursor& c, int buf) {
+  auto compute = [&](auto tiles, int buf) {
     constexpr int L = decltype(tiles)::value;
-    (void)c;
     const uint4* rows = weight(buf) + wave * 16 * kMmqBlockWords;
     const uint8_t* xs = xscale(buf);
     auto x_d = [&](int t, int g) {  // d_x of group g of row t
@@ -345,12 +344,12 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
   auto compute_rows = [&](const Cursor& c, int buf) {
     const int live = (c.m + 7) / 8;
     if constexpr (NT >= 8)
-      if (live > 4) return compute(std::integral_constant<int, 8>{}, c, buf);
+      if (live > 4) return compute(std::integral_constant<int, 8>{}, buf);
     if constexpr (NT >= 4)
-      if (live > 2) return compute(std::integral_constant<int, 4>{}, c, buf);
+      if (live > 2) return compute(std::integral_constant<int, 4>{}, buf);
     if constexpr (NT >= 2)
-      if (live > 1) return compute(std::integral_constant<int, 2>{}, c, buf);
-    compute(std::integral_constant<int, 1>{}, c, buf);
+      if (live > 1) return compute(std::integral_constant<int, 2>{}, buf);
+    compute(std::integral_constant<int, 1>{}, buf);
   };
 
   // The item's sums, each wave its own rows.
