@@ -129,6 +129,10 @@ WICK_QFORMAT(Q8_K, BlockQ8_K, 256, 32, 0, None, true)
 
 // Calls f.template operator()<Q>() with the format as a template argument. q must be one of QType's
 // values (the front end's quant::detail::check_qtype refuses others): another falls to Q4_0.
+// Host code passes it host lambdas: nvcc is told not to check their execution space.
+#if defined(__CUDACC__) && !defined(__clang__)
+#pragma nv_exec_check_disable
+#endif
 template <typename F>
 WICK_HD decltype(auto) dispatch_qtype(QType q, F&& f) {
   switch (q) {

@@ -628,21 +628,18 @@ inline unsigned resident_grid(const GpuBackend& b, const void* kernel, size_t sh
   return static_cast<unsigned>((units + per_block - 1) / per_block);
 }
 
-// m_fixed: the kernels instantiated for that many rows (m or more, one of dispatch_x_rows's), else
-// for the fewest that hold m.
-template <typename T>
-void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out,
-                     int m_fixed) {
+// The products of m <= M rows of x, by the kernels instantiated for M rows (one of dispatch_x_rows's
+// counts). Each (M, dtype) is instantiated in a translation unit of its own (src/CMakeLists.txt
+// writes them), as these are most of the block formats' kernels.
+template <int M, typename T>
+void launch_dot_rows_of(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
   const Stream stream = b.stream();
-  const int instance = m_fixed > 0 ? m_fixed : m;
   if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
-    dispatch_x_rows(instance, [&]<int M>() {
-      const XRounding r = round_x_for(b, x, m, k, 0);
-      const auto kernel = q4k_rows_kernel<M, T>;
-      const unsigned grid =
-          resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + kGroups - 1) / kGroups);
-      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, m, out);
-    });
+    const XRounding r = round_x_for(b, x, m, k, 0);
+    const auto kernel = q4k_rows_kernel<M, T>;
+    const unsigned grid =
+        resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + kGroups - 1) / kGroups);
+    kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, m, out);
     WICK_GPU_CHECK_LAUNCH();
     return;
   }
@@ -651,28 +648,47 @@ void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, in
     // Batch-invariant mode (GpuQuantKernels::matmul) takes the instances for 1 and 8 rows of x as
     // giving a row the same bits: both take one weight row per group, so the same units per lane.
     static_assert(kMaxRows<Q, 1> == 1 && kMaxRows<Q, 8> == 1);
-    dispatch_x_rows(instance, [&]<int M>() {
-      constexpr int kRows = kMaxRows<Q, M>;
-      const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
-      const XRounding r = round_x_for(b, x, m, k, stage);
-      // kRows rows per group where that still gives every slot of the device a block; else one.
-      const auto wide = dot_rows_kernel<Q, M, kRows, T>;
-      const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(wide), kThreads, r.shared);
-      const int64_t groups = (n + kGroups * kRows - 1) / (kGroups * kRows);
-      if constexpr (kRows > 1) {
-        if (groups < int64_t{per_sm} * b.props().multiprocessors) {
-          const auto one = dot_rows_kernel<Q, M, 1, T>;
-          const unsigned grid =
-              resident_grid(b, reinterpret_cast<const void*>(one), r.shared, (n + kGroups - 1) / kGroups);
-          one<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
-          return;
-        }
+    constexpr int kRows = kMaxRows<Q, M>;
+    const size_t stage = std::max(Staging<Q, kRows>::kSharedBytes, Staging<Q, 1>::kSharedBytes);
+    const XRounding r = round_x_for(b, x, m, k, stage);
+    // kRows rows per group where that still gives every slot of the device a block; else one.
+    const auto wide = dot_rows_kernel<Q, M, kRows, T>;
+    const int per_sm = b.blocks_per_sm(reinterpret_cast<const void*>(wide), kThreads, r.shared);
+    const int64_t groups = (n + kGroups * kRows - 1) / (kGroups * kRows);
+    if constexpr (kRows > 1) {
+      if (groups < int64_t{per_sm} * b.props().multiprocessors) {
+        const auto one = dot_rows_kernel<Q, M, 1, T>;
+        const unsigned grid =
+            resident_grid(b, reinterpret_cast<const void*>(one), r.shared, (n + kGroups - 1) / kGroups);
+        one<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
+        return;
       }
-      const unsigned grid = resident_grid(b, reinterpret_cast<const void*>(wide), r.shared, groups, per_sm);
-      wide<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
-    });
+    }
+    const unsigned grid = resident_grid(b, reinterpret_cast<const void*>(wide), r.shared, groups, per_sm);
+    wide<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
   });
   WICK_GPU_CHECK_LAUNCH();
+}
+
+#define WICK_QMM_DOT_ROWS_OF(M, T) \
+  void launch_dot_rows_of<M, T>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const T*, int, T*)
+#define WICK_QMM_DOT_ROWS_OF_ALL(prefix, T)   \
+  prefix template WICK_QMM_DOT_ROWS_OF(1, T); \
+  prefix template WICK_QMM_DOT_ROWS_OF(2, T); \
+  prefix template WICK_QMM_DOT_ROWS_OF(4, T); \
+  prefix template WICK_QMM_DOT_ROWS_OF(8, T); \
+  prefix template WICK_QMM_DOT_ROWS_OF(16, T)
+WICK_QMM_DOT_ROWS_OF_ALL(extern, float);
+WICK_QMM_DOT_ROWS_OF_ALL(extern, f16);
+WICK_QMM_DOT_ROWS_OF_ALL(extern, bf16);
+#undef WICK_QMM_DOT_ROWS_OF_ALL
+
+// m_fixed: the kernels instantiated for that many rows (m or more, one of dispatch_x_rows's), else
+// for the fewest that hold m.
+template <typename T>
+void launch_dot_rows(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out,
+                     int m_fixed) {
+  dispatch_x_rows(m_fixed > 0 ? m_fixed : m, [&]<int M>() { launch_dot_rows_of<M, T>(b, qtype, w, n, k, x, m, out); });
 }
 
 // Calls f.template operator()<M>() with M 1 (passes of one row: a single sequence) or
