@@ -12,9 +12,14 @@
 // bytes read per microsecond (GB/s) printed beside a copy of 256 MiB timed alike.
 //
 //   bench_decode_ops [--context N] [--batch B] [--reps R] [--dtype bf16|f16] [--qtype bf16|q4_k|...]...
-//                    [--product NAME] [--deterministic]
+//                    [--product NAME] [--moe SHAPE] [--deterministic]
 //
 // --product times only the products whose name holds NAME ("gate_up"), and no other op.
+// --moe SHAPE times the ops of a mixture of experts' feed-forward instead (qwen3-30b-a3b: 128
+// experts of width 768 over 2048, 8 a token; mixtral-8x7b: 8 of 14336 over 4096, 2 a token), as
+// models/blocks/moe.cpp runs them, with the experts' weights stacked in the first --qtype's format
+// (q4_k by default) and every layer's router scores random (so each layer chooses its own
+// experts), then all of them in a row: the mixture of one layer.
 // --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
@@ -110,6 +115,83 @@ void time_products(Device dev, int reps, int64_t batch, DType dt, const std::vec
   }
 }
 
+// The mixture of experts' ops of a decode step (see --moe in the header), us per call in a graph.
+bool time_mixture(Device dev, int reps, int64_t batch, DType dt, const std::string& shape, quant::QType q) {
+  struct Mixture {
+    const char* name;
+    int64_t dim, hidden, experts, k;
+  };
+  const Mixture shapes[] = {{"qwen3-30b-a3b", 2048, 768, 128, 8}, {"mixtral-8x7b", 4096, 14336, 8, 2}};
+  const Mixture* m = nullptr;
+  for (const Mixture& c : shapes)
+    if (shape == c.name) m = &c;
+  if (m == nullptr) {
+    std::fprintf(stderr, "bench_decode_ops: --moe takes qwen3-30b-a3b or mixtral-8x7b, not '%s'\n", shape.c_str());
+    return false;
+  }
+  // Stacked weights of 256 random rows quantized, repeated in an order of each layer's own.
+  auto stacked = [&](int64_t rows, int64_t cols, int layer) {
+    const quant::QTensor block = quant::quantize(Tensor::rand_normal({256, cols}, 0.0, 0.02), q).to_device(dev);
+    std::vector<int64_t> rows_of(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) rows_of[static_cast<size_t>(r)] = (r * 7 + layer) % 256;
+    return quant::QTensor(q, rows, cols, block.bytes().index_select(Tensor::from_vector(rows_of, {rows}, dev), 0));
+  };
+  std::vector<Tensor> x, router, scores;
+  std::vector<quant::QTensor> gate_up, down;
+  std::vector<nn::MoeRouting> routing;
+  std::vector<Tensor> rows, gu, act, y;
+  int64_t expert_bytes = 0;
+  for (int i = 0; i < kLayers; ++i) {
+    x.push_back(Tensor::rand_uniform({batch, m->dim}, -1, 1, dt, dev));
+    router.push_back(Tensor::rand_normal({m->experts, m->dim}, 0.0, 1.0, dt, dev));
+    scores.push_back(Tensor::rand_normal({batch, m->experts}, 0.0, 1.0, dt, dev));
+    gate_up.push_back(stacked(m->experts * 2 * m->hidden, m->dim, i));
+    down.push_back(stacked(m->experts * m->dim, m->hidden, i));
+    expert_bytes = (gate_up.back().nbytes() + down.back().nbytes()) / m->experts;
+    routing.push_back(nn::moe_route(scores.back(), m->k, true));
+    rows.push_back(x.back().index_select(routing.back().tokens, 0));
+    gu.push_back(quant::qmatmul_grouped(rows.back(), gate_up.back(), m->experts, routing.back().groups, batch));
+    act.push_back(nn::silu_mul(gu.back().narrow(1, 0, m->hidden), gu.back().narrow(1, m->hidden, m->hidden)));
+    y.push_back(quant::qmatmul_grouped(act.back(), down.back(), m->experts, routing.back().groups, batch));
+  }
+  const Tensor ids = routing[0].ids.to_device(Device::cpu());
+  std::printf("mixture %s, %s experts, %s, batch %lld, %lld of %lld experts a token; us per call in a graph:\n",
+              m->name, std::string(quant::qtype_name(q)).c_str(), std::string(dtype_name(dt)).c_str(),
+              static_cast<long long>(batch), static_cast<long long>(m->k), static_cast<long long>(m->experts));
+  struct Row {
+    const char* name;
+    std::function<void(int)> op;
+  };
+  const std::vector<Row> ops = {
+      {"router product", [&](int i) { (void)x[i].matmul(router[i].transpose(0, 1)); }},
+      {"moe_route", [&](int i) { (void)nn::moe_route(scores[i], m->k, true); }},
+      {"rows (gather)", [&](int i) { (void)x[i].index_select(routing[i].tokens, 0); }},
+      {"gate_up grouped",
+       [&](int i) { (void)quant::qmatmul_grouped(rows[i], gate_up[i], m->experts, routing[i].groups, batch); }},
+      {"silu_mul",
+       [&](int i) { (void)nn::silu_mul(gu[i].narrow(1, 0, m->hidden), gu[i].narrow(1, m->hidden, m->hidden)); }},
+      {"down grouped",
+       [&](int i) { (void)quant::qmatmul_grouped(act[i], down[i], m->experts, routing[i].groups, batch); }},
+      {"moe_combine", [&](int i) { (void)nn::moe_combine(y[i], routing[i]); }},
+      {"the mixture",
+       [&](int i) {
+         const nn::MoeRouting r = nn::moe_route(x[i].matmul(router[i].transpose(0, 1)), m->k, true);
+         const Tensor g =
+             quant::qmatmul_grouped(x[i].index_select(r.tokens, 0), gate_up[i], m->experts, r.groups, batch);
+         const Tensor a = nn::silu_mul(g.narrow(1, 0, m->hidden), g.narrow(1, m->hidden, m->hidden));
+         (void)nn::moe_combine(quant::qmatmul_grouped(a, down[i], m->experts, r.groups, batch), r);
+       }},
+  };
+  for (const Row& r : ops) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
+  // The experts' bytes a step reads: each distinct expert the batch chose, once (layer 0's choice).
+  std::vector<int64_t> chosen = ids.to_vector<int64_t>();
+  std::sort(chosen.begin(), chosen.end());
+  const auto distinct = std::unique(chosen.begin(), chosen.end()) - chosen.begin();
+  std::printf("  (layer 0: %lld distinct experts, %.2f MB of their weights)\n", static_cast<long long>(distinct),
+              static_cast<double>(distinct * expert_bytes) / 1e6);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +200,7 @@ int main(int argc, char** argv) {
   DType dt = DType::BF16;
   std::vector<std::string> products;
   std::string only;  // --product: only the products whose name holds this, and none of the other ops
+  std::string mixture;  // --moe: the ops of this shape's mixture of experts, and none of the other ops
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--context" && i + 1 < argc) {
@@ -128,6 +211,8 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--product" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--moe" && i + 1 < argc) {
+      mixture = argv[++i];
     } else if (a == "--dtype" && i + 1 < argc) {
       const std::string v = argv[++i];
       if (v != "bf16" && v != "f16") {
@@ -147,7 +232,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: bench_decode_ops [--context N] [--batch B] [--reps R] [--dtype bf16|f16] [--qtype bf16|q4_k|...]..."
-          " [--product NAME] [--deterministic]\n");
+          " [--product NAME] [--moe SHAPE] [--deterministic]\n");
       return 2;
     }
   }
@@ -157,6 +242,11 @@ int main(int argc, char** argv) {
   if (dev.type() == DeviceType::Cpu || context < 1 || batch < 1) {
     std::printf("bench_decode_ops: needs a GPU, a context and a batch of at least 1\n");
     return dev.type() == DeviceType::Cpu ? 0 : 2;
+  }
+  if (!mixture.empty()) {
+    const quant::QType q =
+        products.empty() || products[0] == "bf16" ? quant::QType::Q4_K : *quant::parse_qtype(products[0]);
+    return time_mixture(dev, reps, batch, dt, mixture, q) ? 0 : 2;
   }
   constexpr int64_t heads = 32, kv_heads = 8, head_dim = 128, dim = 4096, hidden = 14336, span = 256;
   const int64_t length = (context / span + 1) * span;  // keys a step reads (its span)
