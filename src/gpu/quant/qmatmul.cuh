@@ -127,6 +127,9 @@ __device__ void round_x_indexed(const T* x, I rows, RoundedX r, I first, I count
     }
 #pragma unroll
     for (int j = 0; j < kRoundBatch; ++j) {
+      // A batch past the last part for every thread (first < count) is left out: for one row of
+      // 2048 values, a block of 256 threads has 512 parts, two of its four batches.
+      if (base + j * count >= parts) continue;
       const I i = base + j * count + first;
       const int part = static_cast<int>(i % kRoundLanes);
       float amax = fmaxf(fmaxf(fabsf(v[j][0]), fabsf(v[j][1])), fmaxf(fabsf(v[j][2]), fabsf(v[j][3])));
