@@ -256,12 +256,15 @@ std::vector<int64_t> host_i64(const Tensor& t) { return t.to_device(Device::cpu(
 
 // The experts chosen by the definition, the weights within 1e-6, and the pairs laid out expert by
 // expert, tokens in order within each (tokens, slots, groups exactly as a counting sort gives them),
-// for f32, bf16 and f16 scores, renormalized or not, from 1 token to 300, 4 to 128 experts.
+// for f32, bf16 and f16 scores, renormalized or not, from 1 token to 300 (tokens over several chunks
+// of the GPU's layout), 4 to 300 experts (held in registers up to 256, read from memory past that),
+// and k up to 32.
 TEST_P(MoeTest, RouteChoosesAndLaysOutThePairsByDefinition) {
   struct Case {
     int64_t n, experts, k;
   };
-  for (const Case c : {Case{1, 8, 2}, Case{5, 6, 3}, Case{37, 128, 8}, Case{300, 16, 4}, Case{3, 4, 4}})
+  for (const Case c : {Case{1, 8, 2}, Case{5, 6, 3}, Case{37, 128, 8}, Case{300, 16, 4}, Case{3, 4, 4},
+                       Case{70, 256, 8}, Case{33, 300, 6}, Case{2, 40, 32}})
     for (const bool renormalize : {true, false})
       for (const DType dtype : {DType::F32, DType::BF16, DType::F16}) {
         SCOPED_TRACE(::testing::Message() << c.n << " tokens, " << c.experts << " experts, k " << c.k << ", " << dtype

@@ -1,16 +1,21 @@
 // nn::moe_route and nn::moe_combine on the GPU: a mixture's routing and its weighted sum without a
 // wait for the host, so that a decode step with experts can be recorded.
-//   moe_route: one block of kRouteThreads threads. Each group of 32 lanes takes tokens in turn: the
-//     softmax's maximum and sum over the token's scores, then its k experts picked one at a time
-//     (each the first in the order after the last pick: no memory per expert; every lane its share
-//     of the experts, then the lanes' firsts compared), then sorted by index. After a barrier the
-//     block counts the pairs of each expert in shared memory (integer atomics: the same counts in
-//     any order), one thread lays out the groups, and one thread per expert writes its rows in
-//     token order (a stable counting sort).
+//   moe_route: one block of kRouteThreads threads, in three phases.
+//     1. Each group of 32 lanes takes tokens in turn: the token's scores read once (into registers
+//        where each lane holds at most 8), the softmax's maximum and sum, then its k experts picked
+//        one at a time (each the first in the order after the last pick: every lane its share of
+//        the experts, then the lanes' firsts compared). Lane j keeps pick j, finds its place among
+//        the picks by index, writes it and its weight, and counts the expert (a shared atomic: the
+//        same counts in any order).
+//     2. A scan over the experts: each expert's first row and the groups, written by all threads.
+//     3. The rows, kRouteChunk tokens at a time: each chosen expert marks its tokens in a word of
+//        bits; a pair's row is its expert's next free row plus the marks of the tokens before it
+//        (a stable counting sort, tokens in order within each expert).
 //   moe_combine: one thread per output value, the token's k weighted rows added in order, each
 //     product and sum rounded as the composition rounds them (no fused multiply-add), so that the
 //     two give the same bits.
 // Neither depends on the warp or wave size.
+#include <climits>
 #include <cmath>
 
 #include "core/dispatch.h"
@@ -25,117 +30,241 @@ namespace {
 constexpr int kRouteThreads = 256;
 constexpr int kRouteLanes = 32;             // a token's lanes: a warp on NVIDIA, half a wave on AMD's wave-64 parts
 constexpr int64_t kMaxRouteExperts = 4096;  // two ints each in shared memory
-constexpr int kMaxRouteK = 32;              // a token's picks, in registers
+constexpr int kMaxRouteK = kRouteLanes;     // a token's picks, one a lane
 
-// Whether expert a (score sa) comes before expert b (score sb) in a token's choice: the higher
-// score first, the lower index among equal ones, a NaN after every number.
+// A score and its expert as one key that is larger where the expert comes first in a token's
+// choice: the higher score first, the lower index among equal ones, a NaN after every number (zeros
+// of either sign equal). Scores in f32 (halves are routed in f32) pack both in 64 bits, so that a
+// comparison is one integer one; f64 keeps them apart. none() is below every expert's key.
 template <typename M>
-__device__ bool before(M sa, int a, M sb, int b) {
-  const bool na = isnan(sa), nb = isnan(sb);
-  if (na != nb) return nb;
-  if (!na && sa != sb) return sa > sb;
-  return a < b;
+struct RouteKey;
+
+template <>
+struct RouteKey<float> {
+  uint64_t bits;
+  __device__ static RouteKey none() { return {0}; }
+  __device__ static RouteKey of(float v, int e) {
+    uint32_t u = 0;  // a NaN: below every number
+    if (!isnan(v)) {
+      const uint32_t b = __float_as_uint(v == 0.f ? 0.f : v);
+      u = (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+    }
+    return {uint64_t{u} << 32 | (0xffffffffu - static_cast<uint32_t>(e))};
+  }
+  __device__ int expert() const { return static_cast<int>(0xffffffffu - static_cast<uint32_t>(bits)); }
+  __device__ float score() const {
+    const auto u = static_cast<uint32_t>(bits >> 32);
+    return u == 0 ? NAN : __uint_as_float((u & 0x80000000u) != 0 ? u & 0x7fffffffu : ~u);
+  }
+  __device__ bool operator>(RouteKey o) const { return bits > o.bits; }
+  __device__ RouteKey shuffled_xor(int mask) const { return {shfl_xor(bits, mask, kRouteLanes)}; }
+};
+
+template <>
+struct RouteKey<double> {
+  uint64_t order;  // the score's
+  int e;
+  __device__ static RouteKey none() { return {0, INT_MAX}; }
+  __device__ static RouteKey of(double v, int e) {
+    uint64_t u = 0;
+    if (!isnan(v)) {
+      const auto b = static_cast<uint64_t>(__double_as_longlong(v == 0.0 ? 0.0 : v));
+      u = (b >> 63) != 0 ? ~b : b | (uint64_t{1} << 63);
+    }
+    return {u, e};
+  }
+  __device__ int expert() const { return e; }
+  __device__ double score() const {
+    if (order == 0) return NAN;
+    return __longlong_as_double(static_cast<long long>((order >> 63) != 0 ? order & ~(uint64_t{1} << 63) : ~order));
+  }
+  __device__ bool operator>(RouteKey o) const { return order != o.order ? order > o.order : e < o.e; }
+  __device__ RouteKey shuffled_xor(int mask) const {
+    return {shfl_xor(order, mask, kRouteLanes), shfl_xor(e, mask, kRouteLanes)};
+  }
+};
+
+constexpr int kRouteChunk = 32;  // tokens per pass of phase 3: a bit each in a word per expert
+constexpr int kRouteTeams = kRouteThreads / kRouteLanes;
+
+// Phase 2's exclusive scan of (rows, groups) over the block's threads, and the totals.
+__device__ int2 route_scan(int2 v, int2* team_sums, int2* total) {
+  const int lane = static_cast<int>(threadIdx.x % kRouteLanes), team = static_cast<int>(threadIdx.x / kRouteLanes);
+  int2 inc = v;
+  for (int d = 1; d < kRouteLanes; d *= 2) {
+    const int from = lane >= d ? lane - d : lane;
+    const int2 o{shfl(inc.x, from, kRouteLanes), shfl(inc.y, from, kRouteLanes)};
+    if (lane >= d) inc.x += o.x, inc.y += o.y;
+  }
+  if (lane == kRouteLanes - 1) team_sums[team] = inc;
+  __syncthreads();
+  int2 before{0, 0}, all{0, 0};
+  for (int t = 0; t < kRouteTeams; ++t) {
+    if (t < team) before.x += team_sums[t].x, before.y += team_sums[t].y;
+    all.x += team_sums[t].x, all.y += team_sums[t].y;
+  }
+  *total = all;
+  return int2{before.x + inc.x - v.x, before.y + inc.y - v.y};
 }
 
-template <typename T>
-__global__ __launch_bounds__(kRouteThreads) void moe_route_kernel(const T* __restrict__ scores, int64_t n, int experts,
+// Calls f(u, e) for each of the lane's experts e = lane + kRouteLanes * u (below `experts`):
+// unrolled over the kPer held in registers, else a loop over the `per` read from memory (kPer 0).
+template <int kPer, typename F>
+__device__ __forceinline__ void for_lane_experts(int lane, int experts, int per, F&& f) {
+  if constexpr (kPer > 0) {
+#pragma unroll
+    for (int u = 0; u < kPer; ++u)
+      if (lane + kRouteLanes * u < experts) f(u, lane + kRouteLanes * u);
+  } else {
+    for (int u = 0; u < per && lane + kRouteLanes * u < experts; ++u) f(u, lane + kRouteLanes * u);
+  }
+}
+
+// kPer: each lane's experts held in registers (experts <= kRouteLanes * kPer), or 0: read from
+// memory at each pass.
+template <typename T, int kPer>
+__global__ __launch_bounds__(kRouteThreads) void moe_route_kernel(const T* __restrict__ scores, int n, int experts,
                                                                   int k, bool renormalize, int64_t* __restrict__ ids,
                                                                   float* __restrict__ weights,
                                                                   int64_t* __restrict__ tokens,
                                                                   int64_t* __restrict__ slots,
-                                                                  int64_t* __restrict__ groups, int64_t g) {
+                                                                  int64_t* __restrict__ groups, int g) {
   using M = decltype(kernels::to_opmath(T{}));
   extern __shared__ int route_smem[];
-  int* count = route_smem;
-  int* start = route_smem + experts;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) count[e] = 0;
-  const int64_t pairs = n * k;
-  // Each group of kRouteLanes lanes takes a token at a time, each lane the experts e = lane mod 32.
-  const int lane = static_cast<int>(threadIdx.x % kRouteLanes);
-  const int64_t team = threadIdx.x / kRouteLanes, teams = blockDim.x / kRouteLanes;
-  for (int64_t i = team; i < n; i += teams) {
-    const T* s = scores + i * experts;
-    M top = -INFINITY;
-    for (int e = lane; e < experts; e += kRouteLanes) {
-      const M v = kernels::to_opmath(s[e]);
-      if (!isnan(v)) top = v > top ? v : top;
+  int* next = route_smem;                                               // each expert's pairs, then its next row
+  unsigned* marks = reinterpret_cast<unsigned*>(route_smem + experts);  // phase 3: the chunk's tokens
+  __shared__ int2 team_sums[kRouteTeams];
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) next[e] = 0, marks[e] = 0;
+  __syncthreads();
+  const int pairs = n * k;
+  // Phase 1: a token at a time for each group of kRouteLanes lanes, each lane the experts e = lane
+  // mod 32 (its u-th: e = lane + 32 u).
+  const int lane = static_cast<int>(threadIdx.x % kRouteLanes), team = static_cast<int>(threadIdx.x / kRouteLanes);
+  const int per = kPer > 0 ? kPer : (experts + kRouteLanes - 1) / kRouteLanes;
+  using Key = RouteKey<M>;
+  for (int i = team; i < n; i += kRouteTeams) {
+    const T* s = scores + int64_t{i} * experts;
+    M held[kPer > 0 ? kPer : 1];
+    Key held_key[kPer > 0 ? kPer : 1];
+    if constexpr (kPer > 0) {
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) {
+        const int e = lane + kRouteLanes * u;
+        held[u] = e < experts ? kernels::to_opmath(s[e]) : M(0);
+        held_key[u] = Key::of(held[u], e);
+      }
     }
+    auto score = [&](int u, int e) {
+      if constexpr (kPer > 0)
+        return held[u];
+      else
+        return kernels::to_opmath(s[e]);
+    };
+    auto key = [&](int u, int e) {
+      if constexpr (kPer > 0)
+        return held_key[u];
+      else
+        return Key::of(kernels::to_opmath(s[e]), e);
+    };
+    M top = -INFINITY;
+    for_lane_experts<kPer>(lane, experts, per, [&](int u, int e) {
+      const M v = score(u, e);
+      if (!isnan(v)) top = v > top ? v : top;
+    });
     for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
       const M other = shfl_xor(top, mask, kRouteLanes);
       top = other > top ? other : top;
     }
     auto prob = [&](M v) { return isnan(v) || isinf(top) ? M(0) : exp(v - top); };
     M sum = 0;
-    for (int e = lane; e < experts; e += kRouteLanes) sum += prob(kernels::to_opmath(s[e]));
+    for_lane_experts<kPer>(lane, experts, per, [&](int u, int e) { sum += prob(score(u, e)); });
     for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) sum += shfl_xor(sum, mask, kRouteLanes);
-    // The picks one at a time: each lane's first expert after the last pick, then the lanes' first.
-    int chosen[kMaxRouteK];
-    M picked = 0, last_score = 0;
-    int last = -1;
+    // The picks one at a time: each lane's largest key below the last pick's, then the lanes'
+    // largest.
+    Key mine = Key::none(), last = Key::none();  // mine: lane j's pick j
+    M picked = 0;
     for (int j = 0; j < k; ++j) {
-      int best = -1;
-      M best_score = 0;
-      for (int e = lane; e < experts; e += kRouteLanes) {
-        const M v = kernels::to_opmath(s[e]);
-        if (last >= 0 && !before(last_score, last, v, e)) continue;  // picked already
-        if (best < 0 || before(v, e, best_score, best)) best = e, best_score = v;
-      }
+      Key best = Key::none();
+      for_lane_experts<kPer>(lane, experts, per, [&](int u, int e) {
+        const Key c = key(u, e);
+        if ((j == 0 || last > c) && c > best) best = c;
+      });
       for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
-        const M other_score = shfl_xor(best_score, mask, kRouteLanes);
-        const int other = shfl_xor(best, mask, kRouteLanes);
-        if (other >= 0 && (best < 0 || before(other_score, other, best_score, best)))
-          best = other, best_score = other_score;
+        const Key other = best.shuffled_xor(mask);
+        if (other > best) best = other;
       }
-      chosen[j] = best;
+      if (lane == j) mine = best;
       last = best;
-      last_score = best_score;
-      picked += prob(best_score);
+      picked += prob(best.score());
     }
-    for (int j = 1; j < k; ++j)  // by index
-      for (int a = j; a > 0 && chosen[a - 1] > chosen[a]; --a) {
-        const int t = chosen[a];
-        chosen[a] = chosen[a - 1];
-        chosen[a - 1] = t;
-      }
+    // Pick j's place among the token's picks by index.
+    const int expert = mine.expert();
+    int place = 0;
+    for (int j = 0; j < k; ++j) place += shfl(expert, j, kRouteLanes) < expert ? 1 : 0;
     const M total = renormalize ? picked : sum;
-    if (lane == 0)
-      for (int j = 0; j < k; ++j) {
-        const int e = chosen[j];
-        ids[i * k + j] = e;
-        weights[i * k + j] = total > 0 ? static_cast<float>(prob(kernels::to_opmath(s[e])) / total) : 0.f;
-      }
-  }
-  __syncthreads();
-  for (int64_t q = threadIdx.x; q < pairs; q += blockDim.x) atomicAdd(&count[ids[q]], 1);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int at = 0;
-    int64_t used = 0;
-    for (int e = 0; e < experts; ++e) {
-      start[e] = at;
-      if (count[e] > 0) {
-        groups[3 * used] = e;
-        groups[3 * used + 1] = at;
-        groups[3 * used + 2] = at + count[e];
-        ++used;
-      }
-      at += count[e];
-    }
-    for (; used < g; ++used) {
-      groups[3 * used] = 0;
-      groups[3 * used + 1] = pairs;
-      groups[3 * used + 2] = pairs;
+    if (lane < k) {
+      ids[int64_t{i} * k + place] = expert;
+      weights[int64_t{i} * k + place] = total > 0 ? static_cast<float>(prob(mine.score()) / total) : 0.f;
+      atomicAdd(&next[expert], 1);
     }
   }
   __syncthreads();
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
-    if (count[e] == 0) continue;
-    int64_t row = start[e];
-    for (int64_t q = 0; q < pairs; ++q)
-      if (ids[q] == e) {
-        tokens[row] = q / k;
-        slots[q] = row++;
-      }
+  // Phase 2: each thread's run of experts; an expert's first row, and the groups in its order.
+  const int run = (experts + kRouteThreads - 1) / kRouteThreads;
+  const int lo = min(experts, static_cast<int>(threadIdx.x) * run), hi = min(experts, lo + run);
+  int2 mine{0, 0};  // rows, groups
+  for (int e = lo; e < hi; ++e) mine.x += next[e], mine.y += next[e] > 0 ? 1 : 0;
+  int2 total;
+  int2 at = route_scan(mine, team_sums, &total);
+  for (int e = lo; e < hi; ++e) {
+    const int c = next[e];
+    if (c > 0) {
+      groups[3 * at.y] = e;
+      groups[3 * at.y + 1] = at.x;
+      groups[3 * at.y + 2] = at.x + c;
+      ++at.y;
+    }
+    next[e] = at.x;
+    at.x += c;
+  }
+  for (int u = total.y + static_cast<int>(threadIdx.x); u < g; u += blockDim.x) {
+    groups[3 * u] = 0;
+    groups[3 * u + 1] = pairs;
+    groups[3 * u + 2] = pairs;
+  }
+  __syncthreads();
+  // Phase 3: the rows of kRouteChunk tokens at a time, each thread's pairs' experts read once.
+  constexpr int kPairs = kRouteChunk * kMaxRouteK / kRouteThreads;  // a thread's pairs of a chunk, at most
+  static_assert(kPairs * kRouteThreads == kRouteChunk * kMaxRouteK);
+  for (int first = 0; first < n; first += kRouteChunk) {
+    const int from = first * k, to = min(n, first + kRouteChunk) * k;
+    int e[kPairs];
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const int q = from + static_cast<int>(threadIdx.x) + j * kRouteThreads;
+      e[j] = q < to ? static_cast<int>(ids[q]) : -1;
+      if (e[j] >= 0) atomicOr(&marks[e[j]], 1u << (q / k - first));
+    }
+    __syncthreads();
+    unsigned m[kPairs] = {};
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const int q = from + static_cast<int>(threadIdx.x) + j * kRouteThreads;
+      if (e[j] < 0) continue;
+      const int t = q / k - first;
+      m[j] = marks[e[j]];
+      const int row = next[e[j]] + __popc(m[j] & ((1u << t) - 1u));
+      tokens[row] = first + t;
+      slots[q] = row;
+    }
+    __syncthreads();
+    // The expert's lowest marked token moves its next row past the chunk's.
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const int q = from + static_cast<int>(threadIdx.x) + j * kRouteThreads;
+      if (e[j] >= 0 && (m[j] & ((1u << (q / k - first)) - 1u)) == 0) next[e[j]] += __popc(m[j]), marks[e[j]] = 0;
+    }
+    __syncthreads();
   }
 }
 
@@ -182,10 +311,22 @@ NnKernels::MoeRouteStorage GpuNnKernels::moe_route(const View& scores, int64_t k
                     b.alloc(DType::I64, pairs), b.alloc(DType::I64, 3 * g)};
   dispatch(scores.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
-      moe_route_kernel<T><<<1, kRouteThreads, 2 * sizeof(int) * static_cast<size_t>(experts), b.stream()>>>(
-          static_cast<const T*>(scores.storage.data()) + scores.layout.offset(), n, static_cast<int>(experts),
-          static_cast<int>(k), renormalize, r.ids->as<int64_t>(), r.weights->as<float>(), r.tokens->as<int64_t>(),
-          r.slots->as<int64_t>(), r.groups->as<int64_t>(), g);
+      auto launch = [&]<int kPer>() {
+        moe_route_kernel<T, kPer><<<1, kRouteThreads, 2 * sizeof(int) * static_cast<size_t>(experts), b.stream()>>>(
+            static_cast<const T*>(scores.storage.data()) + scores.layout.offset(), static_cast<int>(n),
+            static_cast<int>(experts), static_cast<int>(k), renormalize, r.ids->as<int64_t>(), r.weights->as<float>(),
+            r.tokens->as<int64_t>(), r.slots->as<int64_t>(), r.groups->as<int64_t>(), static_cast<int>(g));
+      };
+      if (experts <= kRouteLanes)
+        launch.template operator()<1>();
+      else if (experts <= 2 * kRouteLanes)
+        launch.template operator()<2>();
+      else if (experts <= 4 * kRouteLanes)
+        launch.template operator()<4>();
+      else if (experts <= 8 * kRouteLanes)
+        launch.template operator()<8>();
+      else
+        launch.template operator()<0>();
       WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, NnOp::MoeRoute, scores.dtype);

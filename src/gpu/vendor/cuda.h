@@ -144,6 +144,10 @@ inline Status graph_exec_destroy(GraphExec e) { return cudaGraphExecDestroy(e); 
 // Shuffles within a logical warp of `width` lanes (at most 32): correct on 32- and 64-wide
 // hardware alike.
 template <typename T>
+__device__ inline T shfl(T v, int lane, int width) {
+  return __shfl_sync(0xffffffffu, v, lane, width);
+}
+template <typename T>
 __device__ inline T shfl_down(T v, unsigned delta, int width) {
   return __shfl_down_sync(0xffffffffu, v, delta, width);
 }

@@ -144,6 +144,10 @@ inline Status graph_exec_destroy(GraphExec e) { return hipGraphExecDestroy(e); }
 // Shuffles within a logical warp of `width` lanes (at most 32): on 64-wide wavefronts each half
 // is its own logical warp.
 template <typename T>
+__device__ inline T shfl(T v, int lane, int width) {
+  return __shfl(v, lane, width);
+}
+template <typename T>
 __device__ inline T shfl_down(T v, unsigned delta, int width) {
   return __shfl_down(v, delta, width);
 }
