@@ -15,6 +15,7 @@
 #include "gpu/blas.h"
 #include "gpu/elementwise.cuh"
 #include "gpu/gemm_rows.h"
+#include "gpu/gemv.cuh"
 #include "gpu/gpu_backend.h"
 #include "kernels/numeric.h"
 #include "wick/device.h"
@@ -33,91 +34,12 @@ Layout batch_layout(const Layout& l) {
   return Layout(s, st, l.offset());
 }
 
-// ---- a few rows times a weight's transpose ----------------------------------------------------
-// out (rows, n) = x (rows, k) times w (n, k) transposed, rows <= kMaxGemvRows, x's rows and w's rows
-// contiguous and 16-byte aligned. Each group of 32 lanes takes kGemvR rows of w and walks its share
-// of k (all of it, or a part where the groups of a block split k) in 16-byte words, 4 words per row
-// in flight per lane (2 past 2 rows of x); x's words come through the cache (every group reads the
-// same x). Sums in f32, as the BLAS's products of halves.
-constexpr int kMaxGemvRows = 8;
-constexpr int kGemvLanes = 32;  // a group of lanes: a warp on NVIDIA, half a wave on AMD's wave64 parts
-constexpr int kGemvR = 2;
-constexpr int kGemvGroups = kBlock / kGemvLanes;  // of a block
-
-// The 16-byte words the kernel reads: Pack (elementwise.cuh) of 4 f32 or 8 halves.
-template <typename T>
-using Word = Pack<T, 16 / static_cast<int>(sizeof(T))>;
-
+// ---- a few rows times a weight's transpose (gpu/gemv.cuh) ----------------------------------------
 template <typename T, int M>
 __global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__ x, int64_t ldx, int rows,
                                                            const T* __restrict__ w, int64_t ldw, int64_t n,
                                                            int64_t k, int splits, T* __restrict__ out) {
-  constexpr int kV = 16 / static_cast<int>(sizeof(T));
-  constexpr int kUnroll = M <= 2 ? 4 : 2;
-  __shared__ float partial[kGemvGroups][kGemvR][M];
-  const int lane = static_cast<int>(threadIdx.x % kGemvLanes), group = static_cast<int>(threadIdx.x / kGemvLanes);
-  // The block's groups: kGemvGroups / splits sets of kGemvR rows, each set's k split over `splits` groups.
-  const int split = group % splits, set = group / splits;
-  const int rows_per_block = kGemvGroups / splits * kGemvR;
-  const int64_t words = k / kV, step = int64_t{kGemvLanes} * kUnroll;  // words a group reads per row and pass
-  // Whole blocks take each rows_per_block rows (a grid-stride loop), so barriers are uniform.
-  for (int64_t block_first = blockIdx.x * int64_t{rows_per_block}; block_first < n;
-       block_first += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const int64_t first = block_first + int64_t{set} * kGemvR;
-    float acc[kGemvR][M] = {};
-    for (int64_t base = split * step + lane; base < words; base += step * splits) {
-      Word<T> wv[kUnroll][kGemvR];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t word = base + int64_t{u} * kGemvLanes;
-#pragma unroll
-        for (int r = 0; r < kGemvR; ++r) {
-          const int64_t row = first + r < n ? first + r : block_first;  // a missing row re-reads one present
-          wv[u][r] = word < words ? reinterpret_cast<const Word<T>*>(w + row * ldw)[word] : Word<T>{};
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t word = base + int64_t{u} * kGemvLanes;
-        if (word >= words) break;
-        float wf[kGemvR][kV];  // widened once, used by every row of x
-#pragma unroll
-        for (int r = 0; r < kGemvR; ++r)
-#pragma unroll
-          for (int i = 0; i < kV; ++i) wf[r][i] = kernels::to_opmath(wv[u][r].v[i]);
-#pragma unroll
-        for (int t = 0; t < M; ++t) {
-          if (t < rows) {
-            const Word<T> xv = reinterpret_cast<const Word<T>*>(x + t * ldx)[word];
-#pragma unroll
-            for (int r = 0; r < kGemvR; ++r)
-#pragma unroll
-              for (int i = 0; i < kV; ++i) acc[r][t] = fmaf(wf[r][i], kernels::to_opmath(xv.v[i]), acc[r][t]);
-          }
-        }
-      }
-    }
-    // Each group's sums over its lanes, then over the groups of its set.
-#pragma unroll
-    for (int r = 0; r < kGemvR; ++r)
-#pragma unroll
-      for (int t = 0; t < M; ++t) {
-        float v = acc[r][t];
-#pragma unroll
-        for (int mask = kGemvLanes / 2; mask > 0; mask /= 2) v += shfl_xor(v, mask, kGemvLanes);
-        if (lane == 0) partial[group][r][t] = v;
-      }
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) < rows_per_block * M) {
-      const int local = static_cast<int>(threadIdx.x) / M, t = static_cast<int>(threadIdx.x) % M;
-      const int s0 = local / kGemvR * splits, r = local % kGemvR;
-      float v = 0.f;
-      for (int i = 0; i < splits; ++i) v += partial[s0 + i][r][t];
-      const int64_t row = block_first + local;
-      if (t < rows && row < n) out[t * n + row] = kernels::from_opmath<T>(v);
-    }
-    __syncthreads();  // partial is read before the next rows write it
-  }
+  gemv::rows_times_weight<T, M>(x, ldx, rows, w, ldw, n, k, splits, out, blockIdx.x, gridDim.x);
 }
 
 // The rows of x as one (rows, k) matrix with row stride *ld, if its layout is one: the last dim
@@ -139,37 +61,19 @@ bool as_rows(const Layout& l, int64_t* ld) {
   return true;
 }
 
-// Queues gemv_rows_kernel for `rows` rows of x (rows <= kMaxGemvRows), instantiated for M rows where
-// m_fixed is M, else for the fewest of 1, 2, 4 and 8 that hold them. Rows as gemv_rows_kernel needs.
+// Queues gemv_rows_kernel for `rows` rows of x (rows <= gemv::kMaxRows), instantiated for M rows
+// where m_fixed is M, else for the fewest of 1, 2, 4 and 8 that hold them. Rows as
+// gemv::rows_times_weight needs.
 void queue_gemv_rows(GpuBackend& backend, DType dtype, const void* x, int64_t ldx, int64_t rows, int m_fixed,
                      const void* w, int64_t ldw, int64_t n, int64_t k, void* out) {
-  // k split over 1, 2, 4 or 8 groups of a block: the fewest that give the device 4 blocks per
-  // multiprocessor, so that a weight of few rows (4096 x 14336) still has enough loads in flight.
-  const int64_t enough = 4 * int64_t{backend.props().multiprocessors};
-  int splits = 1;
-  while (splits < kGemvGroups && (n + kGemvGroups / splits * kGemvR - 1) / (kGemvGroups / splits * kGemvR) < enough)
-    splits *= 2;
-  const int64_t rows_per_block = kGemvGroups / splits * kGemvR;
-  const auto grid = static_cast<unsigned>(std::min<int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
-  auto go = [&]<typename T, int M>() {
-    gemv_rows_kernel<T, M><<<grid, kBlock, 0, backend.stream()>>>(static_cast<const T*>(x), ldx, static_cast<int>(rows),
-                                                                  static_cast<const T*>(w), ldw, n, k, splits,
-                                                                  static_cast<T*>(out));
-  };
-  const int m = m_fixed > 0 ? m_fixed : static_cast<int>(rows);
-  auto by_rows = [&]<typename T>() {
-    if (m == 1)
-      go.template operator()<T, 1>();
-    else if (m == 2)
-      go.template operator()<T, 2>();
-    else if (m <= 4)
-      go.template operator()<T, 4>();
-    else
-      go.template operator()<T, 8>();
-  };
+  const gemv::Plan plan = gemv::plan_for(backend, n);
   dispatch(dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
-      by_rows.template operator()<T>();
+      gemv::by_rows(m_fixed > 0 ? m_fixed : static_cast<int>(rows), [&]<int M>() {
+        gemv_rows_kernel<T, M><<<plan.blocks, kBlock, 0, backend.stream()>>>(
+            static_cast<const T*>(x), ldx, static_cast<int>(rows), static_cast<const T*>(w), ldw, n, k, plan.splits,
+            static_cast<T*>(out));
+      });
   });
   WICK_GPU_CHECK_LAUNCH();
 }
@@ -183,7 +87,7 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
   const int r = a.layout.rank();
   const int64_t k = a.layout.dim(r - 1), n = b.layout.dim(r - 1), rows = a.layout.numel() / std::max<int64_t>(k, 1);
   if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16) return false;
-  if (rows < 1 || rows > kMaxGemvRows || k == 0 || n == 0) return false;
+  if (rows < 1 || rows > gemv::kMaxRows || k == 0 || n == 0) return false;
   for (int d = 0; d + 2 < r; ++d)
     if (b.layout.stride(d) != 0 && b.layout.dim(d) != 1) return false;  // one weight for every row
   if (b.layout.stride(r - 2) != 1 && k > 1) return false;               // w's rows contiguous
@@ -216,7 +120,7 @@ __global__ __launch_bounds__(kBlock) void rows_in_order_kernel(const T* x, int64
 // The batch-invariant product (wick::batch_invariant()) of rows of a by a matrix b every row shares:
 // each output the same sum in the same order whatever the rows. f16 and bf16 through
 // gemm_rows_invariant (gemm_rows.h); f32, and halves without matrix units, through gemv_rows_kernel
-// instantiated for kMaxGemvRows rows, that many rows at a time; rows of k not a whole number of
+// instantiated for gemv::kMaxRows rows, that many rows at a time; rows of k not a whole number of
 // 16-byte words one output per thread. a's rows are copied to fresh storage unless dense and
 // aligned, b's columns unless dense along k, so that the kernel chosen depends on the weight alone.
 // False (nothing done) for other dtypes and for a b that is not shared by every row.
@@ -253,9 +157,9 @@ bool invariant_rows(GpuBackend& backend, const View& a, const View& b, Storage& 
   if (gemm_rows_invariant(backend, a.dtype, x, ldx, m, w, ldw, n, k, out.data())) return true;
   char* o = static_cast<char*>(out.data());
   if (k % v == 0 && ldw % v == 0 && aligned16(w)) {
-    for (int64_t t0 = 0; t0 < m; t0 += kMaxGemvRows)
-      queue_gemv_rows(backend, a.dtype, x + t0 * ldx * size, ldx, std::min<int64_t>(kMaxGemvRows, m - t0), kMaxGemvRows,
-                      w, ldw, n, k, o + t0 * n * size);
+    for (int64_t t0 = 0; t0 < m; t0 += gemv::kMaxRows)
+      queue_gemv_rows(backend, a.dtype, x + t0 * ldx * size, ldx, std::min<int64_t>(gemv::kMaxRows, m - t0),
+                      gemv::kMaxRows, w, ldw, n, k, o + t0 * n * size);
     return true;
   }
   dispatch(a.dtype, [&]<typename T>() {
