@@ -396,6 +396,73 @@ TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
                     "qmatmul_grouped", "(g, 3)");
 }
 
+// nn::matmul_grouped, the products of dense experts: each group's rows are that expert's matmul
+// (within f32's or the half's rounding), rows no group names are zeros, groups of 1 to 70 rows (up
+// to 8 rows a pass and several passes a group on a GPU; past 64, or with rows of k not whole 16-byte
+// words, each group's matmul), f32, f16 and bf16; a recorded call with a group past 64 rows against
+// the same call outside a recording; and bad groups and operands refused by name.
+TEST_P(MoeTest, DenseGroupedProductsAreEachRowsExpertsProduct) {
+  const int64_t experts = 6, rows = 64;
+  struct Case {
+    int64_t n, k, max_rows, cols;
+  };
+  for (const Case c : {Case{1, 2, 1, 256}, Case{5, 3, 5, 256}, Case{40, 2, 40, 512}, Case{70, 3, 70, 256},
+                       Case{30, 2, 4, 256}, Case{6, 2, 6, 36}})
+    for (const DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+      SCOPED_TRACE(::testing::Message() << c.n << " tokens, k " << c.k << ", max_rows " << c.max_rows << ", " << c.cols
+                                        << " columns, " << dtype);
+      const Tensor w = Tensor::rand_normal({experts * rows, c.cols}, 0.0, 1.0, dtype, device());
+      const nn::MoeRouting r =
+          nn::moe_route(scores_with_ties(c.n, experts, DType::F32, 5).to_device(device()), c.k, true);
+      const Tensor x = Tensor::rand_normal({c.n, c.cols}, 0.0, 1.0, dtype, device()).index_select(r.tokens, 0);
+      const Tensor got = nn::matmul_grouped(x, w, experts, r.groups, c.max_rows);
+      ASSERT_EQ(got.shape(), Shape({c.n * c.k, rows}));
+      ASSERT_EQ(got.dtype(), dtype);
+      const Tensor xf = x.to_dtype(DType::F32).to_device(Device::cpu()),
+                   wf = w.to_dtype(DType::F32).to_device(Device::cpu());
+      std::vector<Tensor> want;
+      const std::vector<int64_t> g = host_i64(r.groups);
+      for (size_t i = 0; i < g.size(); i += 3)
+        for (int64_t row = g[i + 1]; row < g[i + 2]; ++row)
+          want.push_back(xf.narrow(0, row, 1).matmul(wf.narrow(0, g[i] * rows, rows).t()));
+      const Tensor all = cat(want, 0);
+      const float tolerance = (dtype == DType::F32 ? 1e-4f : 1e-2f) * (1 + all.abs().max().item<float>());
+      EXPECT_LT(max_abs_diff(got.to_dtype(DType::F32), all), tolerance);
+    }
+  const Tensor w = Tensor::rand_normal({experts * rows, 256}, 0.0, 1.0, DType::BF16, device());
+  const Tensor x = Tensor::rand_normal({6, 256}, 0.0, 1.0, DType::BF16, device());
+  const Tensor some = Tensor::from_vector(std::vector<int64_t>{2, 0, 3, 0, 6, 6}, {2, 3}, device());
+  const Tensor got = nn::matmul_grouped(x, w, experts, some, 3).to_dtype(DType::F32).to_device(Device::cpu());
+  const Tensor first =
+      x.narrow(0, 0, 3).to_dtype(DType::F32).matmul(w.narrow(0, 2 * rows, rows).to_dtype(DType::F32).t());
+  EXPECT_LT(max_abs_diff(got.narrow(0, 0, 3), first.to_device(Device::cpu())), 1e-2f * 16);
+  EXPECT_EQ(got.narrow(0, 3, 3).abs().max().item<float>(), 0.f);
+  // A group of 70 rows in a recorded call, where nothing may wait for the host.
+  const Tensor many = Tensor::rand_normal({100, 256}, 0.0, 1.0, DType::BF16, device());
+  const Tensor groups = Tensor::from_vector(std::vector<int64_t>{4, 0, 70, 1, 70, 100}, {2, 3}, device());
+  Tensor recorded = Tensor::zeros({100, rows}, DType::BF16, device());
+  const Graph graph =
+      Graph::record(device(), [&] { recorded.copy_from(nn::matmul_grouped(many, w, experts, groups, 100)); });
+  graph.replay();
+  const Tensor eager = nn::matmul_grouped(many, w, experts, groups, 100);
+  EXPECT_LT(max_abs_diff(recorded, eager), 1e-2f * (1 + eager.to_dtype(DType::F32).abs().max().item<float>()));
+  // Bad groups (at the next wait on a GPU) and operands.
+  const Tensor bad = Tensor::from_vector(std::vector<int64_t>{9, 0, 2}, {1, 3}, device());
+  WICK_EXPECT_ERROR((void)nn::matmul_grouped(x, w, experts, bad, 3).to_device(Device::cpu()), IndexError,
+                    "matmul_grouped", "expert", "9");
+  const Tensor past = Tensor::from_vector(std::vector<int64_t>{1, 4, 7}, {1, 3}, device());
+  WICK_EXPECT_ERROR((void)nn::matmul_grouped(x, w, experts, past, 3).to_device(Device::cpu()), IndexError,
+                    "matmul_grouped", "7");
+  WICK_EXPECT_ERROR(nn::matmul_grouped(x, w, 5, some, 3), ShapeError, "matmul_grouped", "5 experts");
+  WICK_EXPECT_ERROR(nn::matmul_grouped(x, w, experts, Tensor::zeros({1, 2}, DType::I64, device()), 3), ShapeError,
+                    "matmul_grouped", "(g, 3)");
+  WICK_EXPECT_ERROR(nn::matmul_grouped(x.to_dtype(DType::F32), w, experts, some, 3), DTypeError, "matmul_grouped",
+                    "dtype of x");
+  WICK_EXPECT_ERROR(nn::matmul_grouped(x.narrow(1, 0, 128), w, experts, some, 3), ShapeError, "matmul_grouped",
+                    "columns");
+  WICK_EXPECT_ERROR(nn::matmul_grouped(x.to_dtype(DType::I32), w, experts, some, 3), DTypeError, "matmul_grouped");
+}
+
 // Q4_K groups of every size the GPU's 8-bit matrix-unit kernel holds (up to 8, 16, 32 and 64 rows
 // of x a chunk), weights of a partial tile (96 rows) and of several, k long enough to be split into
 // ranges (the larger stack), empty groups, rows no group names, a group of more rows than max_rows,

@@ -47,7 +47,8 @@ Tensor silu_mul(const Tensor& gate, const Tensor& up);
 // A mixture-of-experts layer (Mixtral, Qwen3-MoE) as three ops that never wait for the host where
 // the device has their kernels (a GPU's): moe_route picks each token's experts and lays the n * k
 // (token, expert) pairs out in the experts' order; every chosen expert multiplies its rows at once
-// (quant::qmatmul_grouped, x.index_select(routing.tokens) as its input); moe_combine sums each
+// (quant::qmatmul_grouped for block-format experts, matmul_grouped below for dense ones,
+// x.index_select(routing.tokens) as the input); moe_combine sums each
 // token's outputs, weighted. Decoding reads only the chosen experts' weights, in a fixed number of
 // launches whatever the choices, so the steps can be recorded.
 struct MoeRouting {
@@ -73,6 +74,19 @@ MoeRouting moe_route(const Tensor& scores, int64_t k, bool renormalize);
 // f32, f16, bf16. Errors: ShapeError for y not (n * k, d), DeviceError for a routing on another
 // device, DTypeError for another dtype.
 Tensor moe_combine(const Tensor& y, const MoeRouting& routing);
+// The dense counterpart of quant::qmatmul_grouped: the products of `experts` weights of one shape
+// stacked in w ((experts * rows, cols), x's dtype and device: expert e's weight is rows e * rows ..
+// (e + 1) * rows - 1), each over its own rows of x (p, cols): for each [expert, first, end) of
+// `groups` (g, 3) i64 on x's device (MoeRouting::groups), rows first .. end - 1 of x times that
+// expert's weight transposed, summed in f32 for halves; rows of x no group names give zeros. Result
+// (p, rows), x's dtype. `max_rows`: at most this many rows in any group (the routing's tokens, n):
+// up to 64 (any count while a graph is recorded, or in batch-invariant mode), a GPU computes every
+// group in one launch without reading the groups on the host (a group past it is still computed
+// whole); past it, and on the CPU, each group is a matmul of its own. f64, f32, f16, bf16. Errors: ShapeError for x not
+// (p, cols), groups not (g, 3) or w's rows not a multiple of `experts`; DTypeError for another dtype or w's differing
+// from x's; DeviceError for operands on different devices; IndexError for an expert outside [0, experts) or rows
+// outside [0, p) (at the next wait, on a GPU, those groups left out).
+Tensor matmul_grouped(const Tensor& x, const Tensor& w, int64_t experts, const Tensor& groups, int64_t max_rows);
 
 // ---- rotary position embeddings ----------------------------------------------------------------
 // Each pair (a, b) of a head's features at position t turns by the angle whose cosine and sine are

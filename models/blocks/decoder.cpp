@@ -327,6 +327,8 @@ int64_t LlamaModel::weight_bytes() const {
       int64_t experts = 0;
       for (const Expert& x : l.experts) experts += x.gate_up.bytes() + x.down.bytes();
       if (l.stacked_down.defined()) experts = l.stacked_gate_up.nbytes() + l.stacked_down.nbytes();
+      if (l.dense_down.defined())
+        experts = (l.dense_gate_up.numel() + l.dense_down.numel()) * dtype_size(l.dense_down.dtype());
       n += l.router.bytes() + experts / config_.experts * config_.experts_used;
     }
   }

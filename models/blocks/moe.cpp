@@ -5,7 +5,8 @@
 // reads each expert's once), and nn::moe_combine adds each token's outputs, weighted. With the
 // experts stacked (block formats, held in memory) every expert's product is one call of
 // quant::qmatmul_grouped: one launch with no wait for the host on a GPU, one parallel region on the
-// CPU; otherwise the groups are read on the host once per layer and each expert multiplies its rows.
+// CPU; dense experts on a GPU, of nn::matmul_grouped, one launch as well; otherwise the groups are
+// read on the host once per layer and each expert multiplies its rows.
 #include "wick/models/llama.h"
 #include "wick/ops.h"
 
@@ -14,6 +15,28 @@ namespace wick::models {
 void LlamaModel::stack_experts(Layer& l, bool copy) {
   if (l.experts.empty()) return;
   const Expert& first = l.experts[0];
+  // Dense experts on a GPU, every gate and up one weight and every down one, all of one shape and
+  // dtype, with no bias (a CPU's grouped product is each expert's matmul, which needs no stack).
+  auto dense = [](const Linear& w) { return w.dense.defined() && !w.bias.defined() && !w.quantized.defined(); };
+  if (first.gate_up.weights.size() == 1 && dense(first.gate_up.weights[0]) && dense(first.down) &&
+      first.down.dense.device().is_gpu()) {
+    const Tensor& a0 = first.gate_up.weights[0].dense;
+    const Tensor& b0 = first.down.dense;
+    std::vector<Tensor> gate_up, down;
+    for (const Expert& x : l.experts) {
+      if (x.gate_up.weights.size() != 1 || !dense(x.gate_up.weights[0]) || !dense(x.down)) return;
+      const Tensor& a = x.gate_up.weights[0].dense;
+      const Tensor& b = x.down.dense;
+      if (a.shape() != a0.shape() || a.dtype() != a0.dtype() || b.shape() != b0.shape() || b.dtype() != b0.dtype())
+        return;
+      gate_up.push_back(a);
+      down.push_back(b);
+    }
+    l.dense_gate_up = cat(gate_up, 0);
+    l.dense_down = cat(down, 0);
+    l.experts.clear();
+    return;
+  }
   auto blocks = [](const Linear& w) { return w.quantized.defined() && !w.bias.defined() && !w.quantized.arranged(); };
   if (first.gate_up.weights.size() != 1 || !blocks(first.gate_up.weights[0]) || !blocks(first.down) ||
       !(copy || first.down.quantized.device().is_gpu()))
@@ -40,7 +63,7 @@ void LlamaModel::stack_experts(Layer& l, bool copy) {
 bool LlamaModel::steps_recordable() const {
   if (config_.experts == 0) return true;
   for (const Layer& l : layers_)
-    if (!l.stacked_down.defined()) return false;
+    if (!l.stacked_down.defined() && !l.dense_down.defined()) return false;
   return true;
 }
 
@@ -52,12 +75,16 @@ Tensor LlamaModel::mixture(const Layer& l, const Tensor& x) const {
   const nn::MoeRouting r = nn::moe_route(l.router(flat), k, c.norm_topk);
   const Tensor rows = flat.index_select(r.tokens, 0);  // the pairs' rows, expert by expert
   Tensor y;
-  if (l.stacked_down.defined()) {
+  if (l.stacked_down.defined() || l.dense_down.defined()) {
     // A token chooses an expert once: at most n rows a group.
-    const Tensor gate_up = quant::qmatmul_grouped(rows, l.stacked_gate_up, c.experts, r.groups, n);
+    auto product = [&](const Tensor& in, const quant::QTensor& blocks, const Tensor& dense) {
+      return blocks.defined() ? quant::qmatmul_grouped(in, blocks, c.experts, r.groups, n)
+                              : nn::matmul_grouped(in, dense, c.experts, r.groups, n);
+    };
+    const Tensor gate_up = product(rows, l.stacked_gate_up, l.dense_gate_up);
     const int64_t width = gate_up.dim(1) / 2;
-    y = quant::qmatmul_grouped(nn::silu_mul(gate_up.narrow(1, 0, width), gate_up.narrow(1, width, width)),
-                               l.stacked_down, c.experts, r.groups, n);
+    y = product(nn::silu_mul(gate_up.narrow(1, 0, width), gate_up.narrow(1, width, width)), l.stacked_down,
+                l.dense_down);
   } else {
     // The groups cover the rows in order, expert by expert.
     const std::vector<int64_t> groups = r.groups.to_device(Device::cpu()).to_vector<int64_t>();

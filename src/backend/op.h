@@ -74,7 +74,8 @@ namespace wick {
   X(PagedAttention, "paged_attention") \
   X(SiluMul, "silu_mul")               \
   X(MoeRoute, "moe_route")             \
-  X(MoeCombine, "moe_combine")
+  X(MoeCombine, "moe_combine")         \
+  X(MatmulGrouped, "matmul_grouped")
 
 // The quantized-weight ops (src/quant, include/wick/quant.h). Every backend runs them: through
 // its own kernels (Backend::quant()), or by the front end (dequantize on the host; dequantize then

@@ -67,6 +67,8 @@ NnKernels::MoeRouteStorage NnKernels::moe_route(const View&, int64_t, bool) cons
 
 StoragePtr NnKernels::moe_combine(const View&, const View&, const View&, int64_t) const { return nullptr; }
 
+StoragePtr NnKernels::matmul_grouped(const View&, const View&, int64_t, const View&, int64_t) const { return nullptr; }
+
 void throw_not_supported(const Backend& backend, OpKey op, DType dtype) {
   throw NotSupportedError(detail::str_cat(op.name(), ": not supported for dtype ", dtype, " on ", backend.name()));
 }

@@ -214,9 +214,9 @@ void GpuBackend::sync_and_raise() {
                                      kOf[what], " (", name(), ")"));
   }
   if (e.code == kGroupError)
-    throw IndexError(detail::str_cat("qmatmul_grouped: a group's ", e.dim == 0 ? "expert " : "row ", e.index,
-                                     " is outside the ", e.size, e.dim == 0 ? " experts" : " rows of x", " (", name(),
-                                     ")"));
+    throw IndexError(detail::str_cat(e.dim >= 2 ? "matmul_grouped" : "qmatmul_grouped", ": a group's ",
+                                     e.dim % 2 == 0 ? "expert " : "row ", e.index, " is outside the ", e.size,
+                                     e.dim % 2 == 0 ? " experts" : " rows of x", " (", name(), ")"));
   if (e.code == kCombineError)
     throw IndexError(
         detail::str_cat("moe_combine: slot ", e.index, " is outside the ", e.size, " rows of y (", name(), ")"));

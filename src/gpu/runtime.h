@@ -69,7 +69,8 @@ __device__ inline void report_paged_error(KernelError* e, int what, int64_t inde
 }
 
 // A group of quant::qmatmul_grouped out of range, kept in KernelError::dim: 0 its expert (size: the
-// experts), 1 its rows (index: the first or end row out of range; size: the rows of x).
+// experts), 1 its rows (index: the first or end row out of range; size: the rows of x); 2 and 3 the
+// same of nn::matmul_grouped.
 inline constexpr int32_t kGroupError = -3;
 __device__ inline void report_group_error(KernelError* e, int what, int64_t index, int64_t size) {
   report_error(e, kGroupError, what, index, size, DType::I64);

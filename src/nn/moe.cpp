@@ -1,5 +1,5 @@
-// moe_route and moe_combine: the checks, then the backend's kernel, or the host routing and the
-// composition that are their oracles.
+// moe_route, moe_combine and matmul_grouped: the checks, then the backend's kernel, or the host
+// routing and the compositions that are their oracles.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -133,6 +133,47 @@ Tensor moe_combine(const Tensor& y, const MoeRouting& routing) {
   Tensor out = by_pair.narrow(1, 0, 1);
   for (int64_t j = 1; j < k; ++j) out = out + by_pair.narrow(1, j, 1);
   return out.reshape({n, d}).to_dtype(y.dtype());
+}
+
+Tensor matmul_grouped(const Tensor& x, const Tensor& w, int64_t experts, const Tensor& groups, int64_t max_rows) {
+  constexpr const char* op = "matmul_grouped";
+  detail::check_input(op, NnOp::MatmulGrouped, x);
+  ops::check_defined(op, w);
+  ops::check_defined(op, groups);
+  ops::check_same_device(op, {&x, &w, &groups});
+  WICK_CHECK(w.dtype() == x.dtype(), DTypeError, op, "the weights ", ops::describe(w), " must have the dtype of x ",
+             ops::describe(x));
+  WICK_CHECK(w.rank() == 2, ShapeError, op, "the weights must be (experts * rows, cols), got ", ops::describe(w));
+  WICK_CHECK(x.rank() == 2 && x.dim(1) == w.dim(1), ShapeError, op, "x ", ops::describe(x), " must be (rows, ",
+             w.dim(1), "): the weights' columns (", ops::describe(w), ")");
+  WICK_CHECK(experts >= 1 && w.dim(0) % experts == 0, ShapeError, op, "the weights ", ops::describe(w),
+             " do not stack ", experts, " experts of equal rows");
+  WICK_CHECK(groups.dtype() == DType::I64 && groups.rank() == 2 && groups.dim(1) == 3, ShapeError, op,
+             "groups must be (g, 3) i64 ([expert, first row, end row) each), got ", ops::describe(groups));
+  WICK_CHECK(max_rows >= 0, ShapeError, op, "max_rows = ", max_rows, " is negative");
+  const int64_t p = x.dim(0), rows = w.dim(0) / experts;
+  ops::check_output(op, Shape({p, rows}), x.dtype(), {&x});
+  if (p == 0 || rows == 0 || groups.dim(0) == 0) return Tensor::zeros({p, rows}, x.dtype(), x.device());
+  if (x.dim(1) > 0)
+    if (const NnKernels* kernels = detail::fused(NnOp::MatmulGrouped, x)) {
+      const Tensor xc = x.contiguous(), wc = w.contiguous(), gc = groups.contiguous();
+      if (StoragePtr out =
+              kernels->matmul_grouped(ops::view_of(xc), ops::view_of(wc), experts, ops::view_of(gc), max_rows))
+        return ops::wrap(std::move(out), {p, rows}, x.dtype());
+    }
+  // The composition (the oracle of the kernels): each group's rows times its expert's weight.
+  const std::vector<int64_t> g = groups.to_device(Device::cpu()).contiguous().to_vector<int64_t>();
+  Tensor out = Tensor::zeros({p, rows}, x.dtype(), x.device());
+  for (size_t i = 0; i < g.size(); i += 3) {
+    const int64_t e = g[i], first = g[i + 1], end = g[i + 2];
+    WICK_CHECK(e >= 0 && e < experts, IndexError, op, "group ", i / 3, ": expert ", e, " is outside the ", experts,
+               " experts");
+    WICK_CHECK(first >= 0 && first <= end && end <= p, IndexError, op, "group ", i / 3, ": rows [", first, ", ", end,
+               ") are outside the ", p, " rows of x");
+    if (first == end) continue;
+    out.slice_set(x.narrow(0, first, end - first).matmul(w.narrow(0, e * rows, rows).t()), 0, first);
+  }
+  return out;
 }
 
 }  // namespace wick::nn

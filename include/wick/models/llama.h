@@ -264,6 +264,8 @@ class LlamaModel : public Model {
     // expert's gate rows then its up rows; down (experts * dim, width). A decode step then waits for
     // no host on a GPU, and takes one parallel region per product on the CPU (stack_experts).
     quant::QTensor stacked_gate_up, stacked_down;
+    // The same of dense experts on a GPU (nn::matmul_grouped), in the activations' dtype.
+    Tensor dense_gate_up, dense_down;
   };
   // A file's tensors under llama.cpp's names, and its two kinds (models/llama.cpp).
   class Weights;
@@ -288,14 +290,15 @@ class LlamaModel : public Model {
   void arrange_linears();
   Part part(int dim) const { return {dim, rank_, ranks_}; }
   // Layer l's mixture of experts over x (..., dim) (blocks/moe.cpp): nn::moe_route's choices, each
-  // chosen expert's MLP over its tokens, gathered (stacked experts: quant::qmatmul_grouped, with no
-  // wait for the host; else each expert's own product, the groups read on the host), and
+  // chosen expert's MLP over its tokens, gathered (stacked experts: quant::qmatmul_grouped or
+  // nn::matmul_grouped, with no wait for the host; else each expert's own product, the groups read
+  // on the host), and
   // nn::moe_combine's weighted sums; the experts no token chose are not read. This rank's partial
   // sums where the model is split.
   Tensor mixture(const Layer& l, const Tensor& x) const;
-  // l's experts as stacked_gate_up and stacked_down where they can be (Layer); else as they are.
-  // `copy`: their blocks may be copied (on a GPU always; on the CPU unless read in place from the
-  // file's mapping, which a stack would copy).
+  // l's experts as stacked_gate_up and stacked_down, or dense_gate_up and dense_down, where they
+  // can be (Layer); else as they are. `copy`: their blocks may be copied (on a GPU always; on the
+  // CPU unless read in place from the file's mapping, which a stack would copy).
   static void stack_experts(Layer& l, bool copy);
   // Whether a decode step waits for no host: no experts, or every layer's stacked.
   bool steps_recordable() const;

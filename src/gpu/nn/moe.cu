@@ -1,5 +1,6 @@
-// nn::moe_route and nn::moe_combine on the GPU: a mixture's routing and its weighted sum without a
-// wait for the host, so that a decode step with experts can be recorded.
+// nn::moe_route, nn::moe_combine and nn::matmul_grouped on the GPU: a mixture's routing, its dense
+// experts' products and its weighted sum without a wait for the host, so that a decode step with
+// experts can be recorded.
 //   moe_route: one block of kRouteThreads threads, in three phases.
 //     1. Each group of 32 lanes takes tokens in turn: the token's scores read once (into registers
 //        where each lane holds at most 8), the softmax's maximum and sum, then its k experts picked
@@ -14,14 +15,19 @@
 //   moe_combine: one thread per output value, the token's k weighted rows added in order, each
 //     product and sum rounded as the composition rounds them (no fused multiply-add), so that the
 //     two give the same bits.
-// Neither depends on the warp or wave size.
+//   matmul_grouped: a grid of (blocks of a product, groups); each block reads its group's entry and
+//     takes its share of the expert's weight rows times the group's rows of x, up to 8 rows of x a
+//     pass (gpu/gemv.cuh's product of a few rows); an empty group's blocks return at once.
+// None depends on the warp or wave size.
 #include <climits>
 #include <cmath>
 
 #include "core/dispatch.h"
+#include "gpu/gemv.cuh"
 #include "gpu/gpu_backend.h"
 #include "gpu/nn/nn_kernels.h"
 #include "kernels/numeric.h"
+#include "wick/device.h"
 
 namespace wick::gpu {
 
@@ -31,6 +37,7 @@ constexpr int kRouteThreads = 256;
 constexpr int kRouteLanes = 32;             // a token's lanes: a warp on NVIDIA, half a wave on AMD's wave-64 parts
 constexpr int64_t kMaxRouteExperts = 4096;  // two ints each in shared memory
 constexpr int kMaxRouteK = kRouteLanes;     // a token's picks, one a lane
+constexpr int64_t kMaxGroupedRows = 64;     // of matmul_grouped's kernel, unless nothing may wait (nn.h)
 
 // A score and its expert as one key that is larger where the expert comes first in a token's
 // choice: the higher score first, the lower index among equal ones, a NaN after every number (zeros
@@ -299,6 +306,33 @@ __global__ __launch_bounds__(kBlock) void moe_combine_kernel(const T* __restrict
   }
 }
 
+// out (p, rows) of nn::matmul_grouped, zeroed beforehand: block (b, i) takes blocks b, b + gridDim.x,
+// ... of group i's product (gemv::Plan over the expert's rows), M rows of x a pass. A group naming
+// an expert or rows out of range is reported (kGroupError, dim 2 and 3) by its first block and left
+// out.
+template <typename T, int M>
+__global__ __launch_bounds__(kBlock) void matmul_grouped_kernel(const T* __restrict__ x, int64_t p,
+                                                                const T* __restrict__ w, int64_t rows, int64_t cols,
+                                                                int64_t experts, const int64_t* __restrict__ groups,
+                                                                int splits, T* __restrict__ out, KernelError* err) {
+  const int64_t* entry = groups + 3 * int64_t{blockIdx.y};
+  const int64_t e = entry[0], first = entry[1], end = entry[2];
+  const bool bad_expert = e < 0 || e >= experts, bad_rows = first < 0 || first > end || end > p;
+  if (bad_expert || bad_rows) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      if (bad_expert)
+        report_group_error(err, 2, e, experts);
+      else
+        report_group_error(err, 3, first < 0 || first > end ? first : end, p);
+    }
+    return;
+  }
+  for (int64_t t0 = first; t0 < end; t0 += M)
+    gemv::rows_times_weight<T, M>(x + t0 * cols, cols, static_cast<int>(std::min<int64_t>(M, end - t0)),
+                                  w + e * rows * cols, cols, rows, cols, splits, out + t0 * rows, blockIdx.x,
+                                  gridDim.x);
+}
+
 }  // namespace
 
 NnKernels::MoeRouteStorage GpuNnKernels::moe_route(const View& scores, int64_t k, bool renormalize) const {
@@ -350,6 +384,42 @@ StoragePtr GpuNnKernels::moe_combine(const View& y, const View& weights, const V
       WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, NnOp::MoeCombine, y.dtype);
+    }
+  });
+  return out;
+}
+
+StoragePtr GpuNnKernels::matmul_grouped(const View& x, const View& w, int64_t experts, const View& groups,
+                                        int64_t max_rows) const {
+  const int64_t p = x.layout.shape()[0], cols = x.layout.shape()[1], rows = w.layout.shape()[0] / experts,
+                g = groups.layout.shape()[0];
+  const size_t size = dtype_size(x.dtype);
+  const auto* xs = static_cast<const uint8_t*>(x.storage.data()) + x.layout.offset() * size;
+  const auto* ws = static_cast<const uint8_t*>(w.storage.data()) + w.layout.offset() * size;
+  // gemv::rows_times_weight reads 16-byte words of x's and w's rows.
+  const bool aligned = reinterpret_cast<uintptr_t>(xs) % 16 == 0 && reinterpret_cast<uintptr_t>(ws) % 16 == 0 &&
+                       cols * static_cast<int64_t>(size) % 16 == 0;
+  GpuBackend& b = backend_;
+  // Groups of many rows (a prompt's) are each a matmul of their own, which reads the weight once,
+  // where the host may be waited for and the rows' order of summing may depend on their count.
+  const bool host = max_rows > kMaxGroupedRows && !capturing(b.stream()) && !batch_invariant();
+  if (host || !aligned || g > kMaxBlocks || x.dtype == DType::F64) return nullptr;  // composed
+  b.activate();
+  StoragePtr out = b.alloc(x.dtype, p * rows);
+  WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * size, b.stream()));
+  const gemv::Plan plan = gemv::plan_for(b, rows, g);
+  const dim3 grid(plan.blocks, static_cast<unsigned>(g));
+  dispatch(x.dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      gemv::by_rows(static_cast<int>(std::min<int64_t>(max_rows, gemv::kMaxRows)), [&]<int M>() {
+        matmul_grouped_kernel<T, M><<<grid, kBlock, 0, b.stream()>>>(
+            reinterpret_cast<const T*>(xs), p, reinterpret_cast<const T*>(ws), rows, cols, experts,
+            static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset(), plan.splits, out->as<T>(),
+            b.device_error());
+      });
+      WICK_GPU_CHECK_LAUNCH();
+    } else {
+      throw_not_supported(b, NnOp::MatmulGrouped, x.dtype);
     }
   });
   return out;

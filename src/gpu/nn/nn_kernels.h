@@ -21,6 +21,8 @@ class GpuNnKernels final : public NnKernels {
   void check_positions(const View& at, int64_t capacity, bool rope) const override;
   MoeRouteStorage moe_route(const View& scores, int64_t k, bool renormalize) const override;
   StoragePtr moe_combine(const View& y, const View& weights, const View& slots, int64_t k) const override;
+  StoragePtr matmul_grouped(const View& x, const View& w, int64_t experts, const View& groups,
+                            int64_t max_rows) const override;
 
  private:
   GpuBackend& backend_;
