@@ -98,4 +98,16 @@ void check_output(const char* op, const Shape& shape, DType dtype, std::initiali
 
 Tensor unaliased(const Tensor& src, const Tensor& dst) { return src.storage() == dst.storage() ? src.copy() : src; }
 
+std::vector<int64_t> host_groups(const char* op, const Tensor& groups, int64_t experts, int64_t p) {
+  std::vector<int64_t> g = groups.to_device(Device::cpu()).contiguous().to_vector<int64_t>();
+  for (size_t i = 0; i < g.size(); i += 3) {
+    const int64_t e = g[i], first = g[i + 1], end = g[i + 2];
+    WICK_CHECK(e >= 0 && e < experts, IndexError, op, "group ", i / 3, ": expert ", e, " is outside the ", experts,
+               " experts");
+    WICK_CHECK(first >= 0 && first <= end && end <= p, IndexError, op, "group ", i / 3, ": rows [", first, ", ", end,
+               ") are outside the ", p, " rows of x");
+  }
+  return g;
+}
+
 }  // namespace wick::ops

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/storage.h"
@@ -38,6 +39,10 @@ void check_writable(const char* op, const Tensor& t);
 // An op's result of `shape` and `dtype` can exist: sizes non-negative, its element count and
 // byte size within int64. ShapeError naming op and the operands otherwise.
 void check_output(const char* op, const Shape& shape, DType dtype, std::initializer_list<const Tensor*> operands);
+// The (g, 3) i64 groups of a grouped product (quant::qmatmul_grouped, nn::matmul_grouped) read on
+// the host, each [expert, first, end) checked: an IndexError naming op and the group unless its
+// expert is one of `experts` and its rows lie within the p rows of x.
+std::vector<int64_t> host_groups(const char* op, const Tensor& groups, int64_t experts, int64_t p);
 
 inline Backend& backend_of(const Tensor& t) { return t.storage()->backend(); }
 inline View view_of(const Tensor& t) { return {*t.storage(), t.layout(), t.dtype()}; }

@@ -162,14 +162,10 @@ Tensor matmul_grouped(const Tensor& x, const Tensor& w, int64_t experts, const T
         return ops::wrap(std::move(out), {p, rows}, x.dtype());
     }
   // The composition (the oracle of the kernels): each group's rows times its expert's weight.
-  const std::vector<int64_t> g = groups.to_device(Device::cpu()).contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> g = ops::host_groups(op, groups, experts, p);
   Tensor out = Tensor::zeros({p, rows}, x.dtype(), x.device());
   for (size_t i = 0; i < g.size(); i += 3) {
     const int64_t e = g[i], first = g[i + 1], end = g[i + 2];
-    WICK_CHECK(e >= 0 && e < experts, IndexError, op, "group ", i / 3, ": expert ", e, " is outside the ", experts,
-               " experts");
-    WICK_CHECK(first >= 0 && first <= end && end <= p, IndexError, op, "group ", i / 3, ": rows [", first, ", ", end,
-               ") are outside the ", p, " rows of x");
     if (first == end) continue;
     out.slice_set(x.narrow(0, first, end - first).matmul(w.narrow(0, e * rows, rows).t()), 0, first);
   }

@@ -345,15 +345,11 @@ Tensor qmatmul_grouped(const Tensor& x, const QTensor& w, int64_t experts, const
   }
   // The composition (the oracle of the kernels): each group's rows through qmatmul with its
   // expert's weight.
-  const std::vector<int64_t> g = groups.to_device(Device::cpu()).contiguous().to_vector<int64_t>();
+  const std::vector<int64_t> g = ops::host_groups(op, groups, experts, p);
   const QTensor plain = w.plain();
   Tensor out = Tensor::zeros({p, rows}, x.dtype(), x.device());
   for (size_t i = 0; i < g.size(); i += 3) {
     const int64_t e = g[i], first = g[i + 1], end = g[i + 2];
-    WICK_CHECK(e >= 0 && e < experts, IndexError, op, "group ", i / 3, ": expert ", e, " is outside the ", experts,
-               " experts");
-    WICK_CHECK(first >= 0 && first <= end && end <= p, IndexError, op, "group ", i / 3, ": rows [", first, ", ", end,
-               ") are outside the ", p, " rows of x");
     if (first == end) continue;
     const QTensor we(plain.qtype(), rows, plain.cols(), plain.bytes().narrow(0, e * rows, rows));
     out.slice_set(qmatmul(x.narrow(0, first, end - first), we), 0, first);
