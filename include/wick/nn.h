@@ -48,9 +48,9 @@ Tensor silu_mul(const Tensor& gate, const Tensor& up);
 // the device has their kernels (a GPU's): moe_route picks each token's experts and lays the n * k
 // (token, expert) pairs out in the experts' order; every chosen expert multiplies its rows at once
 // (quant::qmatmul_grouped for block-format experts, matmul_grouped below for dense ones,
-// x.index_select(routing.tokens) as the input); moe_combine sums each
-// token's outputs, weighted. Decoding reads only the chosen experts' weights, in a fixed number of
-// launches whatever the choices, so the steps can be recorded.
+// x.index_select(routing.tokens) as the input); moe_combine sums each token's outputs, weighted.
+// Decoding reads only the chosen experts' weights, in a fixed number of launches whatever the
+// choices, so the steps can be recorded.
 struct MoeRouting {
   Tensor ids;      // (n, k) i64: each token's experts, in ascending order
   Tensor weights;  // (n, k) f32: their weights, in the same order
@@ -82,10 +82,11 @@ Tensor moe_combine(const Tensor& y, const MoeRouting& routing);
 // (p, rows), x's dtype. `max_rows`: at most this many rows in any group (the routing's tokens, n):
 // up to 64 (any count while a graph is recorded, or in batch-invariant mode), a GPU computes every
 // group in one launch without reading the groups on the host (a group past it is still computed
-// whole); past it, and on the CPU, each group is a matmul of its own. f64, f32, f16, bf16. Errors: ShapeError for x not
-// (p, cols), groups not (g, 3) or w's rows not a multiple of `experts`; DTypeError for another dtype or w's differing
-// from x's; DeviceError for operands on different devices; IndexError for an expert outside [0, experts) or rows
-// outside [0, p) (at the next wait, on a GPU, those groups left out).
+// whole); past it, and on the CPU, each group is a matmul of its own. f64, f32, f16, bf16.
+// Errors: ShapeError for x not (p, cols), groups not (g, 3) or w's rows not a multiple of
+// `experts`; DTypeError for another dtype or w's differing from x's; DeviceError for operands on
+// different devices; IndexError for an expert outside [0, experts) or rows outside [0, p) (at the
+// next wait, on a GPU, those groups left out).
 Tensor matmul_grouped(const Tensor& x, const Tensor& w, int64_t experts, const Tensor& groups, int64_t max_rows);
 
 // ---- rotary position embeddings ----------------------------------------------------------------

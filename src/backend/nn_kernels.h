@@ -111,8 +111,9 @@ class NnKernels {
   virtual StoragePtr moe_combine(const View& y, const View& weights, const View& slots, int64_t k) const;
   // nn::matmul_grouped for x (p, cols) and w (experts * rows, cols) contiguous, groups (g, 3) i64
   // contiguous: new contiguous storage (p, rows) of x's dtype, zeros where no group names a row;
-  // null (the default, and a GPU's choice for groups past 64 rows): the front end composes it. A backend whose memory
-  // is the device's checks each entry as it reads it (an IndexError at the next wait; that group left out).
+  // null (the default, and a GPU's choice for groups past 64 rows): the front end composes it. A
+  // backend whose memory is the device's checks each entry as it reads it (an IndexError at the
+  // next wait; that group left out).
   virtual StoragePtr matmul_grouped(const View& x, const View& w, int64_t experts, const View& groups,
                                     int64_t max_rows) const;
 };

@@ -1,6 +1,6 @@
-// A few rows times a weight's transpose, as a model's linear layers decode: the body of gpu/matmul.cu's
-// product of a few rows and of nn::matmul_grouped's (gpu/nn/moe.cu), each of whose blocks takes
-// the rows of one group's expert.
+// A few rows times a weight's transpose, as a model's linear layers decode: the body of
+// gpu/matmul.cu's product of a few rows and of nn::matmul_grouped's (gpu/nn/moe.cu), each of whose
+// blocks takes the rows of one group's expert.
 #pragma once
 
 #include <algorithm>
@@ -13,10 +13,10 @@
 namespace wick::gpu::gemv {
 
 // rows_times_weight: out (rows, n) = x (rows, k) times w (n, k) transposed, rows <= kMaxRows, x's
-// rows and w's rows contiguous and 16-byte aligned. Each group of 32 lanes takes kR rows of w and walks its share
-// of k (all of it, or a part where the groups of a block split k) in 16-byte words, 4 words per row
-// in flight per lane (2 past 2 rows of x); x's words come through the cache (every group reads the
-// same x). Sums in f32, as the BLAS's products of halves.
+// rows and w's rows contiguous and 16-byte aligned. Each group of 32 lanes takes kR rows of w and
+// walks its share of k (all of it, or a part where the groups of a block split k) in 16-byte
+// words, 4 words per row in flight per lane (2 past 2 rows of x); x's words come through the cache
+// (every group reads the same x). Sums in f32, as the BLAS's products of halves.
 constexpr int kMaxRows = 8;
 constexpr int kLanes = 32;  // a group of lanes: a warp on NVIDIA, half a wave on AMD's wave64 parts
 constexpr int kR = 2;
@@ -99,10 +99,10 @@ __device__ __forceinline__ void rows_times_weight(const T* __restrict__ x, int64
   }
 }
 
-// How a product of n weight rows is laid out, one of `parts` launched together (nn::matmul_grouped's
-// groups): k split over `splits` groups of a block (1, 2, 4 or 8: the fewest that give the device 4
-// blocks per multiprocessor over the parts, so that a weight of few rows, 4096 x 14336, still has
-// enough loads in flight) and `blocks` blocks a part.
+// How a product of n weight rows is laid out, one of `parts` launched together
+// (nn::matmul_grouped's groups): k split over `splits` groups of a block (1, 2, 4 or 8: the fewest
+// that give the device 4 blocks per multiprocessor over the parts, so that a weight of few rows,
+// 4096 x 14336, still has enough loads in flight) and `blocks` blocks a part.
 struct Plan {
   int splits;
   unsigned blocks;

@@ -292,9 +292,8 @@ class LlamaModel : public Model {
   // Layer l's mixture of experts over x (..., dim) (blocks/moe.cpp): nn::moe_route's choices, each
   // chosen expert's MLP over its tokens, gathered (stacked experts: quant::qmatmul_grouped or
   // nn::matmul_grouped, with no wait for the host; else each expert's own product, the groups read
-  // on the host), and
-  // nn::moe_combine's weighted sums; the experts no token chose are not read. This rank's partial
-  // sums where the model is split.
+  // on the host), and nn::moe_combine's weighted sums; the experts no token chose are not read.
+  // This rank's partial sums where the model is split.
   Tensor mixture(const Layer& l, const Tensor& x) const;
   // l's experts as stacked_gate_up and stacked_down, or dense_gate_up and dense_down, where they
   // can be (Layer); else as they are. `copy`: their blocks may be copied (on a GPU always; on the

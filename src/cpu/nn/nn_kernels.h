@@ -12,7 +12,8 @@ class CpuNnKernels final : public NnKernels {
 
   // Every nn op, for every dtype it is defined for, but rope_write_at: on a CPU its composition
   // (rope, then the scatter of rows) costs what one pass would, with no launch to save; and the
-  // mixture's moe_route, moe_combine and matmul_grouped, whose host composition is the CPU's kernel.
+  // mixture's moe_route, moe_combine and matmul_grouped, whose host compositions are the CPU's
+  // kernels.
   bool supports(NnOp op, DType dtype) const override {
     return op != NnOp::RopeWriteAt && op != NnOp::MoeRoute && op != NnOp::MoeCombine && op != NnOp::MatmulGrouped &&
            op_defined(op, {&dtype, 1});
