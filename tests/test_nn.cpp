@@ -89,6 +89,20 @@ TEST_P(NnTest, MatmulOfALinearLayer) {
   }
 }
 
+// A weight of a decode layer's size, k past whole passes of the GPU kernel's groups of lanes, seen
+// through a view whose rows are further apart than k, times 1 to 8 rows of x, also apart.
+TEST_P(NnTest, MatmulOfAWideWeightView) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const Tensor w = randn({1203, 2072}).to_dtype(dt).narrow(1, 8, 2056);
+    for (int64_t rows : {1, 3, 8}) {
+      const Tensor x = randn({rows, 2064}).to_dtype(dt).narrow(1, 0, 2056);
+      const Tensor want = x.to_dtype(DType::F64).matmul(w.to_dtype(DType::F64).t());
+      // Sums of 2056 products of N(0, 1) values (up to about 200) in f32, rounded to dt.
+      expect_near(x.matmul(w.t()), want, dt == DType::F16 ? 0.15 : 1.0);
+    }
+  }
+}
+
 TEST_P(NnTest, HalfMatmulAccumulatesInF32) {
   // 4096 ones: an f16 accumulator would stop at 2048; f32 accumulation gives the exact 4096.
   Tensor a = Tensor::ones({1, 4096}, DType::F16, dev()), b = Tensor::ones({4096, 1}, DType::F16, dev());
