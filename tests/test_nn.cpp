@@ -89,7 +89,7 @@ TEST_P(NnTest, MatmulOfALinearLayer) {
   }
 }
 
-// A weight of a decode layer's size, k past whole passes of the GPU kernel's groups of lanes, seen
+// A weight of 1203 rows, k past whole passes of the GPU few-row kernel's groups of lanes, seen
 // through a view whose rows are further apart than k, times 1 to 8 rows of x, also apart.
 TEST_P(NnTest, MatmulOfAWideWeightView) {
   for (DType dt : {DType::F16, DType::BF16}) {
