@@ -1,5 +1,6 @@
 // Products of rows by a weight's transpose whose every output is the same sum in the same order for
-// any number of rows: the f16 and bf16 products of batch-invariant mode (wick::batch_invariant()).
+// any number of rows: the f16 and bf16 products of batch-invariant mode (wick::batch_invariant()),
+// and on ROCm of 2 to 8 rows in every mode (a few sequences decoding; gpu/matmul.cu says why).
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 // Batched matmul through the vendor BLAS (gpu/blas.h): operands used in place when they are
 // row-major or transposed views, other strides copied first; batch dims collapsed, so broadcast
 // batches (stride 0) and contiguous ones are a single strided-batched call. f8e4m3 goes through
-// f32. A few rows times a weight's transpose (a model's linear layer while decoding) is wick's
-// own kernel, which streams the weight at the memory's speed. In batch-invariant mode
+// f32. A few rows times a weight's transpose (a model's linear layer while decoding) is the vendor
+// BLAS's on CUDA and, on ROCm, wick's own kernels (gemv_rows below). In batch-invariant mode
 // (wick::batch_invariant()) products by a matrix every row shares keep one sum order for any row
 // count (invariant_rows below).
 #include <algorithm>
@@ -80,13 +80,30 @@ void queue_gemv_rows(GpuBackend& backend, DType dtype, const void* x, int64_t ld
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// out = a b through gemv_rows_kernel where the product is a few rows times the transpose of a weight
-// stored row by row (b a (k, n) view with unit stride along k, broadcast over a's batch); false
-// where it is not.
+// Which kernel takes a few f16 or bf16 rows times a weight, by vendor. Llama 3 8B's bf16 products
+// (6144, 4096, 28672 and 4096 rows of weight) on an H200 read the weight at these fractions of copy
+// bandwidth:
+//
+//   rows of x   gemv_rows_kernel   gemm_rows (matrix units)   cuBLAS (the gemm below)
+//   1           0.63-0.90          0.59-0.80                  0.63-0.91
+//   2           0.47-0.73          0.58-0.79                  0.65-1.00
+//   4           0.39-0.57          0.56-0.77                  0.64-0.99
+//   8           0.20-0.31          0.55-0.75                  0.65-0.99
+//
+// and batches of 1, 2 and 8 sequences decoded at 201, 348 and 623 tokens/s in the first, 209,
+// 414 and 1588 through cuBLAS. So CUDA leaves them to cuBLAS. On ROCm, where no AMD GPU has been
+// measured, one row goes to gemv_rows_kernel and from kTilesFromRows rows to the matrix units.
+constexpr bool kVendorTakesFewHalfRows = kDeviceType == DeviceType::Cuda;
+constexpr int64_t kTilesFromRows = 2;
+
+// out = a b where the product is a few rows times the transpose of a weight stored row by row (b a
+// (k, n) view with unit stride along k, broadcast over a's batch), by wick's own kernels as above;
+// false where they do not take it.
 bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) {
   const int r = a.layout.rank();
   const int64_t k = a.layout.dim(r - 1), n = b.layout.dim(r - 1), rows = a.layout.numel() / std::max<int64_t>(k, 1);
   if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16) return false;
+  if (kVendorTakesFewHalfRows && a.dtype != DType::F32) return false;
   if (rows < 1 || rows > gemv::kMaxRows || k == 0 || n == 0) return false;
   for (int d = 0; d + 2 < r; ++d)
     if (b.layout.stride(d) != 0 && b.layout.dim(d) != 1) return false;  // one weight for every row
@@ -99,6 +116,9 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
   const auto* x = static_cast<const char*>(a.storage.data()) + a.layout.offset() * size;
   const auto* w = static_cast<const char*>(b.storage.data()) + b.layout.offset() * size;
   if (k % v != 0 || ldx % v != 0 || (n > 1 && ldw % v != 0) || !aligned16(x) || !aligned16(w)) return false;
+  if (rows >= kTilesFromRows &&
+      gemm_rows_invariant(backend, a.dtype, x, ldx, rows, w, n > 1 ? ldw : k, n, k, out.data()))
+    return true;
   queue_gemv_rows(backend, a.dtype, x, ldx, rows, 0, w, n > 1 ? ldw : k, n, k, out.data());
   return true;
 }
