@@ -137,7 +137,7 @@ StoragePtr GpuQuantKernels::product(const View& x, const uint8_t* w, QType qtype
   if (m > kMaxDotRows) {
     // Dequantize to x's dtype, then x (m, cols) times the weight's transpose through the GEMM. (In
     // chunks of weight rows whose dequantized tile stays in the L2 cache it ran slower on an H100,
-    // at every chunk size tried: docs/performance.md.)
+    // at every chunk size tried: docs/performance-quantized.md.)
     StoragePtr wd = values(w, qtype, rows, cols, x.dtype);
     const Layout wt({cols, rows}, {1, cols}, 0);
     return b.matmul(x, View{*wd, wt, x.dtype});

@@ -31,7 +31,7 @@ class GpuQuantKernels final : public QuantKernels {
   // The rows of x for which the matrix-unit tile kernel (qmatmul_tiles.cuh) is chosen where it
   // applies; fewer go through the integer-dot kernel, more through dequantize and the GEMM. On an
   // H200 (Llama 3 8B's four products, Q4_K and Q4_0) the tiles lost to the dots at 4 rows and won
-  // at 8, won against dequantize and the GEMM at 32 and lost at 64 (docs/performance.md).
+  // at 8, won against dequantize and the GEMM at 32 and lost at 64 (docs/performance-quantized.md).
   static constexpr int64_t kMinTileRows = 8;
   static constexpr int64_t kMaxTileRows = 32;
   // The rows of x for which Q4_K weights take the 8-bit matrix units (qmatmul_mmq.cuh) on devices
@@ -39,7 +39,7 @@ class GpuQuantKernels final : public QuantKernels {
   // kernels above and below. On an H200 (Llama 3 8B's four products) they lost to the integer dots at
   // 1 and 2 rows of x, won at 4 (in all) and after, were level with the f16/bf16 tiles at 32 and
   // lost to dequantize and the GEMM at 64; a mixture at 16 sequences ran 1.8-2.1 times as fast as
-  // through the grouped integer dots (docs/performance.md).
+  // through the grouped integer dots (docs/performance-quantized.md).
   static constexpr int64_t kMinMmqRows = 4;
   static constexpr int64_t kMaxMmqRows = 32;
   static constexpr int64_t kMinMmqGroupedRows = 4;
