@@ -714,8 +714,8 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
   const Groups gs{groups, g, experts, p, b.device_error()};
   // The integer dots cost about the same per row of x from 1 to 16 rows (compute, not the weight's
   // bytes, sets their pace there): passes of one row where no group has more, else of up to
-  // kGroupedChunk (docs/performance-quantized.md: 16 sequences of Qwen3-30B-A3B and Mixtral 8x7B with 4, 8
-  // and 16).
+  // kGroupedChunk (docs/performance-quantized.md: 16 sequences of Qwen3-30B-A3B and Mixtral 8x7B
+  // with 4, 8 and 16).
   const int chunk = std::min(max_rows, kGroupedChunk);
   // x rounded by each block, a chunk of at most M rows at a time, where that fits; else once, here,
   // all p rows.

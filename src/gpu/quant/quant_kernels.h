@@ -31,7 +31,8 @@ class GpuQuantKernels final : public QuantKernels {
   // The rows of x for which the matrix-unit tile kernel (qmatmul_tiles.cuh) is chosen where it
   // applies; fewer go through the integer-dot kernel, more through dequantize and the GEMM. On an
   // H200 (Llama 3 8B's four products, Q4_K and Q4_0) the tiles lost to the dots at 4 rows and won
-  // at 8, won against dequantize and the GEMM at 32 and lost at 64 (docs/performance-quantized.md).
+  // at 8, won against dequantize and the GEMM at 32 and lost at 64
+  // (docs/performance-quantized.md).
   static constexpr int64_t kMinTileRows = 8;
   static constexpr int64_t kMaxTileRows = 32;
   // The rows of x for which Q4_K weights take the 8-bit matrix units (qmatmul_mmq.cuh) on devices
