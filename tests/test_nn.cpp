@@ -90,7 +90,8 @@ TEST_P(NnTest, MatmulOfALinearLayer) {
 }
 
 // A weight of 1203 rows, k past whole passes of the GPU few-row kernel's groups of lanes, seen
-// through a view whose rows are further apart than k, times 1 to 8 rows of x, also apart.
+// through a view whose rows are further apart than k, times 1 to 8 rows of x, also apart (on
+// CUDA these half products are cuBLAS's, on ROCm wick's own kernels').
 TEST_P(NnTest, MatmulOfAWideWeightView) {
   for (DType dt : {DType::F16, DType::BF16}) {
     const Tensor w = randn({1203, 2072}).to_dtype(dt).narrow(1, 8, 2056);

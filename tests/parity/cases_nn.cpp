@@ -61,8 +61,9 @@ void add_matmul(std::vector<Case>& cases, DType dt) {
       // times an odd count of weight rows (the GPU's kernel for a few rows).
       {"linear_batch_rows", {2, 3, 256}, {2, 256, 40}, {}, {1, 256, 40}, Form::Contiguous, Form::Transposed},
       {"linear_eight_rows", {8, 512}, {512, 33}, {}, {}, Form::Contiguous, Form::Transposed},
-      // A weight of 1203 rows (more blocks of the GPU's few-row kernel than the device holds at
-      // once, k past whole passes of its groups of lanes) times 1 to 8 rows.
+      // A weight of 1203 rows (more blocks of wick's few-row GPU kernel, which takes f32 and, on
+      // ROCm, halves, than the device holds at once; k past whole passes of its groups of lanes)
+      // times 1 to 8 rows.
       {"linear_wide_weight", {1, 2056}, {2056, 1203}, {}, {}, Form::Contiguous, Form::Transposed},
       {"linear_wide_weight_rows", {5, 2056}, {2056, 1203}, {}, {}, Form::Contiguous, Form::Transposed},
       {"linear_wide_weight_eight", {8, 2056}, {2056, 1203}, {}, {}, Form::Contiguous, Form::Transposed},
