@@ -308,6 +308,12 @@ int main(int argc, char** argv) {
        [&](int i) {
          (void)nn::scaled_dot_product_attention(heads_of(y[i], 0, heads), cache[i].keys(), cache[i].values(), options);
        }},
+      {"rope_write_attention",
+       [&](int i) {
+         (void)cache[i].rope_write_attention(heads_of(y[i], 0, heads), heads_of(y[i], heads, kv_heads),
+                                             heads_of(y[i], heads + kv_heads, kv_heads), cos, sin, false, at, length,
+                                             options);
+       }},
       {"add_rms_norm", [&](int i) { (void)nn::add_rms_norm(x[i], residual[i], norm_weight, 1e-5); }},
       {"silu_mul",
        [&](int i) { (void)nn::silu_mul(gate_up[i].narrow(-1, 0, hidden), gate_up[i].narrow(-1, hidden, hidden)); }},

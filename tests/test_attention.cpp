@@ -525,6 +525,107 @@ TEST_P(AttentionTest, KvCacheRopeWriteAtChecksAndAliases) {
   EXPECT_EQ(values(self.values()), values(copy.values()));
 }
 
+// rope_write_attention gives the bits of rope_write_at, then scaled_dot_product_attention, and
+// leaves the same cache: on a GPU one kernel for halves whose key heads take up to 16 query heads
+// (the attention's decoding tiles), split key ranges from 33 keys on; f64, f32 and 32 query heads
+// per key head composed. q, k and v are views of one stacked product (the model's) or strided
+// tensors; the new position the last key, one in the middle, one past the keys read, or skipped.
+TEST_P(AttentionTest, KvCacheRopeWriteAttentionIsRopeWriteAtThenAttention) {
+  constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
+  struct Shape4 {
+    int64_t b, h, h_kv, d;
+  };
+  const Shape4 shapes[] = {{1, 32, 8, 128}, {2, 4, 2, 16}, {1, 16, 1, 64}, {1, 32, 1, 64},
+                           {2, 6, 2, 80},   {1, 4, 4, 96}, {1, 2, 1, 256}, {1, 4, 2, 6}};
+  const int64_t capacity = 80;
+  for (DType dt : kFloat)
+    for (const Shape4& s : shapes)
+      for (int64_t length : {1, 33, 70})
+        for (int variant = 0; variant < 4; ++variant) {
+          // 0: the new position last, a mask hiding the keys past position 5, halves; 1: in the middle, a window of 9,
+          // interleaved, strided rows; 2: past the keys read, soft-capped; 3: skipped, a scale of 0.3.
+          const bool interleaved = variant == 1, strided = variant == 1;
+          const int64_t position = variant == 0   ? length - 1
+                                   : variant == 1 ? length / 2
+                                   : variant == 2 ? length + 3
+                                                  : kSkip;
+          if (dt == DType::F64 && (s.h > 8 || s.d > 96)) continue;  // composed either way: keep it short
+          SCOPED_TRACE(detail::str_cat(dt, " b ", s.b, " h ", s.h, " h_kv ", s.h_kv, " d ", s.d, ", length ", length,
+                                       ", variant ", variant));
+          Tensor q, k, v;
+          if (strided) {  // every other feature
+            q = randn({s.b, s.h, 1, 2 * s.d}, dt).slice(3, 0, 2 * s.d, 2);
+            k = randn({s.b, s.h_kv, 1, 2 * s.d}, dt).slice(3, 1, 2 * s.d, 2);
+            v = randn({s.b, s.h_kv, 1, 2 * s.d}, dt).slice(3, 0, 2 * s.d, 2);
+          } else {
+            const Tensor y = randn({s.b, 1, (s.h + 2 * s.h_kv) * s.d}, dt);
+            auto heads = [&](int64_t from, int64_t n) {
+              return y.narrow(2, from * s.d, n * s.d).reshape({s.b, 1, n, s.d}).transpose(1, 2);
+            };
+            q = heads(0, s.h);
+            k = heads(s.h, s.h_kv);
+            v = heads(s.h + s.h_kv, s.h_kv);
+          }
+          const Tensor cos = randn({1, s.d / 2}, dt), sin = randn({1, s.d / 2}, dt);
+          const Tensor old_k = randn({s.b, s.h_kv, capacity, s.d}, dt), old_v = randn({s.b, s.h_kv, capacity, s.d}, dt);
+          nn::KvCache fused(s.b, s.h_kv, capacity, s.d, dt, dev()), composed(s.b, s.h_kv, capacity, s.d, dt, dev());
+          fused.append(old_k, old_v);
+          composed.append(old_k, old_v);
+          nn::AttentionOptions o;
+          if (variant == 0)
+            o.mask = mask_of(
+                         1, length, [](int64_t, int64_t j) { return j <= 5; }, dt)
+                         .reshape({1, 1, 1, length});
+          if (variant == 1) o.window = 9;
+          if (variant == 2) o.softcap = 5;
+          if (variant == 3) o.scale = 0.3;
+          const Tensor at = Tensor::from_vector(std::vector<int64_t>{position}, {1}, dev());
+          const Tensor got = fused.rope_write_attention(q, k, v, cos, sin, interleaved, at, length, o);
+          const nn::KvCache::Rotated r = composed.rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+          const Tensor want = nn::scaled_dot_product_attention(r.q, r.keys, r.values, o);
+          ASSERT_EQ(got.shape(), Shape({s.b, s.h, 1, s.d}));
+          EXPECT_EQ(got.dtype(), dt);
+          EXPECT_EQ(values(got), values(want));
+          EXPECT_EQ(values(fused.keys()), values(composed.keys()));  // every position, past `length` too
+          EXPECT_EQ(values(fused.values()), values(composed.values()));
+        }
+}
+
+TEST_P(AttentionTest, KvCacheRopeWriteAttentionChecksBeforeWriting) {
+  constexpr const char* op = "KvCache::rope_write_attention: ";
+  for (DType dt : {DType::F32, DType::BF16}) {
+    nn::KvCache cache(1, 2, 4, 8, dt, dev());
+    const Tensor old = randn({1, 2, 4, 8}, dt);
+    cache.append(old, old);
+    const Tensor q = randn({1, 4, 1, 8}, dt), k = randn({1, 2, 1, 8}, dt), cs = randn({1, 4}, dt);
+    const Tensor at = Tensor::from_vector(std::vector<int64_t>{1}, {1}, dev());
+    WICK_EXPECT_ERROR(cache.rope_write_attention(q.to_dtype(DType::F64), k, k, cs, cs, false, at, 2, {}), DTypeError,
+                      op, "q ");
+    WICK_EXPECT_ERROR(cache.rope_write_attention(q, k, k, cs, cs, false, at, 5, {}), ShapeError, op, "length 5");
+    WICK_EXPECT_ERROR(cache.rope_write_attention(q, k, k, randn({1, 3}, dt), cs, false, at, 2, {}), ShapeError, op,
+                      "cos");
+    nn::AttentionOptions bad;
+    bad.window = -1;
+    WICK_EXPECT_ERROR(cache.rope_write_attention(q, k, k, cs, cs, false, at, 2, bad), ShapeError,
+                      "scaled_dot_product_attention: ", "window");
+    nn::AttentionOptions wide;
+    wide.mask = randn({1, 1, 1, 3}, dt);
+    WICK_EXPECT_ERROR(cache.rope_write_attention(q, k, k, cs, cs, false, at, 2, wide), ShapeError,
+                      "scaled_dot_product_attention: ", "mask");
+    // A position past the capacity: rope_write_at's IndexError, at the latest when the device is
+    // waited for. Nothing was written by any of these calls.
+    EXPECT_THROW(
+        {
+          cache.rope_write_attention(q, k, k, cs, cs, false, Tensor::from_vector(std::vector<int64_t>{4}, {1}, dev()),
+                                     2, {});
+          synchronize(dev());
+        },
+        IndexError);
+    EXPECT_EQ(values(cache.keys()), values(old));
+    EXPECT_EQ(values(cache.values()), values(old));
+  }
+}
+
 TEST_P(AttentionTest, KvCacheBadArguments) {
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, -1, 4, DType::F32, dev()), ShapeError, "KvCache: ", "capacity -1");
   WICK_EXPECT_ERROR(nn::KvCache(1, 2, 4, 4, DType::I32, dev()), DTypeError, "KvCache: ", "i32");

@@ -199,6 +199,14 @@ class KvCache {
   };
   Rotated rope_write_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
                         bool interleaved, const Tensor& at, int64_t length);
+  // A decoding step's attention: rope_write_at(q, k, v, cos, sin, interleaved, at, length), then
+  // scaled_dot_product_attention(turned q, keys, values, options); returns the attention's result
+  // (b, h, t_new, d), the same bits as those two calls, with the same writes into the cache. Every
+  // argument is checked before anything is written; a position out of range on a device is
+  // rope_write_at's IndexError, at the next wait. One kernel on a GPU where its matrix-unit
+  // attention decodes: f16 or bf16, one new position, at most 16 query heads per key head.
+  Tensor rope_write_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos, const Tensor& sin,
+                              bool interleaved, const Tensor& at, int64_t length, const AttentionOptions& options);
   // Declares positions 0 .. size - 1 filled (size at most the capacity).
   void set_size(int64_t size);
 
@@ -207,6 +215,9 @@ class KvCache {
   void check_new(const char* op, const Tensor& k, const Tensor& v) const;
   // write_at's checks of the positions `at` of k's t_new new ones and of the views' length.
   void check_at(const char* op, const Tensor& k, const Tensor& at, int64_t length) const;
+  // rope_write_at's checks.
+  void check_rope_write(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                        const Tensor& sin, const Tensor& at, int64_t length) const;
   // write_at's writes, checked: positions on a device are checked there, the error named for
   // rope_write_at where `rope`.
   std::pair<Tensor, Tensor> scatter_rows(const Tensor& k, const Tensor& v, const Tensor& at, int64_t length, bool rope);

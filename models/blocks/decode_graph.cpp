@@ -47,9 +47,8 @@ void DecodeGraph::run_step(int64_t length) {
         attention.window = 0;  // t_q = 1: the layer's mask alone hides keys, the window's too
         attention.mask = masks_.at(c.window_of(layer)).narrow(1, 0, length).unsqueeze(1).unsqueeze(1);
         const bool local = c.local_rope(layer);
-        const nn::KvCache::Rotated r =
-            cache_[i].rope_write_at(q, k, v, rope.cos_of(local), rope.sin_of(local), c.interleaved_rope, at, length);
-        return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
+        return cache_[i].rope_write_attention(q, k, v, rope.cos_of(local), rope.sin_of(local), c.interleaved_rope, at,
+                                              length, attention);
       },
       true));
 }

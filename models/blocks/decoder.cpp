@@ -462,8 +462,8 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
       throw ShapeError(detail::str_cat("llama: forward: key mask of shape ", key_mask.shape(), ", not ", Shape({b, t_kv})));
     mask = key_mask.to_device(device_).to_dtype(dtype_).reshape({b, 1, 1, t_kv});
   }
-  // A step of one position (a split model's decoding) goes through rope_write_at's one kernel;
-  // longer ones turn q and k, then append: a strided copy into the cache.
+  // A step of one position (a split model's decoding) goes through rope_write_attention (one
+  // kernel on a GPU); longer ones turn q and k, then append: a strided copy into the cache.
   const Tensor at = t == 1 ? Tensor::from_vector(std::vector<int64_t>{from}, {1}, device_) : Tensor();
   Tensor logits = run(
       x,
@@ -472,10 +472,8 @@ Tensor LlamaModel::forward(const Tensor& tokens, std::vector<nn::KvCache>& cache
         attention.mask = mask;
         const bool local = c.local_rope(static_cast<int64_t>(i));
         const Tensor &cos = rope.cos_of(local), &sin = rope.sin_of(local);
-        if (at.defined()) {
-          const nn::KvCache::Rotated r = cache[i].rope_write_at(q, k, v, cos, sin, c.interleaved_rope, at, from + 1);
-          return nn::scaled_dot_product_attention(r.q, r.keys, r.values, attention);
-        }
+        if (at.defined())
+          return cache[i].rope_write_attention(q, k, v, cos, sin, c.interleaved_rope, at, from + 1, attention);
         auto turn = [&](const Tensor& y) {
           return c.interleaved_rope ? nn::rope_i(y, cos, sin) : nn::rope(y, cos, sin);
         };

@@ -65,6 +65,16 @@ class NnKernels {
   virtual StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
                                    RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
                                    bool paged) const;
+  // A decoding step's rope, KV-cache write and attention in one pass: rope_write_at's call (paged
+  // false) for one new position (t = 1), then attention() of the turned q over the caches' first
+  // `length` positions (1 <= length <= capacity) with `mask` (null or a view broadcast to (b, h, 1,
+  // length)) and `args`; returns attention()'s result, with the bits and the cache writes of those
+  // two calls. null (the default): the backend's kernels do not fuse this call, nothing was done,
+  // and the front end makes the two calls.
+  virtual StoragePtr rope_write_attention(const View& q, const View& k, const View& v, const View& cos, const View& sin,
+                                          RopePairs pairs, const View& at, const MutView& k_cache,
+                                          const MutView& v_cache, int64_t length, const View* mask,
+                                          const AttentionArgs& args) const;
   // An IndexError naming KvCache::write_at (KvCache::rope_write_at where `rope`) for a position of
   // `at` (i64, t values) outside [0, capacity) that is not i64's maximum, raised when the device
   // is next waited for. The front end checks positions on the host itself: a backend whose memory

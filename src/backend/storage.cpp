@@ -50,6 +50,12 @@ StoragePtr NnKernels::rope_write_at(const View&, const View&, const View&, const
   throw NotSupportedError(detail::str_cat(OpKey(NnOp::RopeWriteAt).name(), ": this backend has no fused kernel"));
 }
 
+StoragePtr NnKernels::rope_write_attention(const View&, const View&, const View&, const View&, const View&, RopePairs,
+                                           const View&, const MutView&, const MutView&, int64_t, const View*,
+                                           const AttentionArgs&) const {
+  return nullptr;
+}
+
 void NnKernels::check_positions(const View&, int64_t, bool) const {}
 
 StoragePtr NnKernels::attention(const View&, const View&, const View&, const View*, const AttentionArgs&) const {

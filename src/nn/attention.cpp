@@ -95,29 +95,35 @@ Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, con
   return empty.where_cond(zero, out).to_dtype(q.dtype());
 }
 
+AttentionCall attention_call(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
+  check_arguments(q, k, v, options);
+  const int64_t b = q.dim(0), h = q.dim(1), t_q = q.dim(2), d = q.dim(3), t_kv = k.dim(2);
+  AttentionCall call;
+  call.out = {b, h, t_q, d};
+  ops::check_output(kOp, call.out, q.dtype(), {&q, &k, &v});
+  // A window as long as the keys hides none of them (and bounds the positions' arithmetic).
+  call.args = {options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), options.causal,
+               options.window < t_kv ? options.window : 0, options.library, options.softcap};
+  // The mask broadcast to the scores, stride 0 where it broadcasts.
+  if (options.mask.defined()) call.mask = options.mask.broadcast_as({b, h, t_q, t_kv});
+  return call;
+}
+
 }  // namespace detail
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
-  check_arguments(q, k, v, options);
-  const int64_t b = q.dim(0), h = q.dim(1), t_q = q.dim(2), d = q.dim(3), t_kv = k.dim(2);
-  const Shape out = {b, h, t_q, d};
-  ops::check_output(kOp, out, q.dtype(), {&q, &k, &v});
+  const detail::AttentionCall call = detail::attention_call(q, k, v, options);
   // Nothing to compute, or no key to see: every row is empty.
-  if (q.numel() == 0 || t_kv == 0) return Tensor::zeros(out, q.dtype(), q.device());
-  // A window as long as the keys hides none of them (and bounds the positions' arithmetic).
-  const AttentionArgs args{options.scale.value_or(1 / std::sqrt(static_cast<double>(d))), options.causal,
-                           options.window < t_kv ? options.window : 0, options.library, options.softcap};
+  if (q.numel() == 0 || k.dim(2) == 0) return Tensor::zeros(call.out, q.dtype(), q.device());
   if (const NnKernels* kernels = detail::fused(NnOp::Attention, q)) {
-    // The mask as a (b, h, t_q, t_kv) view, stride 0 where it broadcasts.
-    const Tensor mask = options.mask.defined() ? options.mask.broadcast_as({b, h, t_q, t_kv}) : Tensor();
-    std::optional<View> mask_view;
-    if (mask.defined()) mask_view.emplace(ops::view_of(mask));
+    std::optional<View> mask;
+    if (call.mask.defined()) mask.emplace(ops::view_of(call.mask));
     return ops::wrap(
-        kernels->attention(ops::view_of(q), ops::view_of(k), ops::view_of(v), mask_view ? &*mask_view : nullptr, args),
-        out, q.dtype());
+        kernels->attention(ops::view_of(q), ops::view_of(k), ops::view_of(v), mask ? &*mask : nullptr, call.args),
+        call.out, q.dtype());
   }
-  return detail::attention_composed(q, k, v, options.mask, args);
+  return detail::attention_composed(q, k, v, options.mask, call.args);
 }
 
 }  // namespace wick::nn

@@ -1,5 +1,6 @@
 // KvCache: keys and values of a layer, allocated once; appends write into the cache in place.
 #include <limits>
+#include <optional>
 
 #include "nn/nn_ops.h"
 #include "wick/nn.h"
@@ -98,9 +99,8 @@ std::pair<Tensor, Tensor> KvCache::scatter_rows(const Tensor& k, const Tensor& v
   return {k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
 }
 
-KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
-                                        const Tensor& sin, bool interleaved, const Tensor& at, int64_t length) {
-  constexpr const char* op = "KvCache::rope_write_at";
+void KvCache::check_rope_write(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                               const Tensor& sin, const Tensor& at, int64_t length) const {
   check_new(op, k, v);
   check_at(op, k, at, length);
   ops::check_defined(op, q);
@@ -110,6 +110,11 @@ KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const 
   WICK_CHECK(q.rank() == 4 && q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2) && q.dim(3) == k.dim(3), ShapeError, op,
              "q ", ops::describe(q), " must have shape (b, h, t_new, d) with k's b, t_new and d, k ", ops::describe(k));
   detail::check_rope(op, NnOp::RopeWriteAt, q, cos, sin, false, "q");
+}
+
+KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                                        const Tensor& sin, bool interleaved, const Tensor& at, int64_t length) {
+  check_rope_write("KvCache::rope_write_at", q, k, v, cos, sin, at, length);
   // The kernel takes one position a step (a decoding step's): positions that may repeat are the
   // scatter's, whose last one wins.
   const NnKernels* kernels = detail::fused(NnOp::RopeWriteAt, k);
@@ -127,6 +132,31 @@ KvCache::Rotated KvCache::rope_write_at(const Tensor& q, const Tensor& k, const 
                              ops::view_of(sin), interleaved ? RopePairs::Interleaved : RopePairs::Halves,
                              ops::view_of(at.reshape({k.dim(2)})), ops::mut_view_of(k_), ops::mut_view_of(v_), false);
   return {ops::wrap(std::move(turned), q.shape(), q.dtype()), k_.narrow(2, 0, length), v_.narrow(2, 0, length)};
+}
+
+Tensor KvCache::rope_write_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cos,
+                                     const Tensor& sin, bool interleaved, const Tensor& at, int64_t length,
+                                     const AttentionOptions& options) {
+  check_rope_write("KvCache::rope_write_attention", q, k, v, cos, sin, at, length);
+  // The attention's checks, on q as it will be turned (its shape and dtype), before any write.
+  const Tensor keys = k_.narrow(2, 0, length), values = v_.narrow(2, 0, length);
+  const detail::AttentionCall call = detail::attention_call(q, keys, values, options);
+  const NnKernels* kernels = detail::fused(NnOp::RopeWriteAt, k);
+  if (kernels != nullptr && detail::fused(NnOp::Attention, q) != nullptr && k.dim(2) == 1 && length > 0 &&
+      q.numel() > 0 && k.numel() > 0) {
+    // The kernel writes the cache while it reads q, k and v: none may lie in it.
+    const Tensor q_in = ops::unaliased(ops::unaliased(q, k_), v_), k_in = ops::unaliased(ops::unaliased(k, k_), v_),
+                 v_in = ops::unaliased(ops::unaliased(v, k_), v_);
+    std::optional<View> mask;
+    if (call.mask.defined()) mask.emplace(ops::view_of(call.mask));
+    StoragePtr out = kernels->rope_write_attention(
+        ops::view_of(q_in), ops::view_of(k_in), ops::view_of(v_in), ops::view_of(cos), ops::view_of(sin),
+        interleaved ? RopePairs::Interleaved : RopePairs::Halves, ops::view_of(at.reshape({1})), ops::mut_view_of(k_),
+        ops::mut_view_of(v_), length, mask ? &*mask : nullptr, call.args);
+    if (out) return ops::wrap(std::move(out), call.out, q.dtype());
+  }
+  const Rotated r = rope_write_at(q, k, v, cos, sin, interleaved, at, length);
+  return scaled_dot_product_attention(r.q, r.keys, r.values, options);
 }
 
 void KvCache::set_size(int64_t size) {

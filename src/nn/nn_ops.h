@@ -4,6 +4,7 @@
 
 #include "backend/nn_kernels.h"
 #include "core/checks.h"
+#include "wick/nn.h"
 
 namespace wick::nn::detail {
 
@@ -28,5 +29,14 @@ DType math_dtype(DType dtype);
 // NnKernels::attention takes them, after the front end's checks (mask undefined: none).
 Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                           const AttentionArgs& args);
+
+// scaled_dot_product_attention's checks of q, k, v and the options, and what a kernel then takes:
+// the output's shape, the arguments, and the mask broadcast to the scores (b, h, t_q, t_kv).
+struct AttentionCall {
+  Shape out;
+  AttentionArgs args{};
+  Tensor mask;  // undefined: none
+};
+AttentionCall attention_call(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options);
 
 }  // namespace wick::nn::detail

@@ -298,6 +298,68 @@ void add_rope_write(std::vector<Case>& cases, DType dt) {
     }
 }
 
+// rope_write_attention: a decoding step's rope, cache write and attention (one kernel on a GPU for
+// halves whose key heads take up to 16 query heads; 32 composed). The result is the attention's
+// output, then every key and value of the cache.
+struct RopeAttendVariant {
+  std::string name;
+  int64_t b, h, h_kv, d, capacity, at, length;
+  int64_t window = 0;
+  bool padding = false;  // a (b, 1, 1, length) mask, about a sixth of the keys -inf
+};
+
+std::vector<RopeAttendVariant> rope_attend_variants() {
+  constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
+  return {
+      {"decode", 1, 32, 8, 128, 40, 39, 40},  {"long", 2, 8, 2, 64, 300, 299, 300, 0, true},
+      {"middle", 1, 4, 2, 16, 70, 20, 50, 9}, {"group16", 1, 16, 1, 64, 70, 69, 70},
+      {"group32", 1, 32, 1, 64, 33, 32, 33},  {"head_dim256", 1, 2, 1, 256, 40, 39, 40},
+      {"skip", 1, 4, 2, 16, 6, kSkip, 6},     {"past_capacity", 1, 4, 2, 16, 6, 6, 6},
+  };
+}
+
+Output run_rope_attend(Ctx& c, DType dt, bool interleaved, const RopeAttendVariant& v) {
+  const Device dev = c.backend().device();
+  const Tensor y = tensor(c.input(dt, {v.b, 1, (v.h + 2 * v.h_kv) * v.d}));
+  auto heads = [&](int64_t from, int64_t n) {
+    return y.narrow(2, from * v.d, n * v.d).reshape({v.b, 1, n, v.d}).transpose(1, 2);
+  };
+  const Tensor cos = tensor(c.input(dt, {1, v.d / 2})), sin = tensor(c.input(dt, {1, v.d / 2}));
+  nn::KvCache cache(v.b, v.h_kv, v.capacity, v.d, dt, dev);
+  cache.append(tensor(c.input(dt, {v.b, v.h_kv, v.capacity, v.d})),
+               tensor(c.input(dt, {v.b, v.h_kv, v.capacity, v.d})));
+  nn::AttentionOptions o;
+  o.window = v.window;
+  if (v.padding) {
+    const Tensor x = tensor(c.input(dt, {v.b, 1, 1, v.length}));
+    o.mask = x.lt(-2).where_cond(Tensor::scalar(-std::numeric_limits<double>::infinity(), dt, dev), x.zeros_like());
+  }
+  const Tensor at = Tensor::from_vector(std::vector<int64_t>{v.at}, {1}, dev);
+  const Tensor out = cache.rope_write_attention(heads(0, v.h), heads(v.h, v.h_kv), heads(v.h + v.h_kv, v.h_kv), cos,
+                                                sin, interleaved, at, v.length, o);
+  auto flat = [](const Tensor& x) { return x.contiguous().reshape({x.numel()}); };
+  return result(cat({flat(out), flat(cache.keys()), flat(cache.values())}, 0));
+}
+
+void add_rope_attend(std::vector<Case>& cases, DType dt) {
+  for (const RopeAttendVariant& v : rope_attend_variants())
+    for (bool interleaved : {false, true}) {
+      std::string extra =
+          "kv " + std::to_string(v.h_kv) + "x" + std::to_string(v.length) + ", capacity " + std::to_string(v.capacity);
+      if (v.window) extra += " window " + std::to_string(v.window);
+      if (v.padding) extra += " mask padding";
+      cases.push_back({OpKey(NnOp::RopeWriteAt).name(),
+                       label(dt),
+                       shape_label({v.b, v.h, 1, v.d}, extra),
+                       "attention." + v.name + (interleaved ? ".interleaved" : ""),
+                       NnOp::RopeWriteAt,
+                       {dt},
+                       Compare::Float,
+                       v.name == "past_capacity",
+                       [=](Ctx& c) { return run_rope_attend(c, dt, interleaved, v); }});
+    }
+}
+
 // ---- attention ----------------------------------------------------------------------------------
 
 enum class Mask {
@@ -454,6 +516,7 @@ void add_fused_cases(std::vector<Case>& cases) {
     add_norm(cases, dt, NnOp::LayerNorm);
     for (NnOp op : {NnOp::Rope, NnOp::RopeI, NnOp::RopeThd}) add_rope(cases, dt, op);
     add_rope_write(cases, dt);
+    add_rope_attend(cases, dt);
     add_attention(cases, dt);
     add_silu_mul(cases, dt);
   }

@@ -312,6 +312,9 @@ bool packed_rows(const View& x, int64_t elems) {
 const void* element_ptr(const View& x) {
   return static_cast<const char*>(x.storage.data()) + x.layout.offset() * dtype_size(x.dtype);
 }
+void* element_ptr(const MutView& x) {
+  return static_cast<char*>(x.storage.data()) + x.layout.offset() * dtype_size(x.dtype);
+}
 
 // Keys per group and step: up to 4 packs each of K and V in flight per lane, fewer as the rows'
 // queries and accumulators take more registers.
@@ -436,10 +439,11 @@ template void launch_attention_combine<bf16>(const float*, const float*, bf16*, 
 
 }  // namespace nn
 
-StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, const View* mask,
-                                   const AttentionArgs& args) const {
-  GpuBackend& b = backend_;
-  b.activate();
+namespace {
+
+// The geometry of attention over q, k and v (everything but the output).
+nn::AttentionGeom attention_geometry(const View& q, const View& k, const View& v, const View* mask,
+                                     const AttentionArgs& args) {
   const Layout &lq = q.layout, &lk = k.layout, &lv = v.layout;
   nn::AttentionGeom g{};
   g.batch = lq.dim(0);
@@ -448,18 +452,11 @@ StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, 
   g.d = lq.dim(3);
   g.kv_heads = lk.dim(1);
   g.t_kv = lk.dim(2);
-  StoragePtr out = b.alloc(q.dtype, g.batch * g.heads * g.t_q * g.d);
-  if (out->nbytes() == 0) return out;
-  if (g.t_kv == 0 || g.kv_heads == 0) {  // no key: zeros
-    WICK_GPU_CHECK(memset_async(out->data(), 0, out->nbytes(), b.stream()));
-    return out;
-  }
-  g.group = g.heads / g.kv_heads;
+  g.group = g.kv_heads > 0 ? g.heads / g.kv_heads : 0;
   g.q = element_ptr(q);
   g.k = element_ptr(k);
   g.v = element_ptr(v);
   g.mask = mask ? element_ptr(*mask) : nullptr;
-  g.out = out->data();
   for (int i = 0; i < 4; ++i) {
     g.q_stride[i] = lq.stride(i);
     g.k_stride[i] = lk.stride(i);
@@ -475,6 +472,23 @@ StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, 
   g.vec_q = packed_rows(q, elems);
   g.vec_k = packed_rows(k, elems);
   g.vec_v = packed_rows(v, elems);
+  return g;
+}
+
+}  // namespace
+
+StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, const View* mask,
+                                   const AttentionArgs& args) const {
+  GpuBackend& b = backend_;
+  b.activate();
+  nn::AttentionGeom g = attention_geometry(q, k, v, mask, args);
+  StoragePtr out = b.alloc(q.dtype, g.batch * g.heads * g.t_q * g.d);
+  if (out->nbytes() == 0) return out;
+  if (g.t_kv == 0 || g.kv_heads == 0) {  // no key: zeros
+    WICK_GPU_CHECK(memset_async(out->data(), 0, out->nbytes(), b.stream()));
+    return out;
+  }
+  g.out = out->data();
   dispatch(q.dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_same_v<T, float> ||
                   std::is_same_v<T, double>) {
@@ -484,6 +498,52 @@ StoragePtr GpuNnKernels::attention(const View& q, const View& k, const View& v, 
     }
   });
   return out;
+}
+
+// The decoding tiles of the matrix-unit kernel take the step's rope and cache write in front:
+// where attention() would run those tiles (f16 or bf16, the device's matrix units, wick's own
+// kernels, a key head's queries within one tile), one launch; elsewhere null.
+StoragePtr GpuNnKernels::rope_write_attention(const View& q, const View& k, const View& v, const View& cos,
+                                              const View& sin, RopePairs pairs, const View& at, const MutView& k_cache,
+                                              const MutView& v_cache, int64_t length, const View* mask,
+                                              const AttentionArgs& args) const {
+  GpuBackend& b = backend_;
+  if ((q.dtype != DType::F16 && q.dtype != DType::BF16) || !mma::available(b.props()) ||
+      b.attention_path() == GpuBackend::AttentionPath::Rows)
+    return nullptr;
+  b.activate();
+  const Layout keys_layout = k_cache.layout.narrow(2, 0, length), values_layout = v_cache.layout.narrow(2, 0, length);
+  const View keys{k_cache.storage, keys_layout, k_cache.dtype}, values{v_cache.storage, values_layout, v_cache.dtype};
+  nn::AttentionGeom g = attention_geometry(q, keys, values, mask, args);
+  if (g.t_q != 1 || g.kv_heads == 0 || g.group > 16 || g.t_kv == 0) return nullptr;
+  nn::RopeWriteGeom rw{};
+  rw.k = element_ptr(k);
+  rw.v = element_ptr(v);
+  for (int i = 0; i < 4; ++i) {
+    rw.k_stride[i] = k.layout.stride(i);
+    rw.v_stride[i] = v.layout.stride(i);
+  }
+  rw.k_cache = element_ptr(k_cache);
+  rw.v_cache = element_ptr(v_cache);
+  rw.cos = element_ptr(cos);
+  rw.sin = element_ptr(sin);
+  rw.cos_stride = cos.layout.stride(1);
+  rw.sin_stride = sin.layout.stride(1);
+  rw.at = static_cast<const int64_t*>(element_ptr(at));
+  rw.capacity = k_cache.layout.dim(2);
+  rw.interleaved = pairs == RopePairs::Interleaved;
+  rw.position_error = kPositionRope;
+  rw.err = b.device_error();
+  StoragePtr out = b.alloc(q.dtype, g.batch * g.heads * g.d);
+  g.out = out->data();
+  bool queued = false;
+  dispatch(q.dtype, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      g.vec_out = g.d % kPackElems<T> == 0 && aligned(g.out, 16);
+      queued = nn::launch_attention_mma<T>(g, b, &rw);
+    }
+  });
+  return queued ? out : nullptr;
 }
 
 }  // namespace wick::gpu

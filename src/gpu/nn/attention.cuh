@@ -11,6 +11,7 @@
 namespace wick::gpu {
 
 class GpuBackend;
+struct KernelError;
 
 namespace nn {
 
@@ -35,6 +36,26 @@ struct AttentionGeom {
   bool vec_q, vec_k, vec_v, vec_out;
 };
 
+// A decoding step fused into the attention (NnKernels::rope_write_attention): q's rows, as
+// AttentionGeom's q gives them, are turned by the step's rope in the kernel, and the new key
+// (turned) and value are written into the caches (whose first t_kv positions are AttentionGeom's k
+// and v) at position *at before any block reads that position.
+struct RopeWriteGeom {
+  const void* k;  // the new key and value, (b, h_kv, 1, d): element pointers, strides in elements
+  const void* v;
+  int64_t k_stride[4], v_stride[4];
+  void* k_cache;  // the caches, (b, h_kv, capacity, d) with AttentionGeom's k and v strides
+  void* v_cache;
+  const void* cos;  // the step's rows of the tables: d / 2 values each, `stride` apart
+  const void* sin;
+  int64_t cos_stride, sin_stride;
+  const int64_t* at;  // the new position: i64's maximum writes nothing, one out of range neither
+  int64_t capacity;
+  bool interleaved;    // pairs (x[2i], x[2i + 1]), else (x[i], x[i + d/2])
+  int position_error;  // how a position out of range is named (runtime.h's report_position_error)
+  KernelError* err;
+};
+
 // The number of key ranges to split each of `blocks` blocks of rows into, so that `capacity`
 // resident blocks finish soonest: the fewest rounds, each range costing its keys plus a block's
 // fixed work, ranges of at least min_keys keys. Splitting pays when the blocks of rows alone
@@ -51,9 +72,10 @@ void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels:
 
 // Queues the matrix-unit kernel for T = f16 or bf16 when d fits one of its head-dim tiles and the
 // device gives the shared memory; false (nothing queued) otherwise. Any t_q: decoding splits the
-// keys across blocks and merges them with launch_attention_combine.
+// keys across blocks and merges them with launch_attention_combine. With `rope` (t_q 1, d even),
+// the kernel first runs the step it describes; only the decoding tiles (g.group <= 16) take it.
 template <typename T>
-bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend);
+bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend, const RopeWriteGeom* rope = nullptr);
 
 // Queues cuDNN's fused flash attention (dnn_attention_cuda.cu) on the backend's stream and returns
 // true, or returns false with nothing queued when it does not serve the call: it serves f16 and

@@ -172,8 +172,122 @@ __device__ inline void load_rows(MmaRow* rows, T* sq, const AttentionGeom& g, co
   }
 }
 
+// ---- a decoding step fused in front (RopeWriteGeom) ----------------------------------------------
+
+// What each thread holds of the step: pairs j = thread, thread + threads, ... of the new key and of
+// the value's features at the same places, the rope's angle of each pair, and the position.
 template <typename T, typename Tile>
-__global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(AttentionGeom g, MmaParams p) {
+struct StepRow {
+  static constexpr int kThreads = Tile::W * mma::kWave;
+  static constexpr int kPairs = (Tile::D / 2 + kThreads - 1) / kThreads;
+  T k[kPairs][2], v[kPairs][2], cos[kPairs], sin[kPairs];
+  int64_t pos;
+
+  __device__ void load(const AttentionGeom& g, const RopeWriteGeom& rw, int64_t b, int64_t kvh) {
+    const T* kn = static_cast<const T*>(rw.k) + b * rw.k_stride[0] + kvh * rw.k_stride[1];
+    const T* vn = static_cast<const T*>(rw.v) + b * rw.v_stride[0] + kvh * rw.v_stride[1];
+    const int64_t half = g.d / 2;
+    pos = *rw.at;
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) {
+      const int64_t j = threadIdx.x + int64_t{i} * kThreads;
+      if (j >= half) break;
+      const int64_t a = kernels::rope_first(j, rw.interleaved), c = kernels::rope_second(j, half, rw.interleaved);
+      k[i][0] = kn[a * rw.k_stride[3]];
+      k[i][1] = kn[c * rw.k_stride[3]];
+      v[i][0] = vn[a * rw.v_stride[3]];
+      v[i][1] = vn[c * rw.v_stride[3]];
+      cos[i] = static_cast<const T*>(rw.cos)[j * rw.cos_stride];
+      sin[i] = static_cast<const T*>(rw.sin)[j * rw.sin_stride];
+    }
+  }
+
+  // Pair i turned, with rope_write_at's arithmetic (the same bits).
+  __device__ void turn(int i, T& a, T& c) const {
+    const kernels::RopePair<float> r = kernels::rope_pair(kernels::to_opmath(a), kernels::to_opmath(c),
+                                                          kernels::to_opmath(cos[i]), kernels::to_opmath(sin[i]));
+    a = kernels::from_opmath<T>(r.a);
+    c = kernels::from_opmath<T>(r.b);
+  }
+
+  // The block's first `valid` query rows, landed in sq, turned in place: a batch of rows at a time
+  // (eight pairs a thread), every load of a batch issued before the first is used.
+  __device__ void turn_rows(const AttentionGeom& g, const RopeWriteGeom& rw, T* sq, int valid) const {
+    constexpr int kBatch = kPairs >= 4 ? 1 : 8 / kPairs;
+    const int64_t half = g.d / 2;
+    for (int r0 = 0; r0 < valid; r0 += kBatch) {
+      T x[kBatch][kPairs][2];
+      // f(r, i, row, a, c) for row r of the batch and the thread's pair i (features a and c).
+      auto each = [&](auto&& f) {
+#pragma unroll
+        for (int r = 0; r < kBatch; ++r)
+#pragma unroll
+          for (int i = 0; i < kPairs; ++i) {
+            const int64_t j = threadIdx.x + int64_t{i} * kThreads;
+            if (r0 + r < valid && j < half)
+              f(r, i, sq + (r0 + r) * Tile::kLd, kernels::rope_first(j, rw.interleaved),
+                kernels::rope_second(j, half, rw.interleaved));
+          }
+      };
+      each([&](int r, int i, const T* row, int64_t a, int64_t c) {
+        x[r][i][0] = row[a];
+        x[r][i][1] = row[c];
+      });
+      each([&](int r, int i, T* row, int64_t a, int64_t c) {
+        turn(i, x[r][i][0], x[r][i][1]);
+        row[a] = x[r][i][0];
+        row[c] = x[r][i][1];
+      });
+    }
+  }
+
+  // The new key turned and the value written into the caches at pos and staged in `staged` (two
+  // rows of the tile's shape: key, value), by the block whose key range holds pos (the last
+  // range's when pos is past the keys). A position out of range writes nothing and is reported
+  // once; i64's maximum is skipped. Returns whether this block wrote.
+  __device__ bool write(const AttentionGeom& g, const MmaParams& p, const RopeWriteGeom& rw, int64_t b, int64_t kvh,
+                        int64_t split, T* staged) {
+    constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
+    if (pos == kSkip) return false;
+    if (pos < 0 || pos >= rw.capacity) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) report_position_error(rw.err, rw.position_error, pos, rw.capacity);
+      return false;
+    }
+    if (split != std::min(pos / p.split_keys, p.splits - 1)) return false;
+    T* kc = static_cast<T*>(rw.k_cache) + b * g.k_stride[0] + kvh * g.k_stride[1] + pos * g.k_stride[2];
+    T* vc = static_cast<T*>(rw.v_cache) + b * g.v_stride[0] + kvh * g.v_stride[1] + pos * g.v_stride[2];
+    const int64_t half = g.d / 2;
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) {
+      const int64_t j = threadIdx.x + int64_t{i} * kThreads;
+      if (j >= half) break;
+      const int64_t a = kernels::rope_first(j, rw.interleaved), c = kernels::rope_second(j, half, rw.interleaved);
+      turn(i, k[i][0], k[i][1]);
+      kc[a * g.k_stride[3]] = staged[a] = k[i][0];
+      kc[c * g.k_stride[3]] = staged[c] = k[i][1];
+      vc[a * g.v_stride[3]] = staged[Tile::kLd + a] = v[i][0];
+      vc[c * g.v_stride[3]] = staged[Tile::kLd + c] = v[i][1];
+    }
+    return true;
+  }
+};
+
+// Row `row` of a shared tile takes the staged row (the key or the value the block wrote): the
+// tile was copied from the cache while the write was in flight.
+template <typename T, typename Tile>
+__device__ inline void patch_row(T* tile, int64_t row, const T* staged, int64_t d) {
+  for (int64_t f = threadIdx.x; f < d; f += Tile::W * mma::kWave) tile[row * Tile::kLd + f] = staged[f];
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------
+
+// kRope: the decoding step of `rw` too. Its loads are in flight beside the block's first copies; the
+// queries are turned once they land; the block whose keys hold the new position writes the new key
+// and value to the caches and stages them in shared memory (past the value tile), and patches them
+// into its tiles, which were copied from the caches before the write.
+template <typename T, typename Tile, bool kRope>
+__global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(AttentionGeom g, MmaParams p,
+                                                                            RopeWriteGeom rw) {
 #if WICK_GPU_MMA
   constexpr int D = Tile::D, MT = Tile::MT, BN = Tile::BN, BM = Tile::BM, kLd = Tile::kLd;
   constexpr int ND = D / 16, NN = BN / 16, kSlots = mma::kRowSlots, kThreads = Tile::W * mma::kWave;
@@ -206,6 +320,11 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
     const T* kb = k_all + b * g.k_stride[0] + kvh * g.k_stride[1];
     const T* vb = v_all + b * g.v_stride[0] + kvh * g.v_stride[1];
 
+    // The step's loads first, so that their trips to memory overlap the copies below; after the
+    // copies where its rows take many registers (head dims past 128, whose kernels hold 250).
+    [[maybe_unused]] StepRow<T, Tile> step;
+    constexpr bool kStepFirst = StepRow<T, Tile>::kPairs <= 2;
+    if constexpr (kRope && kStepFirst) step.load(g, rw, b, kvh);
     __syncthreads();  // the last block is done with the row table and sq
     load_rows<T, Tile>(rows, sq, g, p, b, kvh, gr0);
     mma::copy_async_commit();
@@ -218,6 +337,20 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
       load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
                                     g.vec_v);
       mma::copy_async_commit();
+    }
+    // The new position's row in the block's tiles (-1: none).
+    int64_t patch = -1;
+    if constexpr (kRope) {
+      if constexpr (!kStepFirst) step.load(g, rw, b, kvh);
+      if (tiles > 0)  // the queries have landed; the tiles may still be in flight
+        mma::copy_async_wait<1>();
+      else
+        mma::copy_async_wait_all();
+      __syncthreads();
+      // Before any wave reads them: the steps below wait at a barrier first.
+      step.turn_rows(g, rw, sq, static_cast<int>(std::min<int64_t>(p.rows_kv - gr0, BM)));
+      if (step.write(g, p, rw, b, kvh, split, sv + BN * kLd) && step.pos >= key_lo && step.pos < key_hi)
+        patch = step.pos;
     }
 
     mma::FragC o[MT][ND];
@@ -237,6 +370,11 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
       const int64_t k0 = (tile_first + jt) * BN;
       mma::copy_async_wait_all();  // K (and, first time, Q and V) has landed
       __syncthreads();             // ... for every thread; every wave is done with the last V
+      const bool patched = kRope && patch >= k0 && patch < k0 + BN;
+      if (patched) {
+        patch_row<T, Tile>(sk, patch - k0, sv + BN * kLd, g.d);
+        __syncthreads();
+      }
       if (jt > 0) {
         load_tile<T, BN, D, kThreads>(sv, vb + k0 * g.v_stride[2], g.t_kv - k0, g.v_stride[2], g.v_stride[3], g.d,
                                       g.vec_v);
@@ -368,6 +506,10 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 
       mma::copy_async_wait_all();  // V has landed
       __syncthreads();             // ... for every thread; every wave is done with K
+      if (patched) {
+        patch_row<T, Tile>(sv, patch - k0, sv + (BN + 1) * kLd, g.d);
+        __syncthreads();
+      }
       if (jt + 1 < tiles) {
         load_tile<T, BN, D, kThreads>(sk, kb + (k0 + BN) * g.k_stride[2], g.t_kv - k0 - BN, g.k_stride[2],
                                       g.k_stride[3], g.d, g.vec_k);
@@ -477,18 +619,20 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
 #else
   (void)g;
   (void)p;
+  (void)rw;
 #endif
 }
 
 // Queues the kernel with tile shape Tile if the device gives its shared memory: the rows of each
 // key head in blocks of BM, the keys split into ranges when those blocks alone would leave the
 // device idle.
-template <typename T, typename Tile>
-bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
+template <typename T, typename Tile, bool kRope = false>
+bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend, const RopeWriteGeom* rope = nullptr) {
   const DeviceProps& props = backend.props();
-  const size_t smem = Tile::template smem_bytes<T>();
+  // kRope: two more rows, the new key and value (StepRow::write).
+  const size_t smem = Tile::template smem_bytes<T>() + (kRope ? 2 * Tile::kLd * sizeof(T) : 0);
   if (smem > std::max(props.shared_per_block, props.shared_per_block_optin)) return false;
-  const auto kernel = attention_mma_kernel<T, Tile>;
+  const auto kernel = attention_mma_kernel<T, Tile, kRope>;
   const int threads = Tile::W * props.warp_size;
   if (smem > props.shared_per_block)
     WICK_GPU_CHECK(kernel_set_shared_limit(reinterpret_cast<const void*>(kernel), static_cast<int>(smem)));
@@ -517,7 +661,7 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
   }
   const int64_t blocks = p.splits * base;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22));
-  kernel<<<grid, threads, smem, backend.stream()>>>(g, p);
+  kernel<<<grid, threads, smem, backend.stream()>>>(g, p, rope != nullptr ? *rope : RopeWriteGeom{});
   WICK_GPU_CHECK_LAUNCH();
   if (p.splits > 1)
     launch_attention_combine<T>(p.part_o, p.part_ml, static_cast<T*>(g.out), p.out_rows, g.d, p.splits,
@@ -533,18 +677,22 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend) {
 // keys of Llama 3 8B's shape a call took 10.2 us in a recorded step against 12.6 with ranges of 64
 // and 9.4 with 16, which was slower at long contexts (bench/decode_ops.cpp). Smaller tiles where
 // shared memory is short (64 KiB on AMD).
+template <typename T, bool kRope>
+bool launch_decode_tile(const AttentionGeom& g, GpuBackend& backend, const RopeWriteGeom* rope) {
+  if (g.d <= 64) return launch_mma_tile<T, MmaTile<64, 1, 1, 32>, kRope>(g, backend, rope);
+  if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 1, 1, 32>, kRope>(g, backend, rope);
+  if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 1, 1, 32>, kRope>(g, backend, rope);
+  if (g.d <= 128) return launch_mma_tile<T, MmaTile<128, 1, 1, 32>, kRope>(g, backend, rope);
+  if (g.d <= 256)
+    return launch_mma_tile<T, MmaTile<256, 1, 1, 64>, kRope>(g, backend, rope) ||
+           launch_mma_tile<T, MmaTile<256, 1, 1, 32>, kRope>(g, backend, rope);
+  return false;
+}
+
 template <typename T>
-bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend) {
-  if (g.group * g.t_q <= 16) {
-    if (g.d <= 64) return launch_mma_tile<T, MmaTile<64, 1, 1, 32>>(g, backend);
-    if (g.d <= 80) return launch_mma_tile<T, MmaTile<80, 1, 1, 32>>(g, backend);
-    if (g.d <= 96) return launch_mma_tile<T, MmaTile<96, 1, 1, 32>>(g, backend);
-    if (g.d <= 128) return launch_mma_tile<T, MmaTile<128, 1, 1, 32>>(g, backend);
-    if (g.d <= 256)
-      return launch_mma_tile<T, MmaTile<256, 1, 1, 64>>(g, backend) ||
-             launch_mma_tile<T, MmaTile<256, 1, 1, 32>>(g, backend);
-    return false;
-  }
+bool launch_attention_mma(const AttentionGeom& g, GpuBackend& backend, const RopeWriteGeom* rope) {
+  if (rope != nullptr) return g.t_q == 1 && g.group <= 16 && launch_decode_tile<T, true>(g, backend, rope);
+  if (g.group * g.t_q <= 16) return launch_decode_tile<T, false>(g, backend, nullptr);
   if (g.d <= 64)
     return launch_mma_tile<T, MmaTile<64, 2, 4, 128>>(g, backend) ||
            launch_mma_tile<T, MmaTile<64, 2, 4, 64>>(g, backend);

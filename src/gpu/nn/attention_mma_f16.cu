@@ -4,6 +4,6 @@
 
 namespace wick::gpu::nn {
 
-template bool launch_attention_mma<f16>(const AttentionGeom& g, GpuBackend& backend);
+template bool launch_attention_mma<f16>(const AttentionGeom& g, GpuBackend& backend, const RopeWriteGeom* rope);
 
 }  // namespace wick::gpu::nn

@@ -18,6 +18,9 @@ class GpuNnKernels final : public NnKernels {
   StoragePtr rope_write_at(const View& q, const View& k, const View& v, const View& cos, const View& sin,
                            RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
                            bool paged) const override;
+  StoragePtr rope_write_attention(const View& q, const View& k, const View& v, const View& cos, const View& sin,
+                                  RopePairs pairs, const View& at, const MutView& k_cache, const MutView& v_cache,
+                                  int64_t length, const View* mask, const AttentionArgs& args) const override;
   void check_positions(const View& at, int64_t capacity, bool rope) const override;
   MoeRouteStorage moe_route(const View& scores, int64_t k, bool renormalize) const override;
   StoragePtr moe_combine(const View& y, const View& weights, const View& slots, int64_t k) const override;
