@@ -39,7 +39,8 @@ struct AttentionGeom {
 // A decoding step fused into the attention (NnKernels::rope_write_attention): q's rows, as
 // AttentionGeom's q gives them, are turned by the step's rope in the kernel, and the new key
 // (turned) and value are written into the caches (whose first t_kv positions are AttentionGeom's k
-// and v) at position *at before any block reads that position.
+// and v) at position *at by the one block whose key range holds it, which also puts them into the
+// tiles it copied from the caches (no block reads that position from memory in this launch).
 struct RopeWriteGeom {
   const void* k;  // the new key and value, (b, h_kv, 1, d): element pointers, strides in elements
   const void* v;
