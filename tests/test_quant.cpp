@@ -232,6 +232,37 @@ TEST_P(QuantTest, Q4KProductsOfManyTiles) {
   }
 }
 
+// A product's bits do not depend on where x starts in memory: x at offsets of 0 to 7 values (on a
+// GPU, x is rounded with 16-byte loads where it is aligned and value by value where not), rounded by
+// each block (k 2816) or once for all blocks (k 4352), through Q4_K's kernel and the staged one
+// (Q8_0).
+TEST_P(QuantTest, ProductsDoNotDependOnXAlignment) {
+  const Device dev = GetParam();
+  const int64_t n = 33;
+  for (QType q : {QType::Q4_K, QType::Q8_0}) {
+    for (int64_t k : {2816, 4352}) {
+      const QTensor qw = quant::quantize(Tensor::from_vector(random_values(n * k, 40 + k), {n, k}, dev), q);
+      for (int64_t m : {1, 2}) {
+        const std::vector<float> values = random_values(m * k, 500 + m);
+        for (DType dt : {DType::F32, DType::BF16}) {
+          std::vector<uint32_t> aligned;
+          for (int64_t at = 0; at < 8; ++at) {
+            std::vector<float> v(static_cast<size_t>(at), 7.f);
+            v.insert(v.end(), values.begin(), values.end());
+            const Tensor x =
+                Tensor::from_vector(v, {at + m * k}, dev).to_dtype(dt).narrow(0, at, m * k).reshape({m, k});
+            const std::vector<uint32_t> got = bits_of(quant::qmatmul(x, qw));
+            if (at == 0)
+              aligned = got;
+            else
+              EXPECT_EQ(got, aligned) << quant::qtype_name(q) << " k " << k << " m " << m << " " << dt << " at " << at;
+          }
+        }
+      }
+    }
+  }
+}
+
 // k4_pair_scale_min gives k4_scale_min's integers for both groups of every pair, on random bytes.
 TEST(QuantFormats, PairScalesAreK4Scales) {
   namespace kq = kernels::quant;

@@ -105,56 +105,96 @@ struct RoundedX {
   __device__ const uint4& hi(int t, int64_t u) const { return words[(2 * t + 1) * units + u]; }
 };
 
-// Rounds x (rows of x.units units) with threads [first, first + count) of a launch, 8 per unit and 4
-// values each, so that neighbouring threads read neighbouring values. The arithmetic is
-// quantize_act's, value for value: the amax of the unit, d = amax / 127, q = round(x / d), and d
-// times the sums of each half's q. count is a multiple of 32: every lane of a logical warp takes
-// part in the shuffles. Each thread loads kRoundBatch parts before it rounds any, so that a block
-// rounding x waits for one round trip to memory per batch, not one per part.
-constexpr int kRoundLanes = 8;
-constexpr int kRoundBatch = 4;
+// Rounds x (rows of x.units units) with threads [first, first + count) of a launch, L per unit (2
+// or 8), each taking 32 / L contiguous values: one 16-byte word of the layout above (L = 2) or one
+// 4-byte part of it (L = 8). The arithmetic is quantize_act's, value for value: the amax of the
+// unit (the lanes' maxima exchanged), d = amax / 127, q = round(x / d), and d times the sum of each
+// half's q. count is a multiple of 32: every lane of a unit takes part in the exchanges. Each thread
+// loads round_batch<L> parts before it rounds any, so that a block rounding x waits for one round
+// trip to memory per batch, not one per part (one part of 16 values a batch at L = 2: two batches
+// held the dot kernels' copies ahead and 32 values in registers at once, and spilled).
+// A block rounding its own copy of x takes 2 lanes per unit: 8, each 4 values, took 3 times the
+// instructions (on an H200, a 4096 x 4096 Q4_K product of one row spent more than half of its
+// instructions rounding x in each block). The kernel that rounds x once for every block takes 8,
+// so that a short x is spread over more threads (its time is one thread's latency).
+constexpr int kBlockRoundLanes = 2;
+constexpr int kOnceRoundLanes = 8;
+template <int L>
+constexpr int round_batch = L == 2 ? 1 : 4;
 
-template <typename I, typename T>
+// The n values of x at `from`, widened: as 16-byte loads where `vector` (from 16-byte aligned).
+template <int N, typename T>
+__device__ __forceinline__ void load_values(const T* from, bool vector, float* v) {
+  constexpr int kPerWord = 16 / sizeof(T);
+  if (N % kPerWord == 0 && vector) {
+#pragma unroll
+    for (int j = 0; j < N / kPerWord; ++j) {
+      T e[kPerWord];
+      const uint4 word = reinterpret_cast<const uint4*>(from)[j];
+      __builtin_memcpy(e, &word, sizeof word);
+#pragma unroll
+      for (int i = 0; i < kPerWord; ++i) v[j * kPerWord + i] = kernels::to_opmath(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = kernels::to_opmath(from[i]);
+  }
+}
+
+template <int L, typename I, typename T>
 __device__ void round_x_indexed(const T* x, I rows, RoundedX r, I first, I count) {
-  const I units = static_cast<I>(r.units), parts = rows * units * kRoundLanes;
+  constexpr int kValues = kq::kUnit / L, kWords = kValues / 4, kRoundBatch = round_batch<L>;
+  static_assert(L == 2 || L == 8);
+  const I units = static_cast<I>(r.units), parts = rows * units * L;
+  const bool vector = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   for (I base = 0; base < parts; base += kRoundBatch * count) {
-    float v[kRoundBatch][4];
+    float v[kRoundBatch][kValues];
 #pragma unroll
     for (int j = 0; j < kRoundBatch; ++j) {
       const I i = base + j * count + first;
+      if (i < parts) {
+        load_values<kValues>(x + static_cast<int64_t>(i) * kValues, vector, v[j]);
+      } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[j][e] = i < parts ? kernels::to_opmath(x[4 * static_cast<int64_t>(i) + e]) : 0.f;
+        for (int e = 0; e < kValues; ++e) v[j][e] = 0.f;
+      }
     }
 #pragma unroll
     for (int j = 0; j < kRoundBatch; ++j) {
-      // A batch past the last part for every thread (first < count) is left out: for one row of
-      // 2048 values, a block of 256 threads has 512 parts, two of its four batches.
+      // A batch past the last part for every thread (first < count) is left out.
       if (base + j * count >= parts) continue;
       const I i = base + j * count + first;
-      const int part = static_cast<int>(i % kRoundLanes);
-      float amax = fmaxf(fmaxf(fabsf(v[j][0]), fabsf(v[j][1])), fmaxf(fabsf(v[j][2]), fabsf(v[j][3])));
+      const int part = static_cast<int>(i % L);
+      float amax = 0.f;
 #pragma unroll
-      for (int mask = 1; mask < kRoundLanes; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, kRoundLanes));
+      for (int e = 0; e < kValues; ++e) amax = fmaxf(amax, fabsf(v[j][e]));
+#pragma unroll
+      for (int mask = 1; mask < L; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, L));
       const float d = amax / 127.f;
       const float id = d != 0.f ? 1.f / d : 0.f;
-      uint32_t word = 0;
+      uint32_t word[kWords] = {};
       int sum = 0;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < kValues; ++e) {
         const int q = static_cast<int>(roundf(v[j][e] * id));
-        word |= static_cast<uint32_t>(q & 0xff) << (8 * e);
+        word[e / 4] |= static_cast<uint32_t>(q & 0xff) << (8 * (e % 4));
         sum += q;
       }
-      // The sums of the first and the second 16 values: parts 0-3 and 4-7.
-      sum += shfl_xor(sum, 1, kRoundLanes);
-      sum += shfl_xor(sum, 2, kRoundLanes);
+      // The sums of the first and the second 16 values: parts [0, L/2) and [L/2, L).
+#pragma unroll
+      for (int mask = 1; mask < L / 2; mask *= 2) sum += shfl_xor(sum, mask, L);
       if (i < parts) {
-        const I unit = i / kRoundLanes, t = unit / units, u = unit - t * units;
-        reinterpret_cast<uint32_t*>(r.words + (2 * static_cast<int64_t>(t) + part / 4) * r.units + u)[part % 4] = word;
+        const I unit = i / L, t = unit / units, u = unit - t * units;
+        const int half = part / (L / 2);
+        uint4* at = r.words + (2 * static_cast<int64_t>(t) + half) * r.units + u;
+        if constexpr (kWords == 4)
+          *at = make_uint4(word[0], word[1], word[2], word[3]);
+        else
+          reinterpret_cast<uint32_t*>(at)[part % (L / 2)] = word[0];
         if (part == 0) {
           r.scale[unit].d = d;
           r.scale[unit].s0 = d * static_cast<float>(sum);
-        } else if (part == 4) {
+        } else if (part == L / 2) {
           r.scale[unit].s1 = d * static_cast<float>(sum);
         }
       }
@@ -162,23 +202,22 @@ __device__ void round_x_indexed(const T* x, I rows, RoundedX r, I first, I count
   }
 }
 
-// round_x_indexed with 32-bit indices where they fit: a 64-bit division is a long call on the GPU,
-// and each part takes two.
-template <typename T>
+// round_x_indexed with 32-bit indices where they fit: a 64-bit division is a long call on the GPU.
+template <int L, typename T>
 __device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int64_t count) {
-  if (rows * r.units * kRoundLanes + (kRoundBatch + 1) * count <= INT32_MAX)
-    round_x_indexed<uint32_t>(x, static_cast<uint32_t>(rows), r, static_cast<uint32_t>(first),
-                              static_cast<uint32_t>(count));
+  if (rows * r.units * L + (round_batch<L> + 1) * count <= INT32_MAX)
+    round_x_indexed<L, uint32_t>(x, static_cast<uint32_t>(rows), r, static_cast<uint32_t>(first),
+                                 static_cast<uint32_t>(count));
   else
-    round_x_indexed<int64_t>(x, rows, r, first, count);
+    round_x_indexed<L, int64_t>(x, rows, r, first, count);
 }
 
 // x rounded into global memory: for the products whose rounded x does not fit in a block's shared
 // memory.
 template <typename T>
 __global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t rows, RoundedX r) {
-  round_x(x, rows, r, blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x,
-          static_cast<int64_t>(gridDim.x) * blockDim.x);
+  round_x<kOnceRoundLanes>(x, rows, r, blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x,
+                           static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 
 inline size_t rounded_x_bytes(int64_t m, int64_t k) {
@@ -284,7 +323,7 @@ __device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t 
   if (round_here) {  // under the first fetch
     rx.words = quant_smem + kGroups * R * S::kWords;
     rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
-    round_x(x, m, rx, threadIdx.x, blockDim.x);
+    round_x<kBlockRoundLanes>(x, m, rx, threadIdx.x, blockDim.x);
   }
   __syncthreads();  // x is rounded
 
@@ -387,97 +426,137 @@ struct K4Piece {
   uint4 qs[2];  // the lane's 32 bytes of quants
 };
 
+// acc[t] += the dot product of the lane's part of a Q4_K block (its groups 2c and 2c + 1, x's units
+// u and u + 1) and the same values of row t of x, whose rounded words and scales are at xw and xs
+// (shared memory where the block rounded x, else global memory, read through the read-only path).
+template <int M, bool kShared>
+__device__ __forceinline__ void k4_dot(const K4Piece& p, int c, int u, const uint4* __restrict__ xw,
+                                       const kq::ActScale* __restrict__ xs, int units, int m, float* acc) {
+  int sc[2], mn[2];
+  const uint32_t scale_words[3] = {p.head.y, p.head.z, p.head.w};
+  kq::k4_pair_scale_min(scale_words, c, sc, mn);
+  const FastHalf half;
+  const float d = half(static_cast<uint16_t>(p.head.x)), dmin = half(static_cast<uint16_t>(p.head.x >> 16));
+  const float dw0 = d * static_cast<float>(sc[0]), dw1 = d * static_cast<float>(sc[1]);
+  const float mw0 = dmin * static_cast<float>(mn[0]), mw1 = dmin * static_cast<float>(mn[1]);
+  const uint32_t q[8] = {p.qs[0].x, p.qs[0].y, p.qs[0].z, p.qs[0].w, p.qs[1].x, p.qs[1].y, p.qs[1].z, p.qs[1].w};
+  auto word = [](const uint4* at) { return kShared ? *at : __ldg(at); };
+#pragma unroll
+  for (int t = 0; t < M; ++t) {
+    if (t < m) {
+      const uint4* lo = xw + 2 * t * units + u;
+      const uint4 x0 = word(lo), x1 = word(lo + units), x2 = word(lo + 1), x3 = word(lo + units + 1);
+      const uint32_t a0[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+      const uint32_t a1[8] = {x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
+      int s0 = 0, s1 = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        s0 = Dot4{}(q[i] & 0x0f0f0f0fu, a0[i], s0);
+        s1 = Dot4{}((q[i] >> 4) & 0x0f0f0f0fu, a1[i], s1);
+      }
+      // Units u and u + 1 (u even) are 24 bytes at an 8-byte boundary: d0 s0 | s1 d1 | s0 s1.
+      const auto* e = reinterpret_cast<const float2*>(xs + t * units + u);
+      const float2 e0 = kShared ? e[0] : __ldg(e), e1 = kShared ? e[1] : __ldg(e + 1),
+                   e2 = kShared ? e[2] : __ldg(e + 2);
+      float a = acc[t];
+      a = fmaf(dw0 * e0.x, static_cast<float>(s0), a);
+      a = fmaf(-mw0, e0.y + e1.x, a);
+      a = fmaf(dw1 * e1.y, static_cast<float>(s1), a);
+      acc[t] = fmaf(-mw1, e2.x + e2.y, a);
+    }
+  }
+}
+
+// A row is done: the lanes sum each row of x's part and lane 0 writes it; acc starts again at 0.
+template <int M, typename T>
+__device__ __forceinline__ void k4_row_done(float* acc, int lane, int m, T* __restrict__ out, int64_t n, int64_t row) {
+#pragma unroll
+  for (int t = 0; t < M; ++t) {
+    const float sum = nn::group_all<kLanes>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
+    if (t < m && lane == 0) out[t * n + row] = kernels::from_opmath<T>(sum);
+    acc[t] = 0.f;
+  }
+}
+
+// The group's rows are first, first + groups, ..., each in `steps` steps of kK4Blocks blocks (the
+// last step of a row may hold fewer); the loads run one step ahead of the math, through a pointer
+// that moves by constant strides (no 64-bit products per step).
 template <int M, typename T>
 __device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, const T* __restrict__ x,
                                          bool round_here, RoundedX rx, int m, T* __restrict__ out) {
+  static_assert(kK4Ahead == 1, "one step in flight: the pointer below walks one step ahead");
   extern __shared__ uint4 quant_smem[];
   const int lane = static_cast<int>(threadIdx.x % kLanes), c = lane % kK4LanesPerBlock;
+  const int blk = lane / kK4LanesPerBlock;  // the lane's block within a step
   const int64_t row_blocks = k / kq::Format<QType::Q4_K>::kValues;
-  const int64_t steps = (row_blocks + kK4Blocks - 1) / kK4Blocks;
+  const int steps = static_cast<int>((row_blocks + kK4Blocks - 1) / kK4Blocks);
+  const bool last_full = blk < row_blocks - int64_t{steps - 1} * kK4Blocks;  // the lane has a block in the last step
   const int64_t groups = int64_t{gridDim.x} * kGroups;
-  // The group's rows: first, first + groups, ..., each in `steps` steps (counted, not divided: a
-  // 64-bit division is a long call on the GPU).
   const int64_t first = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes);
-  const uint4* words = reinterpret_cast<const uint4*>(w);
-  auto fetch = [&](int64_t row, int64_t step, K4Piece& p) {
-    const int64_t block = step * kK4Blocks + lane / kK4LanesPerBlock;
-    if (block < row_blocks) {
-      const uint4* b = words + (row * row_blocks + block) * 9;
-      p.head = b[0];
-      p.qs[0] = b[1 + 2 * c];
-      p.qs[1] = b[2 + 2 * c];
+  constexpr int kStep = kK4Blocks * 9;  // 16-byte words of a step
+  const int64_t row_words = row_blocks * 9;
+  // The next step to load: (ahead_row, ahead_step) at `ahead`; from the last step of a row to the
+  // first of the group's next row is `wrap` words.
+  int64_t ahead_row = first;
+  int ahead_step = 0;
+  const uint4* ahead = reinterpret_cast<const uint4*>(w) + first * row_words + blk * 9;
+  const int64_t wrap = groups * row_words - int64_t{steps - 1} * kStep;
+  auto fetch = [&](K4Piece& p) {
+    if (ahead_step < steps - 1 || last_full) {
+      p.head = __ldg(ahead);
+      p.qs[0] = __ldg(ahead + 1 + 2 * c);
+      p.qs[1] = __ldg(ahead + 2 + 2 * c);
+    }
+    if (++ahead_step == steps) {
+      ahead_step = 0;
+      ahead_row += groups;
+      ahead += wrap;
+    } else {
+      ahead += kStep;
     }
   };
-  // kK4Ahead steps in flight: their pieces are loaded while one is computed.
-  int64_t ahead_row = first, ahead_step = 0;  // the next step to load
-  auto advance = [&](int64_t& row, int64_t& step) {
-    if (++step == steps) row += groups, step = 0;
-  };
-  K4Piece slot[kK4Ahead] = {};
-#pragma unroll
-  for (int i = 0; i < kK4Ahead; ++i)
-    if (ahead_row < n) fetch(ahead_row, ahead_step, slot[i]), advance(ahead_row, ahead_step);
+  K4Piece piece = {};
+  if (ahead_row < n) fetch(piece);
   if (round_here) {  // under the first loads
     rx.words = quant_smem;
     rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
-    round_x(x, m, rx, threadIdx.x, blockDim.x);
+    round_x<kBlockRoundLanes>(x, m, rx, threadIdx.x, blockDim.x);
   }
   __syncthreads();  // x is rounded
 
-  float acc[M];
+  const int units = static_cast<int>(rx.units);
+  // The math of every step, with x where the block rounded it (shared memory) or in global memory.
+  auto run = [&]<bool kShared>() {
+    const uint4* xw = kShared ? quant_smem : rx.words;
+    const kq::ActScale* xs = kShared ? reinterpret_cast<const kq::ActScale*>(quant_smem + 2 * m * units) : rx.scale;
+    float acc[M];
 #pragma unroll
-  for (int t = 0; t < M; ++t) acc[t] = 0.f;
-  int64_t row = first, step = 0;
-  // Step (row, step) from `piece`, which then takes the next step to load.
-  auto compute = [&](K4Piece& piece) {
-    const K4Piece p = piece;
-    if (ahead_row < n) fetch(ahead_row, ahead_step, piece), advance(ahead_row, ahead_step);
-    const int64_t block = step * kK4Blocks + lane / kK4LanesPerBlock;
-    if (block < row_blocks) {
-      int sc[2], mn[2];
-      const uint32_t scale_words[3] = {p.head.y, p.head.z, p.head.w};
-      kq::k4_pair_scale_min(scale_words, c, sc, mn);
-      const FastHalf half;
-      const float d = half(static_cast<uint16_t>(p.head.x)), dmin = half(static_cast<uint16_t>(p.head.x >> 16));
-      const float dw0 = d * static_cast<float>(sc[0]), dw1 = d * static_cast<float>(sc[1]);
-      const float mw0 = dmin * static_cast<float>(mn[0]), mw1 = dmin * static_cast<float>(mn[1]);
-      const uint32_t q[8] = {p.qs[0].x, p.qs[0].y, p.qs[0].z, p.qs[0].w, p.qs[1].x, p.qs[1].y, p.qs[1].z, p.qs[1].w};
-      const int64_t u = block * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;  // x's unit of group 2c
-#pragma unroll
-      for (int t = 0; t < M; ++t) {
-        if (t < m) {
-          const uint4 x0 = rx.lo(t, u), x1 = rx.hi(t, u), x2 = rx.lo(t, u + 1), x3 = rx.hi(t, u + 1);
-          const uint32_t a0[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-          const uint32_t a1[8] = {x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
-          int s0 = 0, s1 = 0;
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            s0 = Dot4{}(q[i] & 0x0f0f0f0fu, a0[i], s0);
-            s1 = Dot4{}((q[i] >> 4) & 0x0f0f0f0fu, a1[i], s1);
-          }
-          const kq::ActScale e0 = rx.scale[t * rx.units + u], e1 = rx.scale[t * rx.units + u + 1];
-          acc[t] += dw0 * e0.d * static_cast<float>(s0) - mw0 * (e0.s0 + e0.s1) + dw1 * e1.d * static_cast<float>(s1) -
-                    mw1 * (e1.s0 + e1.s1);
-        }
+    for (int t = 0; t < M; ++t) acc[t] = 0.f;
+    int step = 0;
+    int64_t row = first;
+    // Step (row, step) from `cur` while the next one loads into `next`; false when the rows are done.
+    auto step_from = [&](const K4Piece& cur, K4Piece& next) {
+      if (ahead_row < n) fetch(next);
+      if (step < steps - 1 || last_full) {
+        const int u = (step * kK4Blocks + blk) * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;
+        k4_dot<M, kShared>(cur, c, u, xw, xs, units, m, acc);
       }
-    }
-    if (step == steps - 1) {  // the row is done: the lanes sum
-#pragma unroll
-      for (int t = 0; t < M; ++t) {
-        const float sum = nn::group_all<kLanes>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
-        if (t < m && lane == 0) out[t * n + row] = kernels::from_opmath<T>(sum);
-        acc[t] = 0.f;
+      if (++step == steps) {
+        k4_row_done<M>(acc, lane, m, out, n, row);
+        step = 0;
+        row += groups;
       }
+      return row < n;
+    };
+    // Two pieces in turn, so that neither is copied to the other.
+    K4Piece other;
+    while (row < n && step_from(piece, other) && step_from(other, piece)) {
     }
-    advance(row, step);
   };
-  while (row < n) {  // the slots in turn, unrolled, so that they stay in registers
-#pragma unroll
-    for (int i = 0; i < kK4Ahead; ++i) {
-      compute(slot[i]);
-      if (row >= n) break;
-    }
-  }
+  if (round_here)
+    run.template operator()<true>();
+  else
+    run.template operator()<false>();
 }
 
 template <int M, typename T>
@@ -590,7 +669,7 @@ struct XRounding {
 
 // Whether each block rounds m rows of x (k values) itself, beside `stage` bytes of its own.
 inline bool rounds_in_block(int64_t m, int64_t k, size_t stage) {
-  return m * (k / kq::kUnit) * kRoundLanes <= int64_t{kThreads} * kRoundBatch &&
+  return m * (k / kq::kUnit) * kBlockRoundLanes <= int64_t{kThreads} * round_batch<kBlockRoundLanes> &&
          stage + rounded_x_bytes(m, k) <= kSharedBudget;
 }
 
@@ -602,7 +681,7 @@ XRounding round_x_once(GpuBackend& b, const T* x, int64_t m, int64_t k) {
   r.storage = b.alloc(rounded_x_bytes(m, k));
   r.rx.words = static_cast<uint4*>(r.storage->data());
   r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
-  round_x_kernel<T><<<grid_for(m * r.rx.units * kRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
+  round_x_kernel<T><<<grid_for(m * r.rx.units * kOnceRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
   WICK_GPU_CHECK_LAUNCH();
   return r;
 }
