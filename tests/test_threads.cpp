@@ -5,10 +5,12 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cpu/matvec.h"
 #include "test_util.h"
@@ -97,6 +99,40 @@ std::vector<Result> results(int threads) {
     }
   }
   return out;
+}
+
+// The CPU's products run on OpenBLAS's kernels for the vector units it has: where OpenBLAS took
+// its generic (Prescott) kernels on a CPU with AVX2 and FMA that it did not know, wick asked it for
+// the kernels of the CPU's features (src/cpu/gemm.cpp). describe_device names the kernels.
+TEST(Threads, BlasTakesTheKernelsOfTheCpusVectorUnits) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) GTEST_SKIP() << "OPENBLAS_CORETYPE chooses the kernels";
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 and FMA";
+  const std::string line = describe_device(Device::cpu());
+  EXPECT_EQ(line.find("Prescott"), std::string::npos) << line;
+  // And a product on them is right: f32 against f64 sums.
+  const int64_t n = 67;
+  std::vector<float> a(n * n), b(n * n);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a[static_cast<size_t>(i)] = static_cast<float>((i * 7919) % 61) / 61.f - 0.5f;
+    b[static_cast<size_t>(i)] = static_cast<float>((i * 104729) % 53) / 53.f - 0.5f;
+  }
+  const std::vector<float> c = Tensor::from_vector(a, {n, n})
+                                   .matmul(Tensor::from_vector(b, {n, n}))
+                                   .contiguous()
+                                   .reshape({n * n})
+                                   .to_vector<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t l = 0; l < n; ++l)
+        want += double{a[static_cast<size_t>(i * n + l)]} * b[static_cast<size_t>(l * n + j)];
+      ASSERT_NEAR(c[static_cast<size_t>(i * n + j)], want, 1e-4) << i << ", " << j;
+    }
+#else
+  GTEST_SKIP() << "x86-64 only";
+#endif
 }
 
 // f16 weights take the processor's F16C conversion where it has one; the portable loop gives the

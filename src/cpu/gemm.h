@@ -16,7 +16,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, BlasMatrix am, const 
 void gemm(int64_t m, int64_t n, int64_t k, const double* a, BlasMatrix am, const double* b, BlasMatrix bm, double* c,
           int64_t ldc);
 
-// The BLAS the products run on, for `wick info`: "OpenBLAS 0.3.21 (OpenMP), Haswell kernels".
+// The BLAS the products run on, for `wick info`: "OpenBLAS 0.3.21 (OpenMP), Haswell kernels" (the
+// kernels wick asked OpenBLAS for where it took its generic ones on a CPU it did not know: gemm.cpp).
 std::string blas_description();
 
 // OpenBLAS runs one thread for products up to this many multiply-adds, so callers may run such
