@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "cpu/matvec.h"
 #include "test_util.h"
 
@@ -133,6 +134,64 @@ TEST(Threads, BlasTakesTheKernelsOfTheCpusVectorUnits) {
 #else
   GTEST_SKIP() << "x86-64 only";
 #endif
+}
+
+// Products in tiles (OpenBLAS's pthreads build: src/cpu/gemm.cpp) cover c once, about two tiles
+// a thread where the product has them, in whole multiples of the tile's rows and columns.
+TEST(Threads, GemmTilesCoverTheProductAndShareIt) {
+  for (int threads : {1, 2, 3, 16, 64})
+    for (int64_t m : {1, 15, 16, 17, 512, 4097})
+      for (int64_t n : {1, 63, 64, 200, 2048, 128256}) {
+        const cpu::GemmTiles t = cpu::plan_gemm_tiles(m, n, threads);
+        SCOPED_TRACE(::testing::Message()
+                     << m << " x " << n << ", " << threads << " threads: tiles of " << t.rows << " x " << t.cols);
+        ASSERT_GE(t.rows, 1);
+        ASSERT_GE(t.cols, 1);
+        ASSERT_LE(t.rows, m);
+        ASSERT_LE(t.cols, n);
+        EXPECT_TRUE(t.rows == m || t.rows % cpu::kTileRows == 0);
+        EXPECT_TRUE(t.cols == n || t.cols % cpu::kTileColumns == 0);
+        const int64_t tiles = ((m + t.rows - 1) / t.rows) * ((n + t.cols - 1) / t.cols);
+        const int64_t most =
+            ((m + cpu::kTileRows - 1) / cpu::kTileRows) * ((n + cpu::kTileColumns - 1) / cpu::kTileColumns);
+        EXPECT_GE(tiles, std::min<int64_t>(2 * threads, most));
+        EXPECT_LE(tiles, std::max<int64_t>(8 * threads, 1));
+      }
+}
+
+// Under OpenBLAS's pthreads build (ctest's threads_pthreads_blas runs this program on it) wick runs
+// products in tiles over its own threads: every layout BLAS takes as it is (either operand
+// transposed, a batch of matrices, f32 and f64) gives the product, against sums in f64.
+TEST(Threads, ProductsInTilesAreTheProducts) {
+  const std::string line = describe_device(Device::cpu());
+  if (!cpu::blas_in_tiles()) GTEST_SKIP() << "OpenBLAS takes each product whole here: " << line;
+  EXPECT_NE(line.find("tiles"), std::string::npos) << line;
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const int64_t m = 70, k = 90, n = 200;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << dtype << (ta ? ", a transposed" : "") << (tb ? ", b transposed" : ""));
+        // Two matrices of each, stored as the product reads them.
+        const Tensor a = ta ? Tensor::rand_normal({2, k, m}, 0, 1, dtype).transpose(1, 2)
+                            : Tensor::rand_normal({2, m, k}, 0, 1, dtype);
+        const Tensor b = tb ? Tensor::rand_normal({2, n, k}, 0, 1, dtype).transpose(1, 2)
+                            : Tensor::rand_normal({2, k, n}, 0, 1, dtype);
+        const std::vector<double> got = a.matmul(b).contiguous().to_dtype(DType::F64).to_vector<double>();
+        const std::vector<double> av = a.contiguous().to_dtype(DType::F64).to_vector<double>();
+        const std::vector<double> bv = b.contiguous().to_dtype(DType::F64).to_vector<double>();
+        for (int64_t z = 0; z < 2; ++z)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double want = 0;
+              for (int64_t l = 0; l < k; ++l)
+                want += av[static_cast<size_t>((z * m + i) * k + l)] * bv[static_cast<size_t>((z * k + l) * n + j)];
+              ASSERT_NEAR(got[static_cast<size_t>((z * m + i) * n + j)], want, 1e-3)
+                  << "matrix " << z << ", (" << i << ", " << j << ")";
+            }
+      }
+  omp_set_num_threads(before);
 }
 
 // f16 weights take the processor's F16C conversion where it has one; the portable loop gives the
