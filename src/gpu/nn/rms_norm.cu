@@ -35,18 +35,32 @@ __global__ __launch_bounds__(kBlock) void rms_norm_kernel(nn::Slices<I> s, const
   }
 }
 
+// A held row normalised by `scale` and the weight: held already where the block has room for it
+// (nn::kWeightHeld), else read beside the stores.
+template <int G, int N, typename T>
+__device__ void store_normed(const nn::RowPacks<T, G, N>& held, const nn::RowPacks<T, G, N>& weight, const T* w,
+                             kernels::opmath_t<T> scale, T* out) {
+  using M = kernels::opmath_t<T>;
+  auto normed = [&](M v, M wv) { return kernels::rms_norm_value(v, scale, wv); };
+  if constexpr (nn::kWeightHeld<G, N>)
+    held.store_held(out, normed, weight);
+  else
+    held.store(out, normed, w);
+}
+
 template <typename T, int G, int N>
 __global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::RowPlan r, const T* x, const T* w,
                                                                          kernels::opmath_t<T> eps, T* out) {
   using M = kernels::opmath_t<T>;
   for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
-    nn::RowPacks<T, G, N> held;
+    nn::RowPacks<T, G, N> held, weight;
     held.load(x + row * r.len, static_cast<int>(r.len));
+    if constexpr (nn::kWeightHeld<G, N>) weight.load(w, static_cast<int>(r.len));
     M squares = 0;
     held.each([&](M v, int) { squares += v * v; });
     squares = nn::group_all<G>(squares, nn::ShuffleValue{}, [](M a, M b) { return a + b; });
     const M scale = kernels::rms_scale(squares, r.len, eps);
-    held.store(out + row * r.len, [&](M v, M weight) { return kernels::rms_norm_value(v, scale, weight); }, w);
+    store_normed<G, N>(held, weight, w, scale, out + row * r.len);
   }
 }
 
@@ -59,9 +73,10 @@ __global__ __launch_bounds__(nn::kRowBlock<G>) void add_rms_norm_rows_kernel(nn:
   using M = kernels::opmath_t<T>;
   using Held = nn::RowPacks<T, G, N>;
   for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
-    Held held, added;
+    Held held, added, weight;
     held.load(x + row * r.len, static_cast<int>(r.len));
     added.load(residual + row * r.len, static_cast<int>(r.len));
+    if constexpr (nn::kWeightHeld<G, N>) weight.load(w, static_cast<int>(r.len));
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       if (!Held::held(k, held.count)) continue;
@@ -75,7 +90,7 @@ __global__ __launch_bounds__(nn::kRowBlock<G>) void add_rms_norm_rows_kernel(nn:
     held.each([&](M v, int) { squares += v * v; });
     squares = nn::group_all<G>(squares, nn::ShuffleValue{}, [](M a, M b) { return a + b; });
     const M scale = kernels::rms_scale(squares, r.len, eps);
-    held.store(out + row * r.len, [&](M v, M weight) { return kernels::rms_norm_value(v, scale, weight); }, w);
+    store_normed<G, N>(held, weight, w, scale, out + row * r.len);
   }
 }
 

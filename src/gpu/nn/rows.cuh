@@ -70,7 +70,7 @@ struct RowPacks {
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       if (!held(k, count)) continue;
-      const int at = lane<G>() + k * G;
+      const int at = at_of(k);
       const auto packs = std::make_tuple(reinterpret_cast<const Pack<E, V>*>(extra)[at]...);
       Pack<T, V> o;
 #pragma unroll
@@ -81,11 +81,33 @@ struct RowPacks {
       reinterpret_cast<Pack<T, V>*>(row)[at] = o;
     }
   }
+
+  // store's form for an extra row held already (loaded with the input, before the row's sums: a
+  // norm's weight then costs no second trip to memory after the reduction).
+  template <typename F>
+  __device__ void store_held(T* row, const F& f, const RowPacks& extra) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      if (!held(k, count)) continue;
+      Pack<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        o.v[j] = kernels::from_opmath<T>(f(kernels::to_opmath(p[k].v[j]), kernels::to_opmath(extra.p[k].v[j])));
+      reinterpret_cast<Pack<T, V>*>(row)[at_of(k)] = o;
+    }
+  }
+
+  __device__ static int at_of(int k) { return lane<G>() + k * G; }
 };
 
 // The block size of a launch with groups of G threads.
 template <int G>
 inline constexpr int kRowBlock = G > kBlock ? G : kBlock;
+
+// Whether a row kernel of groups of G threads holding N packs also holds its norm's weight from the
+// start (RowPacks::store_held): blocks of at most 256 threads, whose registers have room for it.
+template <int G, int N>
+inline constexpr bool kWeightHeld = kRowBlock<G> <= 256 && N <= 4;
 
 // The row a group takes first, and the step to its next row.
 template <int G>
