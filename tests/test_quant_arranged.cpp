@@ -4,6 +4,7 @@
 // set lowered under an arranged weight.
 #include <cstring>
 
+#include "cpu/quant/arranged.h"
 #include "cpu/quant/qdot.h"
 #include "test_util.h"
 
@@ -138,6 +139,26 @@ TEST(QuantArranged, LoweredInstructionSetsTakeThePlainBlocks) {
       const std::vector<uint32_t> got = bits_of(quant::qmatmul(x, a)), want = bits_of(quant::qmatmul(x, w));
       qdot::set_isa_limit(was);
       EXPECT_EQ(got, want) << "isa " << static_cast<int>(isa) << " m " << m;
+    }
+  }
+}
+
+// Where the processor has AMX, many rows of x take the tiles: each row's bits are those of the vector
+// kernel, for tiles of 16 rows and a last one of fewer, blocks in pairs and a last one alone (k 544:
+// 17 blocks a row), and the last rows of the weight (fewer than a group) beside them.
+TEST(QuantArranged, TilesGiveTheVectorKernelsBits) {
+  if (!cpu::arranged::amx()) GTEST_SKIP() << "no AMX here (or Linux does not allow it)";
+  for (int64_t k : {544, 2048}) {
+    const QTensor w = random_weight(QType::Q4_0, kRows, k, 50 + static_cast<uint64_t>(k));
+    ARRANGED_OR_SKIP(a, w);
+    for (int64_t m : {32, 33, 47, 100}) {
+      manual_seed(60 + static_cast<uint64_t>(m));
+      const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
+      const std::vector<uint32_t> tiles = bits_of(quant::qmatmul(x, a));
+      const bool was = cpu::arranged::set_amx(false);
+      const std::vector<uint32_t> vectors = bits_of(quant::qmatmul(x, a));
+      cpu::arranged::set_amx(was);
+      EXPECT_EQ(tiles, vectors) << "k " << k << " m " << m;
     }
   }
 }
