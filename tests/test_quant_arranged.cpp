@@ -1,10 +1,11 @@
 // Block-format weights arranged for their device's products (QTensor::arrange; on the CPU,
 // cpu/quant/arranged.h): the same values and products as the blocks in GGUF's order, GGUF's bytes
 // back from plain(), every row of x's product its own bits whatever the batch, and the instruction
-// set lowered under an arranged weight.
+// set lowered under an arranged weight. And the products of many rows on AMX's tiles (cpu/quant/amx.h),
+// where the processor has them.
 #include <cstring>
 
-#include "cpu/quant/arranged.h"
+#include "cpu/quant/amx.h"
 #include "cpu/quant/qdot.h"
 #include "test_util.h"
 
@@ -147,7 +148,7 @@ TEST(QuantArranged, LoweredInstructionSetsTakeThePlainBlocks) {
 // kernel, for tiles of 16 rows and a last one of fewer, blocks in pairs and a last one alone (k 544:
 // 17 blocks a row), and the last rows of the weight (fewer than a group) beside them.
 TEST(QuantArranged, TilesGiveTheVectorKernelsBits) {
-  if (!cpu::arranged::amx()) GTEST_SKIP() << "no AMX here (or Linux does not allow it)";
+  if (!cpu::amx::active()) GTEST_SKIP() << "no AMX here (or Linux does not allow it)";
   for (int64_t k : {544, 2048}) {
     const QTensor w = random_weight(QType::Q4_0, kRows, k, 50 + static_cast<uint64_t>(k));
     ARRANGED_OR_SKIP(a, w);
@@ -155,10 +156,32 @@ TEST(QuantArranged, TilesGiveTheVectorKernelsBits) {
       manual_seed(60 + static_cast<uint64_t>(m));
       const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
       const std::vector<uint32_t> tiles = bits_of(quant::qmatmul(x, a));
-      const bool was = cpu::arranged::set_amx(false);
+      const bool was = cpu::amx::set_allowed(false);
       const std::vector<uint32_t> vectors = bits_of(quant::qmatmul(x, a));
-      cpu::arranged::set_amx(was);
+      cpu::amx::set_allowed(was);
       EXPECT_EQ(tiles, vectors) << "k " << k << " m " << m;
+    }
+  }
+}
+
+// Plain Q8_0 weights take the tiles for many rows of x too (gathered 16 rows at a time), with the
+// integer sums and the float arithmetic of the vector kernels' panels: the same bits. Groups of 16
+// rows and 5 more (through the vector kernels), tiles of 16 rows of x and a last one of fewer,
+// blocks in pairs and a last one alone.
+TEST(QuantArranged, Q8_0OnTheTilesGivesThePanelsBits) {
+  if (!cpu::amx::active()) GTEST_SKIP() << "no AMX here (or Linux does not allow it)";
+  for (int64_t k : {544, 2048}) {
+    const QTensor w = random_weight(QType::Q8_0, kRows, k, 70 + static_cast<uint64_t>(k));
+    const Tensor wf = quant::dequantize(w);
+    for (int64_t m : {32, 33, 47, 100}) {
+      manual_seed(80 + static_cast<uint64_t>(m));
+      const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
+      const Tensor tiles = quant::qmatmul(x, w);
+      const bool was = cpu::amx::set_allowed(false);
+      const Tensor vectors = quant::qmatmul(x, w);
+      cpu::amx::set_allowed(was);
+      EXPECT_EQ(bits_of(tiles), bits_of(vectors)) << "k " << k << " m " << m;
+      EXPECT_LT(relative_error(tiles, x.matmul(wf.t())), 1e-4) << "k " << k << " m " << m;
     }
   }
 }

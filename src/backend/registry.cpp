@@ -10,7 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
-#include "cpu/quant/arranged.h"
+#include "cpu/quant/amx.h"
 #if WICK_HAS_GPU
 #include "gpu/gpu_api.h"
 #endif
@@ -107,7 +107,7 @@ std::vector<Device> available_devices() {
 std::string describe_device(Device device) {
   if (device.is_cpu())
     return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP), ", cpu::blas_description(),
-                           cpu::arranged::amx() ? ", AMX tiles for Q4_0 products of many rows" : "");
+                           cpu::amx::active() ? ", AMX tiles for Q4_0 and Q8_0 products of many rows" : "");
   backend_for(device, "describe_device");
 #if WICK_HAS_GPU
   return gpu::gpu_describe(device.index());

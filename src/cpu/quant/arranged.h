@@ -47,11 +47,4 @@ void plain(quant::QType qtype, const uint8_t* arranged, int64_t rows, int64_t k,
 int64_t simd_rows(quant::QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const qdot::RoundedX& x,
                   int64_t m, float* out, int64_t n);
 
-// Whether simd_rows takes several rows of x on AMX's tiles (the processor has them, Linux allows
-// them, and set_amx has not turned them off); each row's bits are the vector kernel's either way.
-bool amx();
-
-// Testing aid: whether simd_rows may use AMX. Returns the previous setting.
-bool set_amx(bool allowed);
-
 }  // namespace wick::cpu::arranged

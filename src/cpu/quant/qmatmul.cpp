@@ -10,6 +10,7 @@
 #include "core/dispatch.h"
 #include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
+#include "cpu/quant/amx.h"
 #include "cpu/quant/arranged.h"
 #include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
@@ -126,7 +127,8 @@ void weight_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, qdot::XRow
 // Rows [begin, end) of the weight (begin a multiple of qdot::kPanelRows) times the m rows of x:
 // y[t * n + r]. An arranged weight's groups of rows go through their kernel, whatever m (each row of
 // x gets bits of its own there, so batch-invariant mode takes it too). Else many rows of x go through
-// panels of weight rows where the machine has that kernel. What is left (an arranged weight's last
+// AMX's tiles (Q8_0, from amx::kMinRows rows, where the processor has them) or panels of weight rows
+// where the machine has that kernel. What is left (an arranged weight's last
 // rows, fewer than a group, lie as they were) goes in runs of about kRunBytes of weight rows (kept
 // in the core's cache) through every tile of up to qdot::kMaxRows rows of x (in batch-invariant
 // mode, qdot::kInvariantRows), so that the weight is read from memory once and x, from the shared
@@ -138,6 +140,8 @@ void weight_rows_times_x(const uint8_t* blocks, int64_t begin, int64_t end, int6
   const int64_t tile_rows = invariant ? qdot::kInvariantRows : qdot::kMaxRows;
   const int64_t run = std::max<int64_t>(1, kRunBytes / quant::row_bytes(Q, cols));
   if (arranged) begin = arranged::simd_rows(Q, blocks, begin, end, cols, rx, m, y, n);
+  if constexpr (Q == QType::Q8_0)
+    if (!invariant && m >= amx::kMinRows) begin = amx::q8_0_rows(blocks, begin, end, cols, rx, m, y, n);
   if (!invariant && m > qdot::kMaxRows) begin = qdot::simd_panels(Q, blocks, begin, end, cols, rx, m, y, n);
   for (int64_t r0 = begin; r0 < end; r0 += run) {
     const int64_t r1 = std::min(end, r0 + run);
