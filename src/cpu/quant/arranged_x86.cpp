@@ -20,11 +20,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in qdot_x86.cpp: GCC 12's AVX-512 intrinsics
 #endif
-#include <cpuid.h>
 #include <immintrin.h>
-#include <unistd.h>
-
-#include <sys/syscall.h>
 #else
 #define WICK_ARRANGED_X86 0
 #endif
@@ -94,16 +90,20 @@ WICK_AVX512 void q4_0_group(const uint8_t* g, int64_t nb, qdot::XRows x, int64_t
   for (int t = 0; t < T; ++t) _mm512_storeu_ps(out + t * n, acc[t]);
 }
 
-// A Q4_0 group's unpacked copy for the tiles (amx.h's layout): load_block's vectors with 8 taken from
-// every byte (the values q - 8 as signed bytes), then the rows' d.
-WICK_AVX512 void unpack_for_tiles(const uint8_t* g, int64_t nb, uint8_t* out) {
+// A Q4_0 group unpacked (nb blocks of kUnpackedBytes): load_block's vectors, as they are or, for
+// AMX's tiles (amx.h's layout), with 8 taken from every byte (the values q - 8 as signed bytes),
+// then the rows' d.
+static_assert(kUnpackedBytes == amx::kBlockBytes);
+template <bool kSigned>
+WICK_AVX512 void unpack_group(const uint8_t* g, int64_t nb, uint8_t* out) {
   const __m512i eight = _mm512_set1_epi8(8);
   for (int64_t i = 0; i < nb; ++i) {
     __m512i w[8];
     __m512 d;
     load_block<false>(g, nb, i, w, d);
-    for (int v = 0; v < 8; ++v) _mm512_store_si512(out + i * amx::kBlockBytes + 64 * v, _mm512_sub_epi8(w[v], eight));
-    _mm512_store_ps(out + i * amx::kBlockBytes + 8 * 64, d);
+    for (int v = 0; v < 8; ++v)
+      _mm512_store_si512(out + i * kUnpackedBytes + 64 * v, kSigned ? _mm512_sub_epi8(w[v], eight) : w[v]);
+    _mm512_store_ps(out + i * kUnpackedBytes + 8 * 64, d);
   }
 }
 
@@ -113,10 +113,10 @@ WICK_AVX512 void unpack_for_tiles(const uint8_t* g, int64_t nb, uint8_t* out) {
 void q4_0_rows_amx(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, const qdot::RoundedX& x, int64_t m, float* out,
                    int64_t n) {
   const int64_t nb = k / 32, group_bytes = kRows * quant::row_bytes(QType::Q4_0, k);
-  Scratch<uint8_t> storage(nb * amx::kBlockBytes + 64);
+  Scratch<uint8_t> storage(nb * kUnpackedBytes + 64);
   uint8_t* unpacked = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
   for (int64_t r = r0; r < r1; r += kRows) {
-    unpack_for_tiles(w + r / kRows * group_bytes, nb, unpacked);
+    unpack_group<true>(w + r / kRows * group_bytes, nb, unpacked);
     amx::group_products(unpacked, nb, x, m, k, out + r, n);
   }
 }
@@ -132,15 +132,7 @@ WICK_AVX512 void q4_0_rows(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, 
   uint8_t* unpacked = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
   for (int64_t r = r0; r < r1; r += kRows) {
     const uint8_t* g = w + r / kRows * group_bytes;
-    if (unpack) {
-      for (int64_t i = 0; i < nb; ++i) {
-        __m512i b[8];
-        __m512 d;
-        load_block<false>(g, nb, i, b, d);
-        for (int v = 0; v < 8; ++v) _mm512_store_si512(unpacked + i * kUnpackedBytes + 64 * v, b[v]);
-        _mm512_store_ps(unpacked + i * kUnpackedBytes + 8 * 64, d);
-      }
-    }
+    if (unpack) unpack_group<false>(g, nb, unpacked);
     for (int64_t t0 = 0; t0 < m; t0 += qdot::kMaxRows) {
       const qdot::XRows xt(x, t0, k);
       [&]<int... T>(std::integer_sequence<int, T...>) {
