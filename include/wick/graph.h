@@ -9,7 +9,10 @@
 //     (copy_from, slice_set); results are written into tensors made before recording
 //     (copy_from). A tensor the function makes is a temporary: it must be gone when the function
 //     returns (an Error otherwise), and its memory belongs to the Graph, which holds it for
-//     its lifetime (memory_use does not count it);
+//     its lifetime (memory_use does not count it). On a GPU the graphs of a device take that
+//     memory from one arena they share (they run one at a time), so that their kernels follow
+//     each other with no allocation between them; a recording larger than the arena takes the
+//     rest from the device's pool, and the arena grows for the recordings after it;
 //   - the function may not copy between the host and the device or wait for the device
 //     (to_vector, item, synchronize, a tensor made from host values): an Error names the call;
 //   - the function should have run once normally before, so that the libraries it calls have made

@@ -2,6 +2,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "gpu/blas.h"
@@ -24,6 +27,72 @@ constexpr unsigned char kGuardByte = 0xa5;
 constexpr unsigned char kPoisonByte = 0xff;
 
 }  // namespace
+
+// ---- working memory of recordings ---------------------------------------------------------------
+// A recording's allocations come from an arena, not from the stream's pool: an allocation or free
+// of the pool made while recording is a node of the graph, between one op's kernel and the next,
+// and a kernel placed early (launch_early) only overlaps a kernel it directly follows. Graphs run
+// one at a time on the backend's stream and no tensor made while recording outlives it (record()
+// refuses that), so every recording takes the same arena from its start, and gives memory back to
+// it as tensors are released: the host keeps the free spans, no node is queued. An allocation the
+// arena cannot hold comes from the pool, as before; the next recording then gets an arena of the
+// largest total this one held at once, and a quarter more. Each graph keeps the arena it was
+// recorded with (a later, larger one does not replace it under the graph's pointers).
+struct GpuBackend::RecordArena {
+  int device = 0;
+  Stream stream = nullptr;
+  unsigned char* base = nullptr;
+  size_t capacity = 0;
+  std::map<size_t, size_t> free;  // offset -> bytes of each free span
+  std::map<void*, size_t> taken;  // allocation -> its bytes
+  ~RecordArena() {
+    if (base == nullptr) return;
+    (void)set_device(device);
+    (void)free_async(base, stream);
+  }
+};
+
+namespace {
+constexpr size_t kArenaAlign = 256;
+}  // namespace
+
+void* GpuBackend::arena_take(size_t nbytes) {
+  RecordArena& a = *arena_;
+  const size_t bytes = (nbytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  for (auto it = a.free.begin(); it != a.free.end(); ++it) {
+    if (it->second < bytes) continue;
+    const size_t at = it->first, left = it->second - bytes;
+    a.free.erase(it);
+    if (left > 0) a.free.emplace(at + bytes, left);
+    void* p = a.base + at;
+    a.taken.emplace(p, bytes);
+    return p;
+  }
+  return nullptr;
+}
+
+bool GpuBackend::arena_give(void* data) {
+  if (!arena_) return false;
+  RecordArena& a = *arena_;
+  auto it = a.taken.find(data);
+  if (it == a.taken.end()) return false;
+  size_t at = static_cast<size_t>(static_cast<unsigned char*>(data) - a.base), bytes = it->second;
+  a.taken.erase(it);
+  auto next = a.free.lower_bound(at);
+  if (next != a.free.end() && next->first == at + bytes) {  // joins the span after it
+    bytes += next->second;
+    next = a.free.erase(next);
+  }
+  if (next != a.free.begin()) {  // and the span before it
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == at) {
+      prev->second += bytes;
+      return true;
+    }
+  }
+  a.free.emplace(at, bytes);
+  return true;
+}
 
 GpuBackend::GpuBackend(int index) : index_(index) {
   activate();
@@ -63,6 +132,18 @@ StoragePtr GpuBackend::alloc(size_t nbytes) {
     poison = check_.poison;
   }
   if (nbytes == 0 && guard == 0) return std::make_shared<Storage>(this, nullptr, 0);
+  if (recording_ && guard == 0 && nbytes > 0) {
+    std::lock_guard<std::mutex> lock(record_mutex_);
+    recording_live_ += nbytes;
+    recording_peak_ = std::max(recording_peak_, recording_live_);
+    if (void* p = arena_take(nbytes)) {
+      recorded_.insert(p);
+      if (poison) WICK_GPU_CHECK(memset_async(p, kPoisonByte, nbytes, stream_));
+      count_alloc(nbytes);
+      return std::make_shared<Storage>(this, p, nbytes);
+    }
+    arena_short_ = true;
+  }
   const size_t total = nbytes + 2 * guard;
   void* base = nullptr;
   Status e = malloc_async(&base, total, stream_);
@@ -107,6 +188,10 @@ void GpuBackend::release(void* data, size_t nbytes) noexcept {
     if (recording_ && recorded_.erase(data) == 0) {  // made before the recording: freed after it
       deferred_.push_back(data);
       return;
+    }
+    if (recording_) {
+      recording_live_ -= std::min(recording_live_, nbytes);
+      if (arena_give(data)) return;
     }
   }
   (void)set_device(index_);
@@ -330,6 +415,7 @@ namespace {
 // freed when that launch ends).
 struct GraphExecutable {
   GraphExec exec = nullptr;
+  std::shared_ptr<void> arena;  // the memory its allocations came from (GpuBackend::RecordArena)
   GraphExecutable() = default;
   GraphExecutable(const GraphExecutable&) = delete;
   GraphExecutable& operator=(const GraphExecutable&) = delete;
@@ -358,6 +444,24 @@ std::function<void()> GpuBackend::record(std::function<void()> ops) {
   {
     std::lock_guard<std::mutex> lock(record_mutex_);
     WICK_CHECK(!recording_, Error, op, name(), " is already recording");
+    if (!arena_ || arena_->capacity < arena_wanted_) {  // a larger arena for this and later recordings
+      auto arena = std::make_shared<RecordArena>();
+      arena->device = index_;
+      arena->stream = stream_;
+      void* p = nullptr;
+      if (malloc_async(&p, arena_wanted_, stream_) == kSuccess) {
+        arena->base = static_cast<unsigned char*>(p);
+        arena->capacity = arena_wanted_;
+      } else {
+        (void)last_error();  // no arena: this recording's memory comes from the pool
+      }
+      arena_ = std::move(arena);
+    }
+    arena_->free.clear();
+    arena_->taken.clear();
+    if (arena_->capacity > 0) arena_->free.emplace(0, arena_->capacity);
+    recording_live_ = recording_peak_ = 0;
+    arena_short_ = false;
     recording_ = true;
   }
   Status begun = capture_begin(stream_);
@@ -376,6 +480,9 @@ std::function<void()> GpuBackend::record(std::function<void()> ops) {
   {
     std::lock_guard<std::mutex> lock(record_mutex_);
     recording_ = false;
+    if (arena_short_)
+      arena_wanted_ = std::max(arena_wanted_, (recording_peak_ + recording_peak_ / 4 + (size_t(2) << 20) - 1) /
+                                                  (size_t(2) << 20) * (size_t(2) << 20));
     deferred.swap(deferred_);
     escaped = recorded_.size();
     abandoned_.insert(recorded_.begin(), recorded_.end());
@@ -399,6 +506,7 @@ std::function<void()> GpuBackend::record(std::function<void()> ops) {
     fail("tensors made while recording on ", name(), " outlive it (", escaped,
          " buffers); write results into tensors made before recording (copy_from)");
   auto made = std::make_shared<GraphExecutable>();
+  made->arena = arena_;
   const Status instantiated = graph_instantiate(&made->exec, graph);
   (void)graph_destroy(graph);
   graph = nullptr;

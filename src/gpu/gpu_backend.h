@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -117,6 +118,17 @@ class GpuBackend final : public Backend {
   std::set<void*> recorded_;
   std::vector<void*> deferred_;
   std::set<void*> abandoned_;
+  // The working memory of recordings (gpu_backend.cu): arena_ the one a recording takes its
+  // allocations from, made anew, arena_wanted_ bytes, where a recording outgrew it.
+  struct RecordArena;
+  std::shared_ptr<RecordArena> arena_;
+  size_t arena_wanted_ = size_t(64) << 20;
+  size_t recording_live_ = 0, recording_peak_ = 0;  // bytes, the arena's and the pool's
+  bool arena_short_ = false;                        // an allocation of this recording came from the pool
+  // Recording: `nbytes` of the arena, or null where no free span holds them.
+  void* arena_take(size_t nbytes);
+  // Recording: gives `data` back to the arena if it came from there.
+  bool arena_give(void* data);
   mutable std::mutex occupancy_mutex_;
   mutable std::map<std::tuple<const void*, int, size_t>, int> occupancy_;
   bool conv_own_path_ = false;
