@@ -36,7 +36,7 @@ StoragePtr GpuBackend::binary(BinaryOp op, const View& a, const View& b) {
   const Layout out_layout(a.layout.shape());
   dispatch(a.dtype, [&]<typename T>() {
     dispatch_binary(op, [&]<BinaryOp Op>() {
-      map_elementwise(stream_, BinaryFn<T, Op>{}, out->as<T>(), out_layout, operand<T>(a), operand<T>(b));
+      map_elementwise(*this, BinaryFn<T, Op>{}, out->as<T>(), out_layout, operand<T>(a), operand<T>(b));
     });
   });
   return out;
@@ -48,7 +48,7 @@ StoragePtr GpuBackend::cmp(CmpOp op, const View& a, const View& b) {
   const Layout out_layout(a.layout.shape());
   dispatch(a.dtype, [&]<typename T>() {
     dispatch_cmp(op, [&]<CmpOp Op>() {
-      map_elementwise(stream_, CmpFn<T, Op>{}, out->as<uint8_t>(), out_layout, operand<T>(a), operand<T>(b));
+      map_elementwise(*this, CmpFn<T, Op>{}, out->as<uint8_t>(), out_layout, operand<T>(a), operand<T>(b));
     });
   });
   return out;
@@ -61,7 +61,7 @@ StoragePtr GpuBackend::where(const View& cond, const View& on_true, const View& 
   dispatch(cond.dtype, [&]<typename C>() {
     if constexpr (std::is_integral_v<C>) {
       dispatch(on_true.dtype, [&]<typename T>() {
-        map_elementwise(stream_, WhereFn<C, T>{}, out->as<T>(), out_layout, operand<C>(cond), operand<T>(on_true),
+        map_elementwise(*this, WhereFn<C, T>{}, out->as<T>(), out_layout, operand<C>(cond), operand<T>(on_true),
                         operand<T>(on_false));
       });
     } else {

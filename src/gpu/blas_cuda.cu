@@ -165,6 +165,7 @@ void gemm(GpuBackend& b, const Gemm& g) {
              static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), alpha, g.b, type,
              static_cast<int>(g.ldb), g.stride_b, g.a, type, static_cast<int>(g.lda), g.stride_a, beta, g.c, type,
              static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+  b.library_queued();
   mark_written(b, g);
 }
 

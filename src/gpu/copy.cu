@@ -30,7 +30,7 @@ struct Cast {
 void GpuBackend::copy_strided(const View& src, const MutView& dst) {
   activate();
   dispatch(src.dtype, [&]<typename T>() {
-    map_elementwise(stream_, Identity<T>{}, static_cast<T*>(dst.storage.data()), dst.layout,
+    map_elementwise(*this, Identity<T>{}, static_cast<T*>(dst.storage.data()), dst.layout,
                     Operand<T>{static_cast<const T*>(src.storage.data()), &src.layout});
   });
 }
@@ -59,7 +59,7 @@ void GpuBackend::copy2d(const Storage& src, Storage& dst, DType dtype, const Cop
 void GpuBackend::const_set(const MutView& dst, Scalar value) {
   activate();
   dispatch(dst.dtype, [&]<typename T>() {
-    map_elementwise(stream_, Constant<T>{scalar_as<T>(value)}, static_cast<T*>(dst.storage.data()), dst.layout);
+    map_elementwise(*this, Constant<T>{scalar_as<T>(value)}, static_cast<T*>(dst.storage.data()), dst.layout);
   });
 }
 
@@ -68,7 +68,7 @@ StoragePtr GpuBackend::cast(const View& x, DType to) {
   const Layout out_layout(x.layout.shape());
   dispatch(x.dtype, [&]<typename From>() {
     dispatch(to, [&]<typename To>() {
-      map_elementwise(stream_, Cast<To, From>{}, out->as<To>(), out_layout,
+      map_elementwise(*this, Cast<To, From>{}, out->as<To>(), out_layout,
                       Operand<From>{static_cast<const From*>(x.storage.data()), &x.layout});
     });
   });

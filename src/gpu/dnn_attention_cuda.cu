@@ -486,6 +486,7 @@ bool launch_attention_cudnn(const AttentionGeom& g, DType dt, GpuBackend& backen
       cudnn::execute(handle, *fused->plan, n, uids, pointers, workspace ? workspace->data() : nullptr);
   if (s == kOk) {
     fused->ran.store(true, std::memory_order_relaxed);
+    backend.library_queued();
     return true;
   }
   // A plan that never ran is declined from now on; one that ran before and fails now is an error.

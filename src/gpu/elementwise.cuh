@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/strided.h"
+#include "gpu/gpu_backend.h"
 #include "gpu/runtime.h"
 
 namespace wick::gpu {
@@ -116,6 +117,7 @@ __device__ inline void map_dense_body(const F& f, Out* out, const Inputs<sizeof.
 
 template <int V, typename F, typename Out, typename... In>
 __global__ __launch_bounds__(kBlock) void map_dense_kernel(F f, Out* out, Inputs<sizeof...(In)> in, int64_t n) {
+  start_after_inputs();
   map_dense_body<V, F, Out, In...>(f, out, in, n, std::index_sequence_for<In...>{});
 }
 
@@ -262,9 +264,11 @@ constexpr int pack_width() {
 
 inline bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// out (any layout, no self-overlap) = f(in...), every operand of out's shape.
+// out (any layout, no self-overlap) = f(in...), every operand of out's shape, on b's stream (the
+// dense kernel starting early: GpuBackend::launch_early).
 template <typename F, typename Out, typename... In>
-void map_elementwise(Stream stream, const F& f, Out* out, const Layout& out_layout, Operand<In>... in) {
+void map_elementwise(const GpuBackend& b, const F& f, Out* out, const Layout& out_layout, Operand<In>... in) {
+  const Stream stream = b.stream();
   constexpr int N = 1 + sizeof...(In);
   const StridedSpace<N> s = collapse<N>(std::array<const Layout*, N>{&out_layout, in.layout...});
   const int64_t n = s.numel();
@@ -278,11 +282,10 @@ void map_elementwise(Stream stream, const F& f, Out* out, const Layout& out_layo
     int j = 0;
     ((vec = vec && aligned(ptrs.p[j++], sizeof(In) * V)), ...);
     if (vec) {
-      map_dense_kernel<V, F, Out, In...><<<grid_for(n / V), kBlock, 0, stream>>>(f, o, ptrs, n);
+      b.launch_early(map_dense_kernel<V, F, Out, In...>, grid_for(n / V), kBlock, 0, f, o, ptrs, n);
     } else {
-      map_dense_kernel<1, F, Out, In...><<<grid_for(n), kBlock, 0, stream>>>(f, o, ptrs, n);
+      b.launch_early(map_dense_kernel<1, F, Out, In...>, grid_for(n), kBlock, 0, f, o, ptrs, n);
     }
-    WICK_GPU_CHECK_LAUNCH();
     return;
   }
   Inputs<sizeof...(In)> ptrs{{in.data...}};

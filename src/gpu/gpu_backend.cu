@@ -97,6 +97,8 @@ bool GpuBackend::arena_give(void* data) {
 GpuBackend::GpuBackend(int index) : index_(index) {
   activate();
   WICK_GPU_CHECK(device_props(index, &props_));
+  const char* early = std::getenv("WICK_EARLY_START");
+  early_start_ = props_.early_start && !(early != nullptr && std::string_view(early) == "0");
   WICK_GPU_CHECK(stream_create(&stream_));
   WICK_GPU_CHECK(pool_keep_memory(index));
   WICK_GPU_CHECK(malloc_async(reinterpret_cast<void**>(&device_error_), sizeof(KernelError), stream_));
@@ -316,6 +318,11 @@ bool GpuBackend::set_option(std::string_view key, std::string_view value) {
   if (key == "conv") {
     if (value != "gemm" && value != "library") return false;
     conv_own_path_ = value == "gemm";
+    return true;
+  }
+  if (key == "early_start") {
+    if (value != "on" && value != "off") return false;
+    early_start_ = value == "on" && props_.early_start;
     return true;
   }
   if (key == "attention") {

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -56,6 +57,8 @@ class GpuBackend final : public Backend {
   // "attention": "library" (cuDNN's fused attention where it serves, else wick's own kernels; the
   // default), "own" (wick's kernels, on the matrix units where the device has them) or "rows"
   // (wick's kernels without the matrix units: the path of a device that has none).
+  // "early_start": "on" (the default where the device can) or "off": the kernels of recorded graphs
+  // written for it start while the kernel before them ends (GpuBackend::launch_early).
   // "qmatmul": "library" (the default: wick's choice by the rows of x), "tiles" (the matrix-unit
   // tile kernel wherever it applies, one row of x too) or "dot" (never the tile kernel: the integer
   // dot products up to 16 rows of x, dequantize and the GEMM past them).
@@ -69,6 +72,23 @@ class GpuBackend final : public Backend {
 
   // For the kernels of this backend.
   Stream stream() const { return stream_; }
+  // Whether launch_early lets kernels of recorded graphs start early (DeviceProps::early_start),
+  // unless the "early_start" option is "off" or WICK_EARLY_START=0 is in the environment.
+  bool early_start() const { return early_start_; }
+  // kernel<<<grid, block, shared, stream()>>>(args...), placed on the device while the kernel before
+  // it still runs where early_start() and a graph is being recorded (Graph::record: where kernels
+  // follow each other with no host between them); `kernel` must call await_inputs() (runtime.h) as
+  // it says. Not right after a library's kernel (library_queued()). Llama 3 8B's bf16 decode, whose
+  // products are cuBLAS's, was 2-4% slower with kernels placed early everywhere (H200,
+  // docs/performance.md, "Kernels that start early").
+  template <typename... Params, typename... Args>
+  void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Args&&... args) const {
+    const bool after_library = after_library_.exchange(false, std::memory_order_relaxed);
+    const bool early = early_start_ && recording_.load(std::memory_order_relaxed) && !after_library;
+    WICK_GPU_CHECK(launch_kernel(early, kernel, grid, block, shared, stream_, std::forward<Args>(args)...));
+  }
+  // A library (cuBLAS, cuDNN) has queued work on the stream: the next launch_early starts as usual.
+  void library_queued() const { after_library_.store(true, std::memory_order_relaxed); }
   KernelError* device_error() const { return device_error_; }
   const DeviceProps& props() const { return props_; }
   // Makes this backend's device current on the calling thread.
@@ -134,6 +154,8 @@ class GpuBackend final : public Backend {
   bool conv_own_path_ = false;
   AttentionPath attention_path_ = AttentionPath::Library;
   QmatmulPath qmatmul_path_ = QmatmulPath::Auto;
+  bool early_start_ = false;
+  mutable std::atomic<bool> after_library_{false};
   const GpuNnKernels nn_{*this};
   const GpuQuantKernels quant_{*this};
 };

@@ -13,6 +13,7 @@ __global__ __launch_bounds__(kBlock) void gather_kernel(T* out, const Ix* ids, c
                                                         int64_t x_stride, int64_t size, int dim, KernelError* err,
                                                         OpCode op) {
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  start_after_inputs();
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     I off[3];
     offsets_at(a, i, off);
@@ -33,13 +34,12 @@ void launch_gather(GpuBackend& b, T* out, const Ix* ids, const T* x, const Strid
                    int64_t x_extent, int64_t size, int dim, OpCode op) {
   const int64_t n = s.numel();
   if (small_space(s, x_extent)) {
-    gather_kernel<T, Ix, uint32_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        out, ids, x, strided_args<3, uint32_t>(s), static_cast<uint32_t>(n), x_stride, size, dim, b.device_error(), op);
+    b.launch_early(gather_kernel<T, Ix, uint32_t>, grid_for(n), kBlock, 0, out, ids, x, strided_args<3, uint32_t>(s),
+                   static_cast<uint32_t>(n), x_stride, size, dim, b.device_error(), op);
   } else {
-    gather_kernel<T, Ix, uint64_t><<<grid_for(n), kBlock, 0, b.stream()>>>(
-        out, ids, x, strided_args<3, uint64_t>(s), static_cast<uint64_t>(n), x_stride, size, dim, b.device_error(), op);
+    b.launch_early(gather_kernel<T, Ix, uint64_t>, grid_for(n), kBlock, 0, out, ids, x, strided_args<3, uint64_t>(s),
+                   static_cast<uint64_t>(n), x_stride, size, dim, b.device_error(), op);
   }
-  WICK_GPU_CHECK_LAUNCH();
 }
 
 template <typename T, typename Ix>

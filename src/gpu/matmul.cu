@@ -39,6 +39,7 @@ template <typename T, int M>
 __global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__ x, int64_t ldx, int rows,
                                                            const T* __restrict__ w, int64_t ldw, int64_t n,
                                                            int64_t k, int splits, T* __restrict__ out) {
+  start_after_inputs();
   gemv::rows_times_weight<T, M>(x, ldx, rows, w, ldw, n, k, splits, out, blockIdx.x, gridDim.x);
 }
 
@@ -70,12 +71,11 @@ void queue_gemv_rows(GpuBackend& backend, DType dtype, const void* x, int64_t ld
   dispatch(dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
       gemv::by_rows(m_fixed > 0 ? m_fixed : static_cast<int>(rows), [&]<int M>() {
-        gemv_rows_kernel<T, M><<<plan.blocks, kBlock, 0, backend.stream()>>>(
-            static_cast<const T*>(x), ldx, static_cast<int>(rows), static_cast<const T*>(w), ldw, n, k, plan.splits,
-            static_cast<T*>(out));
+        backend.launch_early(gemv_rows_kernel<T, M>, plan.blocks, kBlock, 0, static_cast<const T*>(x), ldx,
+                             static_cast<int>(rows), static_cast<const T*>(w), ldw, n, k, plan.splits,
+                             static_cast<T*>(out));
       });
   });
-  WICK_GPU_CHECK_LAUNCH();
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

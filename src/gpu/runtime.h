@@ -82,6 +82,42 @@ __device__ inline void report_combine_error(KernelError* e, int64_t slot, int64_
   report_error(e, kCombineError, 0, slot, size, DType::I64);
 }
 
+// ---- kernels that start early ------------------------------------------------------------------
+// On NVIDIA GPUs from sm_90 a kernel launched by GpuBackend::launch_early may be placed on the device
+// while the kernel before it on the stream still runs (programmatic dependent launch), so that its
+// blocks are resident and set up when that kernel ends, not launched then. Such a kernel calls
+// await_inputs() in every block, before it reads anything an earlier kernel wrote and before it
+// writes anything; before it, it may only compute addresses and ask for prefetches (prefetch_l2).
+// It then calls let_next_start(), which lets the next early kernel be placed in turn. Elsewhere
+// (HIP, older devices, or launched as usual) both are no-ops.
+__device__ __forceinline__ void await_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void let_next_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The two in turn: a kernel with nothing to do before its inputs are ready calls this first.
+__device__ __forceinline__ void start_after_inputs() {
+  await_inputs();
+  let_next_start();
+}
+
+// Asks for `bytes` of global memory from `p` (both multiples of 16) to be read into the L2 cache,
+// without waiting for them (sm_90's bulk prefetch; elsewhere nothing). The cache is where every
+// write lands, so a prefetch never yields stale data, even of memory a kernel still writes.
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // Threads per block of the elementwise kernels, and the largest grid of a grid-stride loop
 // (blocks x threads stays far below 2^32, as AMD requires).
 inline constexpr int kBlock = 256;

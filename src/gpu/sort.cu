@@ -72,7 +72,7 @@ StoragePtr GpuBackend::argsort(const View& x, bool ascending) {
     using K = key_t<T>;
     StoragePtr keys = alloc(n * sizeof(K)), keys_sorted = alloc(n * sizeof(K));
     StoragePtr values = alloc(n * sizeof(uint32_t)), offsets = alloc((block_rows + 1) * sizeof(int));
-    map_elementwise(stream_, SortKey<T>{}, keys->as<K>(), Layout(xl.shape()),
+    map_elementwise(*this, SortKey<T>{}, keys->as<K>(), Layout(xl.shape()),
                     Operand<T>{static_cast<const T*>(x.storage.data()), &xl});
     iota_rows_kernel<<<grid_for(std::max(n, block_rows + 1)), kBlock, 0, stream_>>>(
         values->as<uint32_t>(), offsets->as<int>(), n, len, long_rows ? 0 : block_rows);

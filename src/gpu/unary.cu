@@ -27,7 +27,7 @@ struct IntAffine {
 template <typename T, typename F>
 StoragePtr map1(GpuBackend& b, const View& x, const F& f) {
   StoragePtr out = b.alloc(x.dtype, x.layout.numel());
-  map_elementwise(b.stream(), f, out->as<T>(), Layout(x.layout.shape()),
+  map_elementwise(b, f, out->as<T>(), Layout(x.layout.shape()),
                   Operand<T>{static_cast<const T*>(x.storage.data()), &x.layout});
   return out;
 }

@@ -70,6 +70,7 @@ __global__ __launch_bounds__(kRowsBlock) void attention_rows_kernel(nn::Attentio
   const T* mask = static_cast<const T*>(g.mask);
   const int64_t rows_kv = g.group * g.t_q;
   const int64_t total = g.batch * g.kv_heads * pl.groups * pl.splits;
+  start_after_inputs();
 
   for (int64_t blk = blockIdx.x; blk < total; blk += gridDim.x) {
     const int64_t split = blk % pl.splits;
@@ -218,6 +219,7 @@ __global__ __launch_bounds__(kCombineLanes* kCombineGroups) void attention_combi
   __shared__ M red_ml[kCombineGroups][2];
   const int lane = static_cast<int>(threadIdx.x) % kCombineLanes, group = static_cast<int>(threadIdx.x) / kCombineLanes;
   const int64_t chunks = (d + kCombineLanes - 1) / kCombineLanes;
+  start_after_inputs();
   for (int64_t blk = blockIdx.x; blk < rows * chunks; blk += gridDim.x) {
     const int64_t row = blk / chunks, feat = blk % chunks * kCombineLanes + lane;
     M m = kernels::attention_neg_inf<M>(), sum = M(0), acc = M(0);
@@ -343,8 +345,7 @@ void launch_rows(const nn::AttentionGeom& g, GpuBackend& b, int64_t rows_kv) {
     pl.part_ml = part->as<M>() + o_elems;
   }
   const int64_t blocks = base * pl.splits;
-  kernel<<<static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)), kRowsBlock, 0, b.stream()>>>(g, pl);
-  WICK_GPU_CHECK_LAUNCH();
+  b.launch_early(kernel, static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)), kRowsBlock, 0, g, pl);
   if (pl.splits > 1)
     nn::launch_attention_combine<T>(static_cast<const M*>(pl.part_o), static_cast<const M*>(pl.part_ml),
                                     static_cast<T*>(g.out), pl.rows, g.d, pl.splits, /*base2=*/false, b);
@@ -422,10 +423,8 @@ template <typename T>
 void launch_attention_combine(const kernels::opmath_t<T>* part_o, const kernels::opmath_t<T>* part_ml, T* out,
                               int64_t rows, int64_t d, int64_t splits, bool base2, GpuBackend& backend) {
   const int64_t blocks = rows * ((d + kCombineLanes - 1) / kCombineLanes);
-  attention_combine_kernel<T><<<static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)),
-                                kCombineLanes * kCombineGroups, 0, backend.stream()>>>(part_o, part_ml, out, rows, d,
-                                                                                       splits, base2);
-  WICK_GPU_CHECK_LAUNCH();
+  backend.launch_early(attention_combine_kernel<T>, static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22)),
+                       kCombineLanes * kCombineGroups, 0, part_o, part_ml, out, rows, d, splits, base2);
 }
 
 template void launch_attention_combine<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, bool,

@@ -298,6 +298,7 @@ __global__ __launch_bounds__(Tile::W* mma::kWave) void attention_mma_kernel(Atte
   T* sk = sq + BM * kLd;
   T* sv = sk + BN * kLd;
   const int row_base = static_cast<int>(threadIdx.x) / mma::kWave * MT * 16;  // the wave's first row
+  start_after_inputs();
   const T* k_all = static_cast<const T*>(g.k);
   const T* v_all = static_cast<const T*>(g.v);
   const T* mask = static_cast<const T*>(g.mask);
@@ -661,8 +662,7 @@ bool launch_mma_tile(const AttentionGeom& g, GpuBackend& backend, const RopeWrit
   }
   const int64_t blocks = p.splits * base;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(blocks, int64_t(1) << 22));
-  kernel<<<grid, threads, smem, backend.stream()>>>(g, p, rope != nullptr ? *rope : RopeWriteGeom{});
-  WICK_GPU_CHECK_LAUNCH();
+  backend.launch_early(kernel, grid, threads, smem, g, p, rope != nullptr ? *rope : RopeWriteGeom{});
   if (p.splits > 1)
     launch_attention_combine<T>(p.part_o, p.part_ml, static_cast<T*>(g.out), p.out_rows, g.d, p.splits,
                                 /*base2=*/true, backend);

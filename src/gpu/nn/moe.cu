@@ -141,6 +141,7 @@ __global__ __launch_bounds__(kRouteThreads) void moe_route_kernel(const T* __res
   int* next = route_smem;                                               // each expert's pairs, then its next row
   unsigned* marks = reinterpret_cast<unsigned*>(route_smem + experts);  // phase 3: the chunk's tokens
   __shared__ int2 team_sums[kRouteTeams];
+  start_after_inputs();
   for (int e = threadIdx.x; e < experts; e += blockDim.x) next[e] = 0, marks[e] = 0;
   __syncthreads();
   const int pairs = n * k;
@@ -287,6 +288,7 @@ __global__ __launch_bounds__(kBlock) void moe_combine_kernel(const T* __restrict
                                                              int64_t d, T* __restrict__ out, KernelError* err) {
   using M = decltype(kernels::to_opmath(T{}));
   const int64_t rows = n * k;
+  start_after_inputs();
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < n * d;
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = idx / d, c = idx - i * d;
@@ -315,6 +317,7 @@ __global__ __launch_bounds__(kBlock) void matmul_grouped_kernel(const T* __restr
                                                                 const T* __restrict__ w, int64_t rows, int64_t cols,
                                                                 int64_t experts, const int64_t* __restrict__ groups,
                                                                 int splits, T* __restrict__ out, KernelError* err) {
+  start_after_inputs();
   const int64_t* entry = groups + 3 * int64_t{blockIdx.y};
   const int64_t e = entry[0], first = entry[1], end = entry[2];
   const bool bad_expert = e < 0 || e >= experts, bad_rows = first < 0 || first > end || end > p;
@@ -346,10 +349,11 @@ NnKernels::MoeRouteStorage GpuNnKernels::moe_route(const View& scores, int64_t k
   dispatch(scores.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
       auto launch = [&]<int kPer>() {
-        moe_route_kernel<T, kPer><<<1, kRouteThreads, 2 * sizeof(int) * static_cast<size_t>(experts), b.stream()>>>(
-            static_cast<const T*>(scores.storage.data()) + scores.layout.offset(), static_cast<int>(n),
-            static_cast<int>(experts), static_cast<int>(k), renormalize, r.ids->as<int64_t>(), r.weights->as<float>(),
-            r.tokens->as<int64_t>(), r.slots->as<int64_t>(), r.groups->as<int64_t>(), static_cast<int>(g));
+        b.launch_early(moe_route_kernel<T, kPer>, 1, kRouteThreads, 2 * sizeof(int) * static_cast<size_t>(experts),
+                       static_cast<const T*>(scores.storage.data()) + scores.layout.offset(), static_cast<int>(n),
+                       static_cast<int>(experts), static_cast<int>(k), renormalize, r.ids->as<int64_t>(),
+                       r.weights->as<float>(), r.tokens->as<int64_t>(), r.slots->as<int64_t>(), r.groups->as<int64_t>(),
+                       static_cast<int>(g));
       };
       if (experts <= kRouteLanes)
         launch.template operator()<1>();
@@ -361,7 +365,6 @@ NnKernels::MoeRouteStorage GpuNnKernels::moe_route(const View& scores, int64_t k
         launch.template operator()<8>();
       else
         launch.template operator()<0>();
-      WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, NnOp::MoeRoute, scores.dtype);
     }
@@ -376,12 +379,11 @@ StoragePtr GpuNnKernels::moe_combine(const View& y, const View& weights, const V
   StoragePtr out = b.alloc(y.dtype, n * d);
   dispatch(y.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
-      moe_combine_kernel<T><<<grid_for(n * d), kBlock, 0, b.stream()>>>(
-          static_cast<const T*>(y.storage.data()) + y.layout.offset(),
-          static_cast<const float*>(weights.storage.data()) + weights.layout.offset(),
-          static_cast<const int64_t*>(slots.storage.data()) + slots.layout.offset(), n, static_cast<int>(k), d,
-          out->as<T>(), b.device_error());
-      WICK_GPU_CHECK_LAUNCH();
+      b.launch_early(moe_combine_kernel<T>, grid_for(n * d), kBlock, 0,
+                     static_cast<const T*>(y.storage.data()) + y.layout.offset(),
+                     static_cast<const float*>(weights.storage.data()) + weights.layout.offset(),
+                     static_cast<const int64_t*>(slots.storage.data()) + slots.layout.offset(), n, static_cast<int>(k),
+                     d, out->as<T>(), b.device_error());
     } else {
       throw_not_supported(b, NnOp::MoeCombine, y.dtype);
     }
@@ -412,12 +414,11 @@ StoragePtr GpuNnKernels::matmul_grouped(const View& x, const View& w, int64_t ex
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
       gemv::by_rows(static_cast<int>(std::min<int64_t>(max_rows, gemv::kMaxRows)), [&]<int M>() {
-        matmul_grouped_kernel<T, M><<<grid, kBlock, 0, b.stream()>>>(
-            reinterpret_cast<const T*>(xs), p, reinterpret_cast<const T*>(ws), rows, cols, experts,
-            static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset(), plan.splits, out->as<T>(),
-            b.device_error());
+        b.launch_early(matmul_grouped_kernel<T, M>, grid, kBlock, 0, reinterpret_cast<const T*>(xs), p,
+                       reinterpret_cast<const T*>(ws), rows, cols, experts,
+                       static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset(), plan.splits,
+                       out->as<T>(), b.device_error());
       });
-      WICK_GPU_CHECK_LAUNCH();
     } else {
       throw_not_supported(b, NnOp::MatmulGrouped, x.dtype);
     }

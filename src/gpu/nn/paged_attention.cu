@@ -100,6 +100,7 @@ __global__ __launch_bounds__(kThreads) void paged_attention_kernel(const T* q, c
   M* f_s = l_s + a.heads;
   __shared__ int bad;
   __shared__ int64_t block_of[kMaxTile];  // the pool block of each key of the tile
+  start_after_inputs();
 
   const int64_t group = a.h / a.h_kv, chunks = (group + a.heads - 1) / a.heads;
   const int64_t split = blockIdx.x % a.splits, task = blockIdx.x / a.splits;
@@ -302,6 +303,7 @@ __global__ __launch_bounds__(nn::kRowsBlock) void paged_rows_kernel(const T* q, 
   const int grp = static_cast<int>(threadIdx.x) / kLanes, lane = static_cast<int>(threadIdx.x) % kLanes;
   const int64_t group = a.h / a.h_kv, chunks = (group + R - 1) / R;
   const int64_t split = blockIdx.x % a.splits, task = blockIdx.x / a.splits;
+  start_after_inputs();
   const int64_t i = task / (a.h_kv * chunks), g = task / chunks % a.h_kv, r0 = task % chunks * R;
   const int heads = static_cast<int>(R < group - r0 ? R : group - r0);
   const int64_t first_head = g * group + r0;
@@ -468,9 +470,8 @@ void launch_paged_rows(GpuBackend& b, PagedShape a, const T* q, const T* k_pool,
   StoragePtr part;
   if (a.splits > 1) part = b.alloc(static_cast<size_t>(a.t * a.h * a.splits * (a.d + 2)) * sizeof(M));
   M* pp = part ? static_cast<M*>(part->data()) : nullptr;
-  kernel<<<static_cast<unsigned>(blocks * a.splits), nn::kRowsBlock, 0, b.stream()>>>(
-      q, k_pool, v_pool, tables, seqs, positions, a, static_cast<M>(scale), out, pp, b.device_error());
-  WICK_GPU_CHECK_LAUNCH();
+  b.launch_early(kernel, static_cast<unsigned>(blocks * a.splits), nn::kRowsBlock, 0, q, k_pool, v_pool, tables, seqs,
+                 positions, a, static_cast<M>(scale), out, pp, b.device_error());
   if (a.splits > 1) combine_splits(b, a, pp, out);
 }
 
@@ -591,15 +592,14 @@ StoragePtr GpuNnKernels::paged_attention(const View& q, const View& k_pool, cons
       const auto grid = static_cast<unsigned>(tasks);
       const size_t shared = tiling.bytes(a.d);
       if (q8)
-        paged_attention_kernel<T, M, false, uint8_t><<<grid, kThreads, shared, b.stream()>>>(
-            qd, kd, vd, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
+        b.launch_early(paged_attention_kernel<T, M, false, uint8_t>, grid, kThreads, shared, qd, kd, vd, td, sd, pd, a,
+                       static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       else if (vec)
-        paged_attention_kernel<T, M, true><<<grid, kThreads, shared, b.stream()>>>(
-            qd, kt, vt, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
+        b.launch_early(paged_attention_kernel<T, M, true>, grid, kThreads, shared, qd, kt, vt, td, sd, pd, a,
+                       static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       else
-        paged_attention_kernel<T, M, false><<<grid, kThreads, shared, b.stream()>>>(
-            qd, kt, vt, td, sd, pd, a, static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
-      WICK_GPU_CHECK_LAUNCH();
+        b.launch_early(paged_attention_kernel<T, M, false>, grid, kThreads, shared, qd, kt, vt, td, sd, pd, a,
+                       static_cast<M>(args.scale), out->as<T>(), pp, b.device_error());
       if (splits > 1) combine_splits(b, a, pp, out->as<T>());
     } else {
       throw_not_supported(b, NnOp::PagedAttention, q.dtype);

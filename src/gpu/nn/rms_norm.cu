@@ -16,6 +16,7 @@ template <typename T, int G, typename I>
 __global__ __launch_bounds__(kBlock) void rms_norm_kernel(nn::Slices<I> s, const T* x, const T* w, int64_t w_stride,
                                                           kernels::opmath_t<T> eps, T* out) {
   using M = kernels::opmath_t<T>;
+  start_after_inputs();
   for (I g = nn::first_slice<G, I>(); g < s.count; g += nn::slice_step<G, I>()) {
     I off[2];
     offsets_at(s.starts, g, off);
@@ -52,6 +53,7 @@ template <typename T, int G, int N>
 __global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::RowPlan r, const T* x, const T* w,
                                                                          kernels::opmath_t<T> eps, T* out) {
   using M = kernels::opmath_t<T>;
+  start_after_inputs();
   for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
     nn::RowPacks<T, G, N> held, weight;
     held.load(x + row * r.len, static_cast<int>(r.len));
@@ -72,6 +74,7 @@ __global__ __launch_bounds__(nn::kRowBlock<G>) void add_rms_norm_rows_kernel(nn:
                                                                              kernels::opmath_t<T> eps, T* sum, T* out) {
   using M = kernels::opmath_t<T>;
   using Held = nn::RowPacks<T, G, N>;
+  start_after_inputs();
   for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
     Held held, added, weight;
     held.load(x + row * r.len, static_cast<int>(r.len));
@@ -111,15 +114,15 @@ StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
       if constexpr (!std::is_same_v<T, double>) {
         if (const std::optional<nn::RowPlan> rows = nn::plan_rows(x); rows && nn::dense_param(weight)) {
           nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
-            rms_norm_rows_kernel<T, G, N>
-                <<<grid, block, 0, b.stream()>>>(*rows, px + x.layout.offset(), pw, static_cast<M>(eps), po);
+            b.launch_early(rms_norm_rows_kernel<T, G, N>, grid, block, 0, *rows, px + x.layout.offset(), pw,
+                           static_cast<M>(eps), po);
           });
           return;
         }
       }
       nn::launch_slices(plan, [&]<int G, typename I>(unsigned grid, const nn::Slices<I>& s) {
-        rms_norm_kernel<T, G, I><<<grid, kBlock, 0, b.stream()>>>(s, px, pw, weight.layout.stride(0),
-                                                                   static_cast<M>(eps), po);
+        b.launch_early(rms_norm_kernel<T, G, I>, grid, kBlock, 0, s, px, pw, weight.layout.stride(0),
+                       static_cast<M>(eps), po);
       });
     } else {
       throw_not_supported(b, NnOp::RmsNorm, x.dtype);
@@ -148,8 +151,8 @@ std::pair<StoragePtr, StoragePtr> GpuNnKernels::add_rms_norm(const View& x, cons
       const T* pr = static_cast<const T*>(residual.storage.data()) + residual.layout.offset();
       const T* pw = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
       nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
-        add_rms_norm_rows_kernel<T, G, N>
-            <<<grid, block, 0, b.stream()>>>(*rows, px, pr, pw, static_cast<M>(eps), sum->as<T>(), out->as<T>());
+        b.launch_early(add_rms_norm_rows_kernel<T, G, N>, grid, block, 0, *rows, px, pr, pw, static_cast<M>(eps),
+                       sum->as<T>(), out->as<T>());
       });
     } else {
       throw_not_supported(b, NnOp::AddRmsNorm, x.dtype);

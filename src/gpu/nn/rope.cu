@@ -221,6 +221,7 @@ __global__ __launch_bounds__(kBlock) void rope_write_kernel(RopeWriteArgs<T> a) 
   using M = kernels::opmath_t<T>;
   constexpr int64_t kSkip = std::numeric_limits<int64_t>::max();
   constexpr int W = Interleaved ? V / 2 : V;  // pairs an item turns
+  start_after_inputs();
   __shared__ int bad;
   if (threadIdx.x == 0) bad = 0;
   __syncthreads();
@@ -383,14 +384,13 @@ StoragePtr GpuNnKernels::rope_write_at(const View& q, const View& k, const View&
       const int64_t turn = (interleaved ? a.d : a.d / 2) / per;
       const unsigned grid = grid_for((rows_q + rows_kv) * turn + rows_kv * (a.d / per));
       if (packs && interleaved)
-        rope_write_kernel<T, V, true, true><<<grid, kBlock, 0, b.stream()>>>(a);
+        b.launch_early(rope_write_kernel<T, V, true, true>, grid, kBlock, 0, a);
       else if (packs)
-        rope_write_kernel<T, V, false, true><<<grid, kBlock, 0, b.stream()>>>(a);
+        b.launch_early(rope_write_kernel<T, V, false, true>, grid, kBlock, 0, a);
       else if (interleaved)
-        rope_write_kernel<T, 2, true, false><<<grid, kBlock, 0, b.stream()>>>(a);
+        b.launch_early(rope_write_kernel<T, 2, true, false>, grid, kBlock, 0, a);
       else
-        rope_write_kernel<T, 1, false, false><<<grid, kBlock, 0, b.stream()>>>(a);
-      WICK_GPU_CHECK_LAUNCH();
+        b.launch_early(rope_write_kernel<T, 1, false, false>, grid, kBlock, 0, a);
     } else {
       throw_not_supported(b, NnOp::RopeWriteAt, q.dtype);
     }

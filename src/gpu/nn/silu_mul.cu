@@ -26,7 +26,7 @@ StoragePtr GpuNnKernels::silu_mul(const View& gate, const View& up) const {
   const Layout out_layout(gate.layout.shape());
   dispatch(gate.dtype, [&]<typename T>() {
     if constexpr (kernels::is_float_v<T>) {
-      map_elementwise(b.stream(), SiluMulFn<T>{}, out->as<T>(), out_layout, operand<T>(gate), operand<T>(up));
+      map_elementwise(b, SiluMulFn<T>{}, out->as<T>(), out_layout, operand<T>(gate), operand<T>(up));
     } else {
       throw_not_supported(b, NnOp::SiluMul, gate.dtype);
     }

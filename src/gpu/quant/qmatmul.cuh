@@ -58,6 +58,7 @@ __global__ __launch_bounds__(kThreads) void dequantize_kernel(const uint8_t* w, 
   constexpr int kWords = F::kGroup / 4;
   static_assert(kWords % kDequantWords == 0);
   const auto* blocks = reinterpret_cast<const typename F::Block*>(w);
+  start_after_inputs();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pieces;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t first = i * kDequantWords, group = first / kWords;
@@ -86,8 +87,7 @@ template <typename T>
 void launch_dequantize(const GpuBackend& b, QType qtype, const uint8_t* w, int64_t rows, int64_t cols, T* out) {
   kq::dispatch_qtype(qtype, [&]<QType Q>() {
     const int64_t pieces = rows * cols / (4 * kDequantWords);
-    dequantize_kernel<Q, T><<<grid_for(pieces, kThreads), kThreads, 0, b.stream()>>>(w, pieces, out);
-    WICK_GPU_CHECK_LAUNCH();
+    b.launch_early(dequantize_kernel<Q, T>, grid_for(pieces, kThreads), kThreads, 0, w, pieces, out);
   });
 }
 
@@ -216,6 +216,7 @@ __device__ void round_x(const T* x, int64_t rows, RoundedX r, int64_t first, int
 // memory.
 template <typename T>
 __global__ __launch_bounds__(kThreads) void round_x_kernel(const T* x, int64_t rows, RoundedX r) {
+  start_after_inputs();
   round_x<kOnceRoundLanes>(x, rows, r, blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x,
                            static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
@@ -387,10 +388,33 @@ __device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t 
   }
 }
 
+// ---- the weight's first bytes into L2 while the kernel before still runs ---------------------------
+
+// The weight bytes the blocks of a product ask into L2 before their inputs are ready (they are
+// placed early: runtime.h), all blocks together: a third of an H100's or H200's 50 MiB, so that the
+// kernel before and the rest of the product keep theirs. The product reads them first.
+constexpr int64_t kPrefetchBytes = int64_t{16} << 20;
+
+// Asks for bytes [from, to) of w (size bytes in all) into L2, trimmed to the whole 16-byte words
+// inside w.
+__device__ inline void prefetch_span(const uint8_t* w, int64_t size, int64_t from, int64_t to) {
+  const uint64_t base = reinterpret_cast<uintptr_t>(w), first_word = (base + 15) & ~uint64_t{15};
+  const uint64_t lo = std::max((base + static_cast<uint64_t>(from)) & ~uint64_t{15}, first_word);
+  const uint64_t hi = std::min((base + static_cast<uint64_t>(std::min(to, size)) + 15) & ~uint64_t{15},
+                               (base + static_cast<uint64_t>(size)) & ~uint64_t{15});
+  if (hi > lo) prefetch_l2(reinterpret_cast<const void*>(lo), static_cast<uint32_t>(hi - lo));
+}
+
 template <QType Q, int M, int R, typename T>
 __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
                                                             int64_t row_bytes, const T* __restrict__ x, bool round_here,
                                                             RoundedX rx, int m, T* __restrict__ out) {
+  if (threadIdx.x == 0) {  // the block's first row group (dot_rows)
+    constexpr int64_t kRows = Staging<Q, R>::kRowsPerBlock;
+    const int64_t from = int64_t{blockIdx.x} * kRows * row_bytes;
+    prefetch_span(w, n * row_bytes, from, from + std::min(kRows * row_bytes, kPrefetchBytes / gridDim.x));
+  }
+  start_after_inputs();
   dot_rows<Q, M, R>(w, n, k, row_bytes, x, round_here, rx, m, out);
 }
 
@@ -563,6 +587,17 @@ template <int M, typename T>
 __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
                                                       const T* __restrict__ x, bool round_here, RoundedX rx, int m,
                                                       T* __restrict__ out) {
+  if (threadIdx.x % kLanes == 0) {  // a lane of each group: the group's first rows (q4k_rows)
+    const int64_t row_bytes = k / kq::Format<QType::Q4_K>::kValues * int64_t{sizeof(kq::BlockQ4_K)};
+    const int64_t groups = int64_t{gridDim.x} * kGroups;
+    int64_t budget = kPrefetchBytes / groups;
+    for (int64_t row = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes); row < n && budget >= 16;
+         row += groups) {
+      prefetch_span(w, n * row_bytes, row * row_bytes, row * row_bytes + std::min(row_bytes, budget));
+      budget -= row_bytes;
+    }
+  }
+  start_after_inputs();
   q4k_rows<M>(w, n, k, x, round_here, rx, m, out);
 }
 
@@ -621,6 +656,7 @@ __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_
                                                                     int64_t row_bytes, const T* __restrict__ x,
                                                                     bool round_here, RoundedX rx, Groups g,
                                                                     T* __restrict__ out) {
+  start_after_inputs();  // the groups are an earlier kernel's
   for_group_chunks<M>(w, n * row_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
     dot_rows<Q, M, 1>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
   });
@@ -631,6 +667,7 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __r
                                                               const T* __restrict__ x, bool round_here, RoundedX rx,
                                                               Groups g, T* __restrict__ out) {
   const int64_t expert_bytes = n * (k / kq::Format<QType::Q4_K>::kValues) * int64_t{sizeof(kq::BlockQ4_K)};
+  start_after_inputs();  // the groups are an earlier kernel's
   for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
     q4k_rows<M>(we, n, k, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
   });
@@ -681,8 +718,7 @@ XRounding round_x_once(GpuBackend& b, const T* x, int64_t m, int64_t k) {
   r.storage = b.alloc(rounded_x_bytes(m, k));
   r.rx.words = static_cast<uint4*>(r.storage->data());
   r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
-  round_x_kernel<T><<<grid_for(m * r.rx.units * kOnceRoundLanes, kThreads), kThreads, 0, b.stream()>>>(x, m, r.rx);
-  WICK_GPU_CHECK_LAUNCH();
+  b.launch_early(round_x_kernel<T>, grid_for(m * r.rx.units * kOnceRoundLanes, kThreads), kThreads, 0, x, m, r.rx);
   return r;
 }
 
@@ -715,14 +751,12 @@ inline unsigned resident_grid(const GpuBackend& b, const void* kernel, size_t sh
 // writes them), as these are most of the block formats' kernels.
 template <int M, typename T>
 void launch_dot_rows_of(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
-  const Stream stream = b.stream();
   if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
     const XRounding r = round_x_for(b, x, m, k, 0);
     const auto kernel = q4k_rows_kernel<M, T>;
     const unsigned grid =
         resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + kGroups - 1) / kGroups);
-    kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, m, out);
-    WICK_GPU_CHECK_LAUNCH();
+    b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, r.here, r.rx, m, out);
     return;
   }
   const int64_t row_bytes = quant::row_bytes(qtype, k);
@@ -742,14 +776,13 @@ void launch_dot_rows_of(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n,
         const auto one = dot_rows_kernel<Q, M, 1, T>;
         const unsigned grid =
             resident_grid(b, reinterpret_cast<const void*>(one), r.shared, (n + kGroups - 1) / kGroups);
-        one<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
+        b.launch_early(one, grid, kThreads, r.shared, w, n, k, row_bytes, x, r.here, r.rx, m, out);
         return;
       }
     }
     const unsigned grid = resident_grid(b, reinterpret_cast<const void*>(wide), r.shared, groups, per_sm);
-    wide<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, m, out);
+    b.launch_early(wide, grid, kThreads, r.shared, w, n, k, row_bytes, x, r.here, r.rx, m, out);
   });
-  WICK_GPU_CHECK_LAUNCH();
 }
 
 #define WICK_QMM_DOT_ROWS_OF(M, T) \
@@ -789,7 +822,6 @@ void dispatch_grouped_rows(int m, F&& f) {
 template <typename T>
 void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int64_t p,
                              const int64_t* groups, int64_t g, int64_t experts, int max_rows, T* out) {
-  const Stream stream = b.stream();
   const Groups gs{groups, g, experts, p, b.device_error()};
   // The integer dots cost about the same per row of x from 1 to 16 rows (compute, not the weight's
   // bytes, sets their pace there): passes of one row where no group has more, else of up to
@@ -821,9 +853,8 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
       const XRounding r = rounding.template operator()<M>(0);
       const auto kernel = q4k_rows_grouped_kernel<M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
-      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, x, r.here, r.rx, gs, out);
+      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, r.here, r.rx, gs, out);
     });
-    WICK_GPU_CHECK_LAUNCH();
     return;
   }
   const int64_t row_bytes = quant::row_bytes(qtype, k);
@@ -832,10 +863,9 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
       const XRounding r = rounding.template operator()<M>(Staging<Q, 1>::kSharedBytes);
       const auto kernel = dot_rows_grouped_kernel<Q, M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
-      kernel<<<grid, kThreads, r.shared, stream>>>(w, n, k, row_bytes, x, r.here, r.rx, gs, out);
+      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, row_bytes, x, r.here, r.rx, gs, out);
     });
   });
-  WICK_GPU_CHECK_LAUNCH();
 }
 
 // The launchers, each instantiated in the translation unit of its dtype of x (qmatmul_f32.cu,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "wick/device.h"
 
@@ -49,6 +50,9 @@ struct DeviceProps {
   size_t l2_bytes = 0;
   size_t shared_per_block = 0;
   size_t shared_per_block_optin = 0;  // the most a kernel may ask for (kernel_set_shared_limit)
+  // sm_90 and later: a kernel launched with launch_kernel(early = true) may start while the kernel
+  // before it on the stream ends (programmatic dependent launch).
+  bool early_start = false;
 };
 
 inline Status device_props(int d, DeviceProps* out) {
@@ -63,6 +67,7 @@ inline Status device_props(int d, DeviceProps* out) {
   out->l2_bytes = static_cast<size_t>(p.l2CacheSize);
   out->shared_per_block = p.sharedMemPerBlock;
   out->shared_per_block_optin = p.sharedMemPerBlockOptin;
+  out->early_start = p.major >= 9;
   return kSuccess;
 }
 
@@ -75,6 +80,26 @@ inline Status kernel_set_shared_limit(const void* f, int bytes) {
 // one multiprocessor holds at once.
 inline Status kernel_blocks_per_sm(int* n, const void* f, int block, size_t shared) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, f, block, shared);
+}
+
+// kernel<<<grid, block, shared, s>>>(args...). With `early` (a device whose DeviceProps::early_start
+// is true), the kernel may be placed on the device while the kernel before it on s still runs: it
+// must be one that calls await_inputs() (runtime.h) before it reads what an earlier kernel wrote or
+// writes anything.
+template <typename... Params, typename... Args>
+inline Status launch_kernel(bool early, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Stream s,
+                            Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = s;
+  config.attrs = &attribute;
+  config.numAttrs = early ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 inline Status stream_create(Stream* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <hip/hip_runtime.h>
 #include <string>
+#include <utility>
 
 #include "wick/device.h"
 
@@ -50,6 +51,7 @@ struct DeviceProps {
   size_t l2_bytes = 0;
   size_t shared_per_block = 0;
   size_t shared_per_block_optin = 0;  // the most a kernel may ask for (kernel_set_shared_limit)
+  bool early_start = false;           // HIP has no dependent launch: each kernel starts after the one before
 };
 
 inline Status device_props(int d, DeviceProps* out) {
@@ -65,6 +67,15 @@ inline Status device_props(int d, DeviceProps* out) {
   out->shared_per_block = p.sharedMemPerBlock;
   out->shared_per_block_optin = p.sharedMemPerBlockOptin;
   return kSuccess;
+}
+
+// kernel<<<grid, block, shared, s>>>(args...): `early` is CUDA's dependent launch (cuda.h), which
+// HIP does not have.
+template <typename... Params, typename... Args>
+inline Status launch_kernel(bool /*early*/, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Stream s,
+                            Args&&... args) {
+  kernel<<<grid, block, shared, s>>>(std::forward<Args>(args)...);
+  return hipGetLastError();
 }
 
 // Lets kernel `f` take up to `bytes` of dynamic shared memory (beyond shared_per_block).
