@@ -31,9 +31,12 @@ held to llama.cpp's F32 figure, within the F16 tolerance, and the line says so.
 
 llama-perplexity does not always repeat itself: on a 2-core AVX-512 machine, with another process
 at the lowest priority beside it, it once gave 151650.69 for the F32 file, and 156729.24 (wick:
-156740.38) in each of eight runs after, with the same file, options and machine. So each file is
-scored twice; where the two differ, a third run decides, the figure given twice is the one wick is
-held to, and the line shows all three.
+156740.38) in each of eight runs after, with the same file, options and machine. Under load it even
+gave one wrong figure twice (phi4: 137606.9989 in both runs, wick 139186.0546; 139194.7509 in three
+runs on the quiet machine after). So each file is scored twice; where the two differ, a third run
+decides. Where wick then differs from the figure given twice, two more runs are made, and wick is
+held to the figure llama.cpp gave most often in the five (one given more often than any other,
+at least twice); the line shows every run.
 
 usage: check_llama.py WICK OUT_DIR VOCAB_DIR TEXT
 """
@@ -231,24 +234,44 @@ def main():
                     print("llama.cpp " + m.group(1).strip())
         return ppl(llama.stdout + llama.stderr)
 
+    def most_often(runs):
+        """The figure given more often than any other, at least twice, or None."""
+        counts = sorted(((runs.count(x), x) for x in set(runs)), reverse=True)
+        if counts[0][0] < 2 or (len(counts) > 1 and counts[1][0] == counts[0][0]):
+            return None
+        return counts[0][1]
+
+    def show(kind, runs, used):
+        print(f"{kind:7s} llama.cpp gave {', '.join(f'{x:.4f}' for x in runs)} for the same file"
+              + (f"; {used:.4f} most often, which is used" if used is not None else ": no figure most often"))
+
+    def held_to(kind, figure):
+        """The figure wick is held to: llama.cpp's, or for F16 where that left llama.cpp's own F32
+        figure, the F32 one (the docstring)."""
+        if kind == "f16" and "f32" in scores and abs(figure - scores["f32"]) / scores["f32"] > TOLERANCE["f16"]:
+            return scores["f32"]
+        return figure
+
     for kind, path in files.items():
+        ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
+                              capture_output=True, text=True, check=True)
+        got = ppl(ours.stdout)
         # See the module's docstring: a figure llama.cpp does not repeat is not its answer.
         runs = [llama_ppl(path), llama_ppl(path)]
         if runs[0] != runs[1]:
             runs.append(llama_ppl(path))
-            repeated = [x for x in runs if runs.count(x) > 1]
-            print(f"{kind:7s} llama.cpp gave {', '.join(f'{x:.4f}' for x in runs)} for the same file"
-                  + (f"; {repeated[0]:.4f} twice, which is used" if repeated else ": no figure twice"))
-            if not repeated:
-                failed += 1
-                continue
-            runs = repeated
-        ours = subprocess.run([wick, "perplexity", "--model", path, "--file", text, "--ctx", str(CTX), "--chunks", str(CHUNKS)],
-                              capture_output=True, text=True, check=True)
-        want, got = runs[0], ppl(ours.stdout)
+        want = most_often(runs)
+        if want is not None and abs(got - held_to(kind, want)) / held_to(kind, want) > TOLERANCE[kind]:
+            runs += [llama_ppl(path), llama_ppl(path)]  # a wrong figure given twice under load
+            want = most_often(runs)
+        if len(runs) > 2:
+            show(kind, runs, want)
+        if want is None:
+            failed += 1
+            continue
         scores[kind] = want
         against = ""
-        if kind == "f16" and "f32" in scores and abs(want - scores["f32"]) / scores["f32"] > TOLERANCE["f16"]:
+        if held_to(kind, want) != want:
             # See the module's docstring: llama.cpp has left its own F32 figure, so its F16 path
             # rounds more than the file's weights do on this machine.
             print(f"f16     llama.cpp PPL {want:10.4f} is {abs(want - scores['f32']) / scores['f32']:.2e} from its "
