@@ -29,7 +29,8 @@ std::string gpu_no_device_reason();
 const dist::detail::GpuCollectives* gpu_collectives();
 // The backend of device `index`, made on first use; DeviceError if it does not exist.
 Backend& gpu_backend(int index);
-// "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB"
+// "cuda:0: NVIDIA H100 80GB HBM3, 81559 MiB, sm_90, warp 32, 132 multiprocessors, L2 50 MiB,
+// recorded kernels start early" (the last where GpuBackend::early_start()).
 std::string gpu_describe(int index);
 // The stream the backend of device `index` queues its work on (a cudaStream_t or hipStream_t).
 void* gpu_stream(int index);

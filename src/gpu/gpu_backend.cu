@@ -572,10 +572,11 @@ Backend& gpu_backend(int index) {
 }
 
 std::string gpu_describe(int index) {
-  const DeviceProps& p = static_cast<GpuBackend&>(gpu_backend(index)).props();
+  const GpuBackend& b = static_cast<GpuBackend&>(gpu_backend(index));
+  const DeviceProps& p = b.props();
   return detail::str_cat(Device(kDeviceType, index), ": ", p.name, ", ", p.total_memory >> 20, " MiB, ", p.arch,
                          ", warp ", p.warp_size, ", ", p.multiprocessors, " multiprocessors, L2 ", p.l2_bytes >> 20,
-                         " MiB");
+                         " MiB", b.early_start() ? ", recorded kernels start early" : "");
 }
 
 void* gpu_stream(int index) { return static_cast<GpuBackend&>(gpu_backend(index)).stream(); }
