@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "backend/registry.h"
 #include "models/tiny_model.h"
 #include "test_util.h"
 #include "wick/dist.h"
@@ -49,6 +50,25 @@ Tiny qwen3_moe() {
 class MoeTest : public ::testing::TestWithParam<Device> {
  protected:
   Device device() const { return GetParam(); }
+};
+
+// While it lives, fresh allocations on `device` are filled with a poison pattern (a GPU backend's
+// testing aid; nothing on the CPU), so that an output row a kernel leaves unwritten is not zero by
+// chance.
+class PoisonedAllocations {
+ public:
+  explicit PoisonedAllocations(Device device) : backend_(backend_for(device)) {
+    backend_.set_alloc_check({.poison = true});
+  }
+  ~PoisonedAllocations() {
+    backend_.synchronize();
+    backend_.set_alloc_check({});
+  }
+  PoisonedAllocations(const PoisonedAllocations&) = delete;
+  PoisonedAllocations& operator=(const PoisonedAllocations&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 // A router of zeros scores every expert the same: the first `used` experts are chosen (the lower
@@ -378,7 +398,10 @@ TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
       }
     const Tensor x = Tensor::rand_normal({6, cols}, 0.0, 1.0, DType::F32, device());
     const Tensor some = Tensor::from_vector(std::vector<int64_t>{2, 0, 3, 0, 6, 6}, {2, 3}, device());
-    const Tensor got = quant::qmatmul_grouped(x, w, experts, some, 3).to_device(Device::cpu());
+    const Tensor got = [&] {
+      const PoisonedAllocations poisoned(device());
+      return quant::qmatmul_grouped(x, w, experts, some, 3).to_device(Device::cpu());
+    }();
     EXPECT_LT(max_abs_diff(got.narrow(0, 0, 3), quant::qmatmul(x.narrow(0, 0, 3), each[2])), 1e-3f * 256);
     EXPECT_EQ(got.narrow(0, 3, 3).abs().max().item<float>(), 0.f);
     const Tensor bad = Tensor::from_vector(std::vector<int64_t>{9, 0, 2}, {1, 3}, device());
@@ -432,7 +455,10 @@ TEST_P(MoeTest, DenseGroupedProductsAreEachRowsExpertsProduct) {
   const Tensor w = Tensor::rand_normal({experts * rows, 256}, 0.0, 1.0, DType::BF16, device());
   const Tensor x = Tensor::rand_normal({6, 256}, 0.0, 1.0, DType::BF16, device());
   const Tensor some = Tensor::from_vector(std::vector<int64_t>{2, 0, 3, 0, 6, 6}, {2, 3}, device());
-  const Tensor got = nn::matmul_grouped(x, w, experts, some, 3).to_dtype(DType::F32).to_device(Device::cpu());
+  const Tensor got = [&] {
+    const PoisonedAllocations poisoned(device());
+    return nn::matmul_grouped(x, w, experts, some, 3).to_dtype(DType::F32).to_device(Device::cpu());
+  }();
   const Tensor first =
       x.narrow(0, 0, 3).to_dtype(DType::F32).matmul(w.narrow(0, 2 * rows, rows).to_dtype(DType::F32).t());
   EXPECT_LT(max_abs_diff(got.narrow(0, 0, 3), first.to_device(Device::cpu())), 1e-2f * 16);
@@ -493,7 +519,10 @@ TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
       const Tensor x = Tensor::rand_normal({c.p, c.cols}, 0.0, 1.0, dtype, device());
       const auto g = static_cast<int64_t>(c.groups.size() / 3);
       const Tensor groups = Tensor::from_vector(c.groups, {g, 3}, device());
-      const Tensor got = quant::qmatmul_grouped(x, w, c.experts, groups, c.max_rows).to_dtype(DType::F32);
+      const Tensor got = [&] {
+        const PoisonedAllocations poisoned(device());
+        return quant::qmatmul_grouped(x, w, c.experts, groups, c.max_rows).to_dtype(DType::F32);
+      }();
       const Tensor xf = x.to_dtype(DType::F32).to_device(Device::cpu());
       Tensor covered = Tensor::zeros({c.p, c.rows}, DType::F32);
       for (int64_t i = 0; i < g; ++i) {

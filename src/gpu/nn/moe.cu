@@ -308,10 +308,10 @@ __global__ __launch_bounds__(kBlock) void moe_combine_kernel(const T* __restrict
   }
 }
 
-// out (p, rows) of nn::matmul_grouped, zeroed beforehand: block (b, i) takes blocks b, b + gridDim.x,
-// ... of group i's product (gemv::Plan over the expert's rows), M rows of x a pass. A group naming
-// an expert or rows out of range is reported (kGroupError, dim 2 and 3) by its first block and left
-// out.
+// out (p, rows) of nn::matmul_grouped: block (b, i) takes blocks b, b + gridDim.x, ... of group i's
+// product (gemv::Plan over the expert's rows), M rows of x a pass, then its share of the rows no
+// group names (zeros). A group naming an expert or rows out of range is reported (kGroupError, dim 2
+// and 3) by its first block and left out.
 template <typename T, int M>
 __global__ __launch_bounds__(kBlock) void matmul_grouped_kernel(const T* __restrict__ x, int64_t p,
                                                                 const T* __restrict__ w, int64_t rows, int64_t cols,
@@ -328,12 +328,13 @@ __global__ __launch_bounds__(kBlock) void matmul_grouped_kernel(const T* __restr
       else
         report_group_error(err, 3, first < 0 || first > end ? first : end, p);
     }
-    return;
+  } else {
+    for (int64_t t0 = first; t0 < end; t0 += M)
+      gemv::rows_times_weight<T, M>(x + t0 * cols, cols, static_cast<int>(std::min<int64_t>(M, end - t0)),
+                                    w + e * rows * cols, cols, rows, cols, splits, out + t0 * rows, blockIdx.x,
+                                    gridDim.x);
   }
-  for (int64_t t0 = first; t0 < end; t0 += M)
-    gemv::rows_times_weight<T, M>(x + t0 * cols, cols, static_cast<int>(std::min<int64_t>(M, end - t0)),
-                                  w + e * rows * cols, cols, rows, cols, splits, out + t0 * rows, blockIdx.x,
-                                  gridDim.x);
+  zero_rows_no_group_names(groups, int64_t{gridDim.y}, experts, p, rows, out, kernels::from_opmath<T>(0.f));
 }
 
 }  // namespace
@@ -408,7 +409,6 @@ StoragePtr GpuNnKernels::matmul_grouped(const View& x, const View& w, int64_t ex
   if (host || !aligned || g > kMaxBlocks || x.dtype == DType::F64) return nullptr;  // composed
   b.activate();
   StoragePtr out = b.alloc(x.dtype, p * rows);
-  WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * size, b.stream()));
   const gemv::Plan plan = gemv::plan_for(b, rows, g);
   const dim3 grid(plan.blocks, static_cast<unsigned>(g));
   dispatch(x.dtype, [&]<typename T>() {

@@ -60,7 +60,11 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   const auto* pw = static_cast<const uint8_t*>(w.data());
   const int64_t expert_bytes = rows * quant::row_bytes(qtype, cols);
   StoragePtr out = b.alloc(x.dtype, p * rows);
-  WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * dtype_size(x.dtype), b.stream()));
+  // Rows no group names are zeros: the matrix-unit kernel and the host's groups leave them to this
+  // memset; the integer-dot kernels write them themselves.
+  auto zero_out = [&] {
+    WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * dtype_size(x.dtype), b.stream()));
+  };
   // While a graph is recorded nothing may wait for the host: the kernels then take any rows.
   if (max_rows <= kMaxGroupedRows || capturing(b.stream())) {
     const int64_t* pg = static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset();
@@ -72,13 +76,17 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
     dispatch_float(b, QuantOp::MatmulGrouped, x.dtype, [&]<typename T>() {
       const T* px = static_cast<const T*>(x.storage.data()) + x.layout.offset();
       const int64_t most = std::max<int64_t>(max_rows, 1);
-      if (mmq && qmm::launch_mmq_rows(b, qtype, pw, rows, cols, px, p, most, pg, g, experts, out->as<T>())) return;
+      if (mmq) {
+        zero_out();
+        if (qmm::launch_mmq_rows(b, qtype, pw, rows, cols, px, p, most, pg, g, experts, out->as<T>())) return;
+      }
       qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols, px, p, pg, g, experts, static_cast<int>(most),
                                    out->as<T>());
     });
     return out;
   }
   // Many rows a group (a prompt's): the groups read here, each group's product as matmul() runs it.
+  zero_out();
   std::vector<int64_t> host(static_cast<size_t>(3 * g));
   b.to_host(groups.storage, static_cast<size_t>(groups.layout.offset()) * sizeof(int64_t),
             host.size() * sizeof(int64_t), host.data());

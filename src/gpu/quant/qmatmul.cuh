@@ -660,6 +660,7 @@ __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_
   for_group_chunks<M>(w, n * row_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
     dot_rows<Q, M, 1>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
   });
+  zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
 }
 
 template <int M, typename T>
@@ -671,6 +672,7 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __r
   for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
     q4k_rows<M>(we, n, k, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
   });
+  zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
 }
 #undef WICK_K4_LAUNCH_BOUNDS
 
@@ -817,8 +819,9 @@ void dispatch_grouped_rows(int m, F&& f) {
 }
 
 // quant::qmatmul_grouped's product on the device: x (p, k) times the weights of `groups` (g rows of
-// the groups), max_rows (at least 1) sizing the chunks of rows (a larger group takes more); out
-// (p, n) zeroed beforehand. One launch of about as many blocks as the device holds at once.
+// the groups), max_rows (at least 1) sizing the chunks of rows (a larger group takes more); the rows
+// of out (p, n) that no group names are written with zeros. One launch of about as many blocks as
+// the device holds at once.
 template <typename T>
 void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int64_t p,
                              const int64_t* groups, int64_t g, int64_t experts, int max_rows, T* out) {
