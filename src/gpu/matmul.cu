@@ -91,9 +91,13 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 //   8           0.20-0.31          0.55-0.75                  0.65-0.99
 //
 // and batches of 1, 2 and 8 sequences decoded at 201, 348 and 623 tokens/s in the first, 209,
-// 414 and 1588 through cuBLAS. So CUDA leaves them to cuBLAS. On ROCm, where no AMD GPU has been
+// 414 and 1588 through cuBLAS. So CUDA leaves them to cuBLAS, except one row times a weight of at
+// most kOwnWeightBytes (a mixture's router): there a launch's latency, not the weight's bytes, sets
+// the time, and wick's kernel starts early in a recorded step (GpuBackend::launch_early) where
+// cuBLAS's does not, nor lets the kernel after it start early. On ROCm, where no AMD GPU has been
 // measured, one row goes to gemv_rows_kernel and from kTilesFromRows rows to the matrix units.
 constexpr bool kVendorTakesFewHalfRows = kDeviceType == DeviceType::Cuda;
+constexpr int64_t kOwnWeightBytes = int64_t{2} << 20;
 constexpr int64_t kTilesFromRows = 2;
 
 // out = a b where the product is a few rows times the transpose of a weight stored row by row (b a
@@ -103,7 +107,9 @@ bool gemv_rows(GpuBackend& backend, const View& a, const View& b, Storage& out) 
   const int r = a.layout.rank();
   const int64_t k = a.layout.dim(r - 1), n = b.layout.dim(r - 1), rows = a.layout.numel() / std::max<int64_t>(k, 1);
   if (a.dtype != DType::F32 && a.dtype != DType::F16 && a.dtype != DType::BF16) return false;
-  if (kVendorTakesFewHalfRows && a.dtype != DType::F32) return false;
+  if (kVendorTakesFewHalfRows && a.dtype != DType::F32 &&
+      !(rows == 1 && n * k * static_cast<int64_t>(dtype_size(a.dtype)) <= kOwnWeightBytes))
+    return false;
   if (rows < 1 || rows > gemv::kMaxRows || k == 0 || n == 0) return false;
   for (int d = 0; d + 2 < r; ++d)
     if (b.layout.stride(d) != 0 && b.layout.dim(d) != 1) return false;  // one weight for every row
