@@ -469,6 +469,7 @@ std::function<void()> GpuBackend::record(std::function<void()> ops) {
     if (arena_->capacity > 0) arena_->free.emplace(0, arena_->capacity);
     recording_live_ = recording_peak_ = 0;
     arena_short_ = false;
+    library_recorded_ = false;
     recording_ = true;
   }
   Status begun = capture_begin(stream_);

@@ -78,17 +78,22 @@ class GpuBackend final : public Backend {
   // kernel<<<grid, block, shared, stream()>>>(args...), placed on the device while the kernel before
   // it still runs where early_start() and a graph is being recorded (Graph::record: where kernels
   // follow each other with no host between them); `kernel` must call await_inputs() (runtime.h) as
-  // it says. Not right after a library's kernel (library_queued()). Llama 3 8B's bf16 decode, whose
-  // products are cuBLAS's, was 2-4% slower with kernels placed early everywhere (H200,
-  // docs/performance.md, "Kernels that start early").
+  // it says. Not once a library's kernel is in the recording (library_queued()): Llama 3 8B's bf16
+  // decode, whose products are cuBLAS's, was 2-4% slower with kernels placed early everywhere, and
+  // still 3-5% slower with only those right after cuBLAS's kernels started as usual, all of it from
+  // the attention's combine kernel between two of cuBLAS's products (H200, docs/performance.md,
+  // "Kernels that start early").
   template <typename... Params, typename... Args>
   void launch_early(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, Args&&... args) const {
-    const bool after_library = after_library_.exchange(false, std::memory_order_relaxed);
-    const bool early = early_start_ && recording_.load(std::memory_order_relaxed) && !after_library;
+    const bool early = early_start_ && recording_.load(std::memory_order_relaxed) &&
+                       !library_recorded_.load(std::memory_order_relaxed);
     WICK_GPU_CHECK(launch_kernel(early, kernel, grid, block, shared, stream_, std::forward<Args>(args)...));
   }
-  // A library (cuBLAS, cuDNN) has queued work on the stream: the next launch_early starts as usual.
-  void library_queued() const { after_library_.store(true, std::memory_order_relaxed); }
+  // A library (cuBLAS, cuDNN) has queued work on the stream: in a recording, every launch_early after
+  // it starts as usual.
+  void library_queued() const {
+    if (recording_.load(std::memory_order_relaxed)) library_recorded_.store(true, std::memory_order_relaxed);
+  }
   KernelError* device_error() const { return device_error_; }
   const DeviceProps& props() const { return props_; }
   // Makes this backend's device current on the calling thread.
@@ -155,7 +160,7 @@ class GpuBackend final : public Backend {
   AttentionPath attention_path_ = AttentionPath::Library;
   QmatmulPath qmatmul_path_ = QmatmulPath::Auto;
   bool early_start_ = false;
-  mutable std::atomic<bool> after_library_{false};
+  mutable std::atomic<bool> library_recorded_{false};  // a library's kernel in the recording under way
   const GpuNnKernels nn_{*this};
   const GpuQuantKernels quant_{*this};
 };
