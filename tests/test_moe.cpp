@@ -52,9 +52,8 @@ class MoeTest : public ::testing::TestWithParam<Device> {
   Device device() const { return GetParam(); }
 };
 
-// While it lives, fresh allocations on `device` are filled with a poison pattern (a GPU backend's
-// testing aid; nothing on the CPU), so that an output row a kernel leaves unwritten is not zero by
-// chance.
+// While it lives, fresh allocations on `device` are filled with a poison pattern (the backend's
+// testing aid), so that an output row a kernel leaves unwritten is not zero by chance.
 class PoisonedAllocations {
  public:
   explicit PoisonedAllocations(Device device) : backend_(backend_for(device)) {
