@@ -2,11 +2,17 @@
 // quantize / dequantize / qmatmul on every device. The bytes-for-bytes comparison with ggml's own
 // tools is tests/quant/check_gguf.py (scripts/quant-check); parity compares every backend with
 // the host fallback.
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
+#include "backend/registry.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/quant/amx.h"
 #include "cpu/quant/qdot.h"
 #include "kernels/quant.h"
 #include "test_util.h"
@@ -477,6 +483,36 @@ TEST(QuantCpu, PortablePathsMatchTheDequantizedProduct) {
     }
   }
   cpu::qdot::set_isa_limit(was);
+}
+
+// The CPU backend's "isa" option limits wick's own kernels by name (what `wick info` shows, and AMX
+// only at the top), refusing other names and keys; a WICK_CPU_ISA that names no limit is refused
+// by name where a CPU backend is made.
+TEST(QuantCpu, TheIsaOptionLimitsTheKernelsByName) {
+  namespace qdot = cpu::qdot;
+  Backend& backend = backend_for(Device::cpu());
+  const qdot::Isa was = qdot::set_isa_limit(qdot::Isa::Avx512Vnni);
+  for (const qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+    ASSERT_TRUE(backend.set_option("isa", qdot::isa_name(isa))) << qdot::isa_name(isa);
+    const qdot::Isa active = std::min(isa, qdot::best_isa());
+    EXPECT_EQ(qdot::active_isa(), active);
+    EXPECT_NE(describe_device(Device::cpu()).find(std::string("own kernels up to ") + qdot::isa_name(active)),
+              std::string::npos)
+        << describe_device(Device::cpu());
+    if (isa != qdot::Isa::Avx512Vnni) {
+      EXPECT_FALSE(cpu::amx::active());
+    }
+  }
+  EXPECT_FALSE(backend.set_option("isa", "avx512"));
+  EXPECT_FALSE(backend.set_option("isa", ""));
+  EXPECT_FALSE(backend.set_option("instruction_set", "avx2"));
+  EXPECT_EQ(qdot::active_isa(), qdot::best_isa());  // the refused calls changed nothing
+  qdot::set_isa_limit(was);
+  ASSERT_EQ(setenv("WICK_CPU_ISA", "avx9", 1), 0);
+  WICK_EXPECT_ERROR(cpu::CpuBackend{}, Error, "WICK_CPU_ISA", "avx9", "avx512_vnni, avx2 or none");
+  ASSERT_EQ(setenv("WICK_CPU_ISA", "avx2", 1), 0);
+  EXPECT_NO_THROW(cpu::CpuBackend{});
+  unsetenv("WICK_CPU_ISA");
 }
 
 // Batch dims and strided views of x, as a model's activations come.

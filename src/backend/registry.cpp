@@ -11,6 +11,7 @@
 #include "cpu/gemm.h"
 #include "cpu/parallel.h"
 #include "cpu/quant/amx.h"
+#include "cpu/quant/qdot.h"
 #if WICK_HAS_GPU
 #include "gpu/gpu_api.h"
 #endif
@@ -105,10 +106,11 @@ std::vector<Device> available_devices() {
 }
 
 std::string describe_device(Device device) {
+  backend_for(device, "describe_device");
   if (device.is_cpu())
     return detail::str_cat("cpu: ", cpu::max_threads(), " threads (OpenMP), ", cpu::blas_description(),
+                           ", own kernels up to ", cpu::qdot::isa_name(cpu::qdot::active_isa()),
                            cpu::amx::active() ? ", AMX tiles for Q4_0 and Q8_0 products of many rows" : "");
-  backend_for(device, "describe_device");
 #if WICK_HAS_GPU
   return gpu::gpu_describe(device.index());
 #else

@@ -15,6 +15,8 @@ namespace wick::cpu {
 
 class CpuBackend final : public Backend {
  public:
+  // Refuses (wick::Error) a WICK_CPU_ISA that names no limit (qdot::isa_named).
+  CpuBackend();
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::cpu(); }
   bool supports(OpKey op, std::span<const DType> dtypes) const override;
@@ -36,6 +38,11 @@ class CpuBackend final : public Backend {
   const QuantKernels* quant() const override { return &quant_; }
 
   void set_seed(uint64_t seed) override;
+  // "isa": the highest instruction set wick's own CPU kernels use, "avx512_vnni", "avx2" or "none"
+  // (the portable loops; qdot::set_isa_limit), for the whole process. OpenBLAS keeps its own
+  // (OPENBLAS_CORETYPE), and the loops compiled for several instruction sets (cpu/clones.h) the
+  // processor's best.
+  bool set_option(std::string_view key, std::string_view value) override;
 
  private:
   BlockCache cache_;

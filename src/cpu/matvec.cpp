@@ -9,6 +9,7 @@
 
 #include "cpu/clones.h"
 #include "cpu/prefetch.h"
+#include "cpu/quant/qdot.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -180,7 +181,7 @@ WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, c
 
 void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const f16* w, int64_t ldw,
                  float* out, int64_t ldo) {
-  if (has_f16c() && f16c_on.load(std::memory_order_relaxed))
+  if (has_f16c() && f16c_on.load(std::memory_order_relaxed) && qdot::active_isa() >= qdot::Isa::Avx2)
     matvec_rows_f16c(m, j0, j1, k, a, lda, w, ldw, out, ldo);
   else
     matvec_rows_portable(m, j0, j1, k, a, lda, w, ldw, out, ldo);

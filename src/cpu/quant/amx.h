@@ -23,7 +23,8 @@ inline constexpr int64_t kBlockBytes = 8 * 64 + 64;
 inline constexpr int64_t kMinRows = 32;
 
 // Whether the tiles are used: the processor has AMX's tiles and 8-bit products, Linux grants this
-// process their state, and set_allowed has not turned them off.
+// process their state, the instruction-set limit is Avx512Vnni (qdot::set_isa_limit), and
+// set_allowed has not turned them off.
 bool active();
 
 // Testing aid: whether the tiles may be used. Returns the previous setting.

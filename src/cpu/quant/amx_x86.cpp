@@ -162,7 +162,9 @@ WICK_AMX void products_on_tiles(const uint8_t* unpacked, int64_t nb, const qdot:
 
 }  // namespace
 
-bool active() { return allowed.load(std::memory_order_relaxed) && present(); }
+bool active() {
+  return allowed.load(std::memory_order_relaxed) && qdot::active_isa() == qdot::Isa::Avx512Vnni && present();
+}
 
 void group_products(const uint8_t* unpacked, int64_t nb, const qdot::RoundedX& x, int64_t m, int64_t k, float* out,
                     int64_t n) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "kernels/quant.h"
@@ -71,9 +72,17 @@ enum class Isa : int {
 Isa best_isa();
 Isa active_isa();
 
-// Testing aid: simd_rows uses no instruction set above `limit` (None: it declines every call), so
-// that tests reach every kernel on one machine. Returns the previous limit.
+// simd_rows, and the CPU's other own kernels (AMX's tiles need Avx512Vnni, the F16C loop Avx2), use
+// no instruction set above `limit` (None: simd_rows declines every call): the CPU backend's "isa"
+// option, WICK_CPU_ISA, and tests reaching every kernel on one machine. Returns the previous
+// limit. The limit starts as WICK_CPU_ISA names it (isa_named), else Avx512Vnni.
 Isa set_isa_limit(Isa limit);
+
+// The limit a name gives: "avx512_vnni", "avx2", or "none" (the portable loops); false for any
+// other.
+bool isa_named(std::string_view name, Isa* isa);
+// A limit's name as isa_named reads it, and as `wick info` shows what the kernels use.
+const char* isa_name(Isa isa);
 
 // Rows [r0, r1) of the weight w (rows of k values of qtype) times m rows of x (at most kMaxRows):
 // out[t * n + r]. Returns false, doing nothing, where active_isa() is None; the caller then runs

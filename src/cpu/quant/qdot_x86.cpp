@@ -12,13 +12,13 @@
 // On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
 // and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
 // of x. x's rounding (round_row) is here too, with its portable loop for other machines.
-#include "cpu/quant/qdot.h"
-
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <utility>
 
 #include "cpu/prefetch.h"
+#include "cpu/quant/qdot.h"
 #include "cpu/scratch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -35,8 +35,33 @@
 
 namespace wick::cpu::qdot {
 
+bool isa_named(std::string_view name, Isa* isa) {
+  for (Isa i : {Isa::None, Isa::Avx2, Isa::Avx512Vnni})
+    if (name == isa_name(i)) {
+      *isa = i;
+      return true;
+    }
+  return false;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::None: return "none";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512Vnni: return "avx512_vnni";
+  }
+  return "none";
+}
+
 namespace {
-std::atomic<Isa> isa_limit{Isa::Avx512Vnni};
+// WICK_CPU_ISA's limit; a value that names none is refused where the CPU backend is made.
+Isa limit_from_environment() {
+  const char* v = std::getenv("WICK_CPU_ISA");
+  Isa isa = Isa::Avx512Vnni;
+  if (v != nullptr) (void)isa_named(v, &isa);
+  return isa;
+}
+std::atomic<Isa> isa_limit{limit_from_environment()};
 }  // namespace
 
 Isa set_isa_limit(Isa limit) { return isa_limit.exchange(limit); }
