@@ -81,20 +81,24 @@ __device__ inline void report_group_error(KernelError* e, int what, int64_t inde
 // their own kernels so that no memset comes before them (in a recorded graph a node of its own,
 // past which no kernel starts early). A group names its rows where its expert is in [0, experts)
 // and 0 <= first <= end <= p: the groups the kernels compute. Each block takes the rows from its
-// linear index on, every gridDim.x * gridDim.y, its threads reading the groups side by side. It has
-// barriers: every thread of the block calls it, after the groups are ready (await_inputs).
+// linear index on, every gridDim.x * gridDim.y, with its first 32 threads: they read the groups
+// side by side and exchange what they found by shuffles, so there is no barrier. Called after the
+// groups are ready (await_inputs), by blocks of at least 32 threads.
 template <typename T>
 __device__ void zero_rows_no_group_names(const int64_t* groups, int64_t g, int64_t experts, int64_t p, int64_t n,
                                          T* out, T zero) {
+  constexpr int kCheckLanes = 32;
+  if (threadIdx.x >= kCheckLanes) return;
   const int64_t blocks = int64_t{gridDim.x} * gridDim.y;
   for (int64_t r = int64_t{blockIdx.y} * gridDim.x + blockIdx.x; r < p; r += blocks) {
     int named = 0;
-    for (int64_t i = threadIdx.x; i < g; i += blockDim.x) {
+    for (int64_t i = threadIdx.x; i < g; i += kCheckLanes) {
       const int64_t e = groups[3 * i], first = groups[3 * i + 1], end = groups[3 * i + 2];
       named |= e >= 0 && e < experts && first >= 0 && first <= end && end <= p && first <= r && r < end;
     }
-    if (__syncthreads_or(named)) continue;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[r * n + c] = zero;
+    for (int mask = 1; mask < kCheckLanes; mask *= 2) named |= shfl_xor(named, mask, kCheckLanes);
+    if (named) continue;
+    for (int64_t c = threadIdx.x; c < n; c += kCheckLanes) out[r * n + c] = zero;
   }
 }
 
