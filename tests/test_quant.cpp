@@ -485,6 +485,30 @@ TEST(QuantCpu, PortablePathsMatchTheDequantizedProduct) {
   cpu::qdot::set_isa_limit(was);
 }
 
+// With AVX2's kernels (no AVX-512 VNNI), from CpuQuantKernels::kAvx2GemmFromRows rows of x on the
+// product is the dequantized weight's GEMM (x unrounded: the exact product's bits up to the GEMM's
+// order), and below it the panels' (x rounded to 8 bits: visibly apart from it).
+TEST(QuantCpu, Avx2TakesTheGemmFromManyRows) {
+  if (cpu::qdot::best_isa() < cpu::qdot::Isa::Avx2) GTEST_SKIP() << "no AVX2 here";
+  const int64_t n = 40, k = 256, from = cpu::CpuQuantKernels::kAvx2GemmFromRows;
+  const Tensor w = Tensor::from_vector(random_values(n * k, 11), {n, k});
+  const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(cpu::qdot::Isa::Avx2);
+  for (QType q : {QType::Q4_0, QType::Q8_0, QType::Q4_K}) {
+    const QTensor qw = quant::quantize(w, q);
+    const Tensor wf = quant::dequantize(qw);
+    for (int64_t m : {from - 1, from, from + 37}) {
+      const Tensor x = Tensor::from_vector(random_values(m * k, 500 + m), {m, k});
+      const std::vector<float> got = quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>();
+      const double apart = relative_error(got, x.matmul(wf.t()).reshape({m * n}).to_vector<float>());
+      if (m < from)
+        EXPECT_GT(apart, 1e-7) << q << " m " << m;
+      else
+        EXPECT_LT(apart, 1e-6) << q << " m " << m;
+    }
+  }
+  cpu::qdot::set_isa_limit(was);
+}
+
 // The CPU backend's "isa" option limits wick's own kernels by name (what `wick info` shows, and AMX
 // only at the top), refusing other names and keys; a WICK_CPU_ISA that names no limit is refused
 // by name where a CPU backend is made.

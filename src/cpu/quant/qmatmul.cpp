@@ -199,8 +199,11 @@ StoragePtr CpuQuantKernels::matmul_arranged(const View& x, const Storage& w, QTy
 StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
                                     bool arranged) const {
   const int64_t m = x.layout.numel() / cols;
-  if (!batch_invariant() && m > kMaxDotRows && qdot::active_isa() == qdot::Isa::None) {
-    // Many rows and no SIMD kernels: the weight dequantized once to f32, then the GEMM (OpenBLAS).
+  const qdot::Isa isa = qdot::active_isa();
+  if (!batch_invariant() && m > kMaxDotRows &&
+      (isa == qdot::Isa::None || (isa == qdot::Isa::Avx2 && m >= kAvx2GemmFromRows))) {
+    // Many rows and no SIMD kernels, or AVX2's past kAvx2GemmFromRows: the weight dequantized once
+    // to f32, then the GEMM (OpenBLAS).
     StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
     if (x.dtype == DType::F32) return backend_.matmul(x, View{*wf, wt, DType::F32});

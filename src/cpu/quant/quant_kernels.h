@@ -30,6 +30,13 @@ class CpuQuantKernels final : public QuantKernels {
   // The most rows of x the portable integer-dot loop takes; more go through dequantize and the GEMM
   // where the machine has no SIMD kernels (qdot.h), which take any number of rows in tiles.
   static constexpr int64_t kMaxDotRows = 8;
+  // From this many rows of x, where the SIMD kernels are AVX2's (no AVX-512 VNNI), the weight is
+  // dequantized to f32 once and the GEMM (OpenBLAS) takes the product: there it is the faster. A
+  // Llama 3.2 1B-shape file's prompt of P tokens on 2 cores (wick limited to AVX2 on an AVX-512
+  // machine, OpenBLAS's Haswell kernels), tokens/s, the AVX2 panels against the GEMM: Q4_0 P=64
+  // 62.8 / 56.2, P=96 65.1 / 67.9, P=512 65.1 / 95.3; Q4_K_M 58.1 / 61.4, 59.1 / 65.8, 59.4 / 94.1;
+  // Q8_0 P=96 60.5 / 64.9 (docs/performance.md, "AVX2").
+  static constexpr int64_t kAvx2GemmFromRows = 96;
 
  private:
   StoragePtr product(const View& x, const Storage& w, quant::QType qtype, int64_t rows, int64_t cols,
