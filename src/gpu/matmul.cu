@@ -37,8 +37,8 @@ Layout batch_layout(const Layout& l) {
 // ---- a few rows times a weight's transpose (gpu/gemv.cuh) ----------------------------------------
 template <typename T, int M>
 __global__ __launch_bounds__(kBlock) void gemv_rows_kernel(const T* __restrict__ x, int64_t ldx, int rows,
-                                                           const T* __restrict__ w, int64_t ldw, int64_t n,
-                                                           int64_t k, int splits, T* __restrict__ out) {
+                                                           const T* __restrict__ w, int64_t ldw, int64_t n, int64_t k,
+                                                           int splits, T* __restrict__ out) {
   start_after_inputs();
   gemv::rows_times_weight<T, M>(x, ldx, rows, w, ldw, n, k, splits, out, blockIdx.x, gridDim.x);
 }
@@ -93,8 +93,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // and batches of 1, 2 and 8 sequences decoded at 201, 348 and 623 tokens/s in the first, 209,
 // 414 and 1588 through cuBLAS. So CUDA leaves them to cuBLAS, except one row times a weight of at
 // most kOwnWeightBytes (a mixture's router): there a launch's latency, not the weight's bytes, sets
-// the time, and wick's kernel starts early in a recorded step (GpuBackend::launch_early) where
-// cuBLAS's does not, nor lets the kernel after it start early. On ROCm, where no AMD GPU has been
+// the time, and wick's kernel starts early in a recorded step (GpuBackend::launch_early), where a
+// cuBLAS call keeps every kernel after it in the recording from starting early. On ROCm, where no AMD GPU has been
 // measured, one row goes to gemv_rows_kernel and from kTilesFromRows rows to the matrix units.
 constexpr bool kVendorTakesFewHalfRows = kDeviceType == DeviceType::Cuda;
 constexpr int64_t kOwnWeightBytes = int64_t{2} << 20;
