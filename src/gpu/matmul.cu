@@ -94,8 +94,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // 414 and 1588 through cuBLAS. So CUDA leaves them to cuBLAS, except one row times a weight of at
 // most kOwnWeightBytes (a mixture's router): there a launch's latency, not the weight's bytes, sets
 // the time, and wick's kernel starts early in a recorded step (GpuBackend::launch_early), where a
-// cuBLAS call keeps every kernel after it in the recording from starting early. On ROCm, where no AMD GPU has been
-// measured, one row goes to gemv_rows_kernel and from kTilesFromRows rows to the matrix units.
+// cuBLAS call keeps every kernel after it in the recording from starting early. On ROCm, where no
+// AMD GPU has been measured, one row goes to gemv_rows_kernel and from kTilesFromRows rows to the
+// matrix units.
 constexpr bool kVendorTakesFewHalfRows = kDeviceType == DeviceType::Cuda;
 constexpr int64_t kOwnWeightBytes = int64_t{2} << 20;
 constexpr int64_t kTilesFromRows = 2;
