@@ -94,15 +94,13 @@ void launch_dequantize(const GpuBackend& b, QType qtype, const uint8_t* w, int64
 // ---- x rounded to 8 bits ----------------------------------------------------------------------
 
 // x rounded to 8 bits per unit (kq::kUnit = 32 values, unrelated to the warp size), laid out for the
-// dot kernel: unit u of row t of x has its first 16 bytes at lo(t, u), its last 16 at hi(t, u)
-// (planes of 16-byte words, so that neighbouring lanes read neighbouring words), and its ActScale
-// at scale[t * units + u].
+// dot kernel: unit u of row t of x has its first 16 bytes at words[2 * t * units + u], its last 16 at
+// words[(2 * t + 1) * units + u] (planes of 16-byte words, so that neighbouring lanes read
+// neighbouring words), and its ActScale at scale[t * units + u].
 struct RoundedX {
   uint4* words;
   kq::ActScale* scale;
   int64_t units;  // per row of x
-  __device__ const uint4& lo(int t, int64_t u) const { return words[2 * t * units + u]; }
-  __device__ const uint4& hi(int t, int64_t u) const { return words[(2 * t + 1) * units + u]; }
 };
 
 // Rounds x (rows of x.units units) with threads [first, first + count) of a launch, L per unit (2
@@ -287,13 +285,28 @@ __device__ inline uint4 load_word(const uint8_t* w, int64_t at, int64_t size) {
   return v;
 }
 
-// out (m, n) = x (m, k) times w (n, k) transposed, m <= M. x is rounded to 8 bits by each block into
-// shared memory (round_here), or was rounded into `rx` beforehand. Every group of a block walks the
-// same steps (the block's row groups, each in `chunks` chunks), so that barriers are uniform.
-template <QType Q, int M, int R, typename T>
+// Where a dot kernel's x is: rounded by each block into its shared memory (kShared), rounded once
+// into global memory beforehand (kGlobal), or either, as the launch says (kEither: one instance for
+// both, through generic pointers). The first two are each instance's own path; a grouped kernel of
+// the other formats keeps kEither, as both paths' registers in its loop over the groups spilled.
+enum class XFrom { kShared, kGlobal, kEither };
+
+// The formats whose one-weight dot kernel takes x by each path's own instance (kShared, kGlobal)
+// rather than kEither's. On an H200, one row of x, the four products of Llama 3 8B's layer
+// (docs/performance-quantized.md, "Mixtral's grouped products"): Q4_0 2-10% faster, Q6_K 1-4%
+// faster on three and 2% slower on down, Q8_0 the same; Q5_K 15% faster on q, k, v but 10-27%
+// slower on the other three, so it keeps kEither, as do the formats not measured.
+template <QType Q>
+constexpr bool kXPathOwn = Q == QType::Q4_0 || Q == QType::Q6_K || Q == QType::Q8_0;
+
+// out (m, n) = x (m, k) times w (n, k) transposed, m <= M; x as `from` says (round_here: for
+// kEither, whether the block rounds x). Every group of a block walks the same steps (the block's row
+// groups, each in `chunks` chunks), so that barriers are uniform.
+template <QType Q, int M, int R, XFrom kFrom, typename T>
 __device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, int64_t row_bytes,
                                          const T* __restrict__ x, bool round_here, RoundedX rx, int m,
                                          T* __restrict__ out) {
+  if constexpr (kFrom != XFrom::kEither) round_here = kFrom == XFrom::kShared;
   using S = Staging<Q, R>;
   using Block = typename S::Block;
   extern __shared__ uint4 quant_smem[];
@@ -327,6 +340,11 @@ __device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t 
     round_x<kBlockRoundLanes>(x, m, rx, threadIdx.x, blockDim.x);
   }
   __syncthreads();  // x is rounded
+  const int64_t units = rx.units;
+  constexpr bool kShared = kFrom == XFrom::kShared;
+  const uint4* xw = kShared ? quant_smem + kGroups * R * S::kWords : rx.words;
+  const kq::ActScale* xs = kShared ? reinterpret_cast<const kq::ActScale*>(xw + 2 * m * units) : rx.scale;
+  auto x_word = [](const uint4* at) { return kFrom == XFrom::kGlobal ? __ldg(at) : *at; };
 
   float acc[R][M];
 #pragma unroll
@@ -357,9 +375,9 @@ __device__ __forceinline__ void dot_rows(const uint8_t* __restrict__ w, int64_t 
 #pragma unroll
         for (int t = 0; t < M; ++t) {
           if (t < m) {
-            const uint4 lo = rx.lo(t, u), hi = rx.hi(t, u);
+            const uint4 lo = x_word(xw + 2 * t * units + u), hi = x_word(xw + (2 * t + 1) * units + u);
             const uint32_t aw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-            const kq::ActScale a = rx.scale[t * rx.units + u];
+            const kq::ActScale a = xs[t * units + u];
 #pragma unroll
             for (int r = 0; r < R; ++r) {
               const auto* bytes = reinterpret_cast<const uint8_t*>(stage + r * S::kWords) + offset[r];
@@ -415,7 +433,14 @@ __global__ __launch_bounds__(kThreads) void dot_rows_kernel(const uint8_t* __res
     prefetch_span(w, n * row_bytes, from, from + std::min(kRows * row_bytes, kPrefetchBytes / gridDim.x));
   }
   start_after_inputs();
-  dot_rows<Q, M, R>(w, n, k, row_bytes, x, round_here, rx, m, out);
+  if constexpr (kXPathOwn<Q>) {
+    if (round_here)
+      dot_rows<Q, M, R, XFrom::kShared>(w, n, k, row_bytes, x, true, rx, m, out);
+    else
+      dot_rows<Q, M, R, XFrom::kGlobal>(w, n, k, row_bytes, x, false, rx, m, out);
+  } else {
+    dot_rows<Q, M, R, XFrom::kEither>(w, n, k, row_bytes, x, round_here, rx, m, out);
+  }
 }
 
 // ---- few rows times Q4_K, straight from memory ------------------------------------------------
@@ -502,29 +527,60 @@ __device__ __forceinline__ void k4_row_done(float* acc, int lane, int m, T* __re
   }
 }
 
+// v, unchanged, but as the result of an instruction the compiler cannot see through, so that it
+// computes what depends on v where the code does, not earlier (NVIDIA; elsewhere nothing).
+template <typename V>
+__device__ __forceinline__ void opaque(V& v) {
+#if defined(__CUDA_ARCH__)
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8);
+  if constexpr (sizeof(V) == 8)
+    asm volatile("" : "+l"(v));
+  else
+    asm volatile("" : "+r"(v));
+#else
+  (void)v;
+#endif
+}
+
+// Whether a weight takes q4k_rows: Q4_K at a 16-byte boundary, with rows counted in 32 bits (a row
+// index plus the grid's groups of lanes stays below 2^31). Else the generic dot kernel takes it.
+inline bool takes_q4k_rows(QType qtype, const uint8_t* w, int64_t n) {
+  return qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0 && n <= INT32_MAX / 2;
+}
+
 // The group's rows are first, first + groups, ..., each in `steps` steps of kK4Blocks blocks (the
 // last step of a row may hold fewer); the loads run one step ahead of the math, through a pointer
 // that moves by constant strides (no 64-bit products per step).
-template <int M, typename T>
+// kShared: the block rounds x into its shared memory and reads it there (else x is rx, rounded once
+// in global memory). The callers choose it at the top of the kernel, so that each instance holds one
+// path's registers: with both paths in one body, and a grouped kernel's loop around it, the kernel
+// went past 64 registers and spilled (docs/performance-quantized.md, "Mixtral's grouped products").
+template <int M, bool kShared, typename T>
 __device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, const T* __restrict__ x,
-                                         bool round_here, RoundedX rx, int m, T* __restrict__ out) {
+                                         RoundedX rx, int m, T* __restrict__ out) {
   static_assert(kK4Ahead == 1, "one step in flight: the pointer below walks one step ahead");
   extern __shared__ uint4 quant_smem[];
-  const int lane = static_cast<int>(threadIdx.x % kLanes), c = lane % kK4LanesPerBlock;
+  // The values below depend on the launch alone; this keeps a grouped kernel from computing them
+  // once before its loop over the groups and holding them in registers through every group.
+  unsigned tid = threadIdx.x;
+  opaque(tid);
+  opaque(k);
+  opaque(n);
+  const int lane = static_cast<int>(tid % kLanes), c = lane % kK4LanesPerBlock;
   const int blk = lane / kK4LanesPerBlock;  // the lane's block within a step
   const int64_t row_blocks = k / kq::Format<QType::Q4_K>::kValues;
   const int steps = static_cast<int>((row_blocks + kK4Blocks - 1) / kK4Blocks);
   const bool last_full = blk < row_blocks - int64_t{steps - 1} * kK4Blocks;  // the lane has a block in the last step
-  const int64_t groups = int64_t{gridDim.x} * kGroups;
-  const int64_t first = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes);
+  const int groups = static_cast<int>(gridDim.x) * kGroups;
+  const int first = static_cast<int>(blockIdx.x + gridDim.x * (tid / kLanes));
   constexpr int kStep = kK4Blocks * 9;  // 16-byte words of a step
   const int64_t row_words = row_blocks * 9;
   // The next step to load: (ahead_row, ahead_step) at `ahead`; from the last step of a row to the
   // first of the group's next row is `wrap` words.
-  int64_t ahead_row = first;
+  int ahead_row = first;
   int ahead_step = 0;
   const uint4* ahead = reinterpret_cast<const uint4*>(w) + first * row_words + blk * 9;
-  const int64_t wrap = groups * row_words - int64_t{steps - 1} * kStep;
+  const int64_t wrap = int64_t{groups} * row_words - int64_t{steps - 1} * kStep;
   auto fetch = [&](K4Piece& p) {
     if (ahead_step < steps - 1 || last_full) {
       p.head = __ldg(ahead);
@@ -541,46 +597,40 @@ __device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t 
   };
   K4Piece piece = {};
   if (ahead_row < n) fetch(piece);
-  if (round_here) {  // under the first loads
+  if constexpr (kShared) {  // under the first loads
     rx.words = quant_smem;
     rx.scale = reinterpret_cast<kq::ActScale*>(rx.words + 2 * m * rx.units);
-    round_x<kBlockRoundLanes>(x, m, rx, threadIdx.x, blockDim.x);
+    round_x<kBlockRoundLanes>(x, m, rx, tid, blockDim.x);
   }
   __syncthreads();  // x is rounded
 
   const int units = static_cast<int>(rx.units);
-  // The math of every step, with x where the block rounded it (shared memory) or in global memory.
-  auto run = [&]<bool kShared>() {
-    const uint4* xw = kShared ? quant_smem : rx.words;
-    const kq::ActScale* xs = kShared ? reinterpret_cast<const kq::ActScale*>(quant_smem + 2 * m * units) : rx.scale;
-    float acc[M];
+  // x as shared memory where the block rounded it (the loads then take the shared path), else rx.
+  const uint4* xw = kShared ? quant_smem : rx.words;
+  const kq::ActScale* xs = kShared ? reinterpret_cast<const kq::ActScale*>(quant_smem + 2 * m * units) : rx.scale;
+  float acc[M];
 #pragma unroll
-    for (int t = 0; t < M; ++t) acc[t] = 0.f;
-    int step = 0;
-    int64_t row = first;
-    // Step (row, step) from `cur` while the next one loads into `next`; false when the rows are done.
-    auto step_from = [&](const K4Piece& cur, K4Piece& next) {
-      if (ahead_row < n) fetch(next);
-      if (step < steps - 1 || last_full) {
-        const int u = (step * kK4Blocks + blk) * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;
-        k4_dot<M, kShared>(cur, c, u, xw, xs, units, m, acc);
-      }
-      if (++step == steps) {
-        k4_row_done<M>(acc, lane, m, out, n, row);
-        step = 0;
-        row += groups;
-      }
-      return row < n;
-    };
-    // Two pieces in turn, so that neither is copied to the other.
-    K4Piece other;
-    while (row < n && step_from(piece, other) && step_from(other, piece)) {
+  for (int t = 0; t < M; ++t) acc[t] = 0.f;
+  int step = 0;
+  int row = first;
+  // Step (row, step) from `cur` while the next one loads into `next`; false when the rows are done.
+  auto step_from = [&](const K4Piece& cur, K4Piece& next) {
+    if (ahead_row < n) fetch(next);
+    if (step < steps - 1 || last_full) {
+      const int u = (step * kK4Blocks + blk) * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;
+      k4_dot<M, kShared>(cur, c, u, xw, xs, units, m, acc);
     }
+    if (++step == steps) {
+      k4_row_done<M>(acc, lane, m, out, n, row);
+      step = 0;
+      row += groups;
+    }
+    return row < n;
   };
-  if (round_here)
-    run.template operator()<true>();
-  else
-    run.template operator()<false>();
+  // Two pieces in turn, so that neither is copied to the other.
+  K4Piece other;
+  while (row < n && step_from(piece, other) && step_from(other, piece)) {
+  }
 }
 
 template <int M, typename T>
@@ -598,7 +648,10 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict_
     }
   }
   start_after_inputs();
-  q4k_rows<M>(w, n, k, x, round_here, rx, m, out);
+  if (round_here)
+    q4k_rows<M, true>(w, n, k, x, rx, m, out);
+  else
+    q4k_rows<M, false>(w, n, k, x, rx, m, out);
 }
 
 // ---- grouped products: each block's expert and rows from a list -------------------------------
@@ -658,7 +711,8 @@ __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_
                                                                     T* __restrict__ out) {
   start_after_inputs();  // the groups are an earlier kernel's
   for_group_chunks<M>(w, n * row_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
-    dot_rows<Q, M, 1>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
+    dot_rows<Q, M, 1, XFrom::kEither>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m,
+                                      out + t0 * n);
   });
   zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
 }
@@ -669,9 +723,15 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __r
                                                               Groups g, T* __restrict__ out) {
   const int64_t expert_bytes = n * (k / kq::Format<QType::Q4_K>::kValues) * int64_t{sizeof(kq::BlockQ4_K)};
   start_after_inputs();  // the groups are an earlier kernel's
-  for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
-    q4k_rows<M>(we, n, k, x + t0 * k, round_here, rows_from(rx, round_here, t0), m, out + t0 * n);
-  });
+  auto rows = [&]<bool kShared>() {
+    for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
+      q4k_rows<M, kShared>(we, n, k, x + t0 * k, rows_from(rx, kShared, t0), m, out + t0 * n);
+    });
+  };
+  if (round_here)
+    rows.template operator()<true>();
+  else
+    rows.template operator()<false>();
   zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
 }
 #undef WICK_K4_LAUNCH_BOUNDS
@@ -753,7 +813,7 @@ inline unsigned resident_grid(const GpuBackend& b, const void* kernel, size_t sh
 // writes them), as these are most of the block formats' kernels.
 template <int M, typename T>
 void launch_dot_rows_of(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
-  if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+  if (takes_q4k_rows(qtype, w, n)) {
     const XRounding r = round_x_for(b, x, m, k, 0);
     const auto kernel = q4k_rows_kernel<M, T>;
     const unsigned grid =
@@ -851,7 +911,7 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
     const int64_t per_block = (units + blocks - 1) / blocks, x = (units + per_block - 1) / per_block;
     return dim3(static_cast<unsigned>(x), static_cast<unsigned>(std::clamp<int64_t>((resident + x - 1) / x, 1, g)));
   };
-  if (qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0) {
+  if (takes_q4k_rows(qtype, w, n)) {
     dispatch_grouped_rows(chunk, [&]<int M>() {
       const XRounding r = rounding.template operator()<M>(0);
       const auto kernel = q4k_rows_grouped_kernel<M, T>;
