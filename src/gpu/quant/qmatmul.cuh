@@ -299,7 +299,7 @@ enum class XFrom { kShared, kGlobal, kEither };
 template <QType Q>
 constexpr bool kXPathOwn = Q == QType::Q4_0 || Q == QType::Q6_K || Q == QType::Q8_0;
 
-// out (m, n) = x (m, k) times w (n, k) transposed, m <= M; x as `from` says (round_here: for
+// out (m, n) = x (m, k) times w (n, k) transposed, m <= M; x as kFrom says (round_here: for
 // kEither, whether the block rounds x). Every group of a block walks the same steps (the block's row
 // groups, each in `chunks` chunks), so that barriers are uniform.
 template <QType Q, int M, int R, XFrom kFrom, typename T>
