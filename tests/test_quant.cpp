@@ -14,6 +14,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/quant/amx.h"
 #include "cpu/quant/qdot.h"
+#include "cpu/quant/superblock.h"
 #include "kernels/quant.h"
 #include "test_util.h"
 
@@ -313,6 +314,24 @@ TEST(QuantFormats, BlockScalesAreGroupScales) {
   }
 }
 
+// Random Q4_K, Q5_K or Q6_K blocks (every bit of the packed values, scales, minimums and high bits
+// reached), their f16 d (and dmin) set to 1/16: n rows of k values.
+QTensor random_k_blocks(QType q, int64_t n, int64_t k, uint64_t seed) {
+  const int64_t nbytes = n * quant::row_bytes(q, k), block = quant::row_bytes(q, 256);
+  std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
+  const std::vector<float> r = random_values(nbytes, seed);
+  for (int64_t i = 0; i < nbytes; ++i)
+    bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
+  // Q6_K's d is its last two bytes; Q4_K's and Q5_K's d and dmin its first four.
+  const std::vector<int64_t> halves = q == QType::Q6_K ? std::vector<int64_t>{block - 2} : std::vector<int64_t>{0, 2};
+  for (int64_t b = 0; b < nbytes / block; ++b)
+    for (int64_t at : halves) {
+      bytes[static_cast<size_t>(b * block + at)] = 0;
+      bytes[static_cast<size_t>(b * block + at + 1)] = 0x2c;
+    }
+  return QTensor(q, n, k, Tensor::from_vector(bytes, {nbytes}));
+}
+
 // Each of the CPU's SIMD kernels that this machine runs takes the same integer dot products as the
 // portable loop; only the order of the float sums differs. Every format, every row count of one
 // call (more rows go through them in tiles, or through the GEMM without them).
@@ -346,22 +365,9 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
   const int64_t k16 = 1024;
   const Tensor w16 = Tensor::from_vector(random_values(n * k16, 7), {n, k16});
   for (QType q : {QType::Q4_0, QType::Q8_0}) agree(quant::quantize(w16, q), {1, 2, 3, 4, 5, 6, 7, 8}, 250, "");
-  // Q4_K, Q5_K and Q6_K blocks of random bytes (every bit of the packed scales, minimums and high
-  // bits reached), their f16 d and dmin set to 1/16.
-  for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
-    const int64_t k256 = 512, nbytes = n * quant::row_bytes(q, k256);
-    std::vector<uint8_t> bytes(static_cast<size_t>(nbytes));
-    const std::vector<float> r = random_values(nbytes, 9);
-    for (int64_t i = 0; i < nbytes; ++i)
-      bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(std::fabs(r[static_cast<size_t>(i)]) * 255.f);
-    const int64_t block = quant::row_bytes(q, 256);
-    for (int64_t b = 0; b < nbytes / block; ++b) {
-      const bool first = q != QType::Q6_K;  // Q4_K, Q5_K: d, dmin first; Q6_K: d last
-      uint8_t* f16 = bytes.data() + b * block + (first ? 0 : block - 2);
-      for (int h = 0; h < (first ? 2 : 1); ++h) f16[2 * h] = 0x00, f16[2 * h + 1] = 0x2c;
-    }
-    agree(QTensor(q, n, k256, Tensor::from_vector(bytes, {nbytes})), {1, 3, 8}, 350, " random blocks");
-  }
+  // Q4_K, Q5_K and Q6_K blocks of random bytes.
+  for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K})
+    agree(random_k_blocks(q, n, 512, 9), {1, 3, 8}, 350, " random blocks");
   // The K-quants, whose rows here hold 256-value blocks.
   const int64_t kk = 512;
   const Tensor wk = Tensor::from_vector(random_values(n * kk, 6), {n, kk});
@@ -486,14 +492,14 @@ TEST(QuantCpu, PortablePathsMatchTheDequantizedProduct) {
 }
 
 // With AVX2's kernels (no AVX-512 VNNI), from CpuQuantKernels::kAvx2GemmFromRows rows of x on the
-// product is the dequantized weight's GEMM (x unrounded: the exact product's bits up to the GEMM's
-// order), and below it the panels' (x rounded to 8 bits: visibly apart from it).
+// product of a format other than Q4_K, Q5_K and Q6_K is the dequantized weight's GEMM (x unrounded: the exact product's
+// bits up to the GEMM's order), and below it the panels' (x rounded to 8 bits: visibly apart from it).
 TEST(QuantCpu, Avx2TakesTheGemmFromManyRows) {
   if (cpu::qdot::best_isa() < cpu::qdot::Isa::Avx2) GTEST_SKIP() << "no AVX2 here";
   const int64_t n = 40, k = 256, from = cpu::CpuQuantKernels::kAvx2GemmFromRows;
   const Tensor w = Tensor::from_vector(random_values(n * k, 11), {n, k});
   const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(cpu::qdot::Isa::Avx2);
-  for (QType q : {QType::Q4_0, QType::Q8_0, QType::Q4_K}) {
+  for (QType q : {QType::Q4_0, QType::Q8_0, QType::Q3_K}) {
     const QTensor qw = quant::quantize(w, q);
     const Tensor wf = quant::dequantize(qw);
     for (int64_t m : {from - 1, from, from + 37}) {
@@ -504,6 +510,138 @@ TEST(QuantCpu, Avx2TakesTheGemmFromManyRows) {
         EXPECT_GT(apart, 1e-7) << q << " m " << m;
       else
         EXPECT_LT(apart, 1e-6) << q << " m " << m;
+    }
+  }
+  cpu::qdot::set_isa_limit(was);
+}
+
+// x rounded per super-block (cpu/quant/superblock.h), in AVX2 vectors where the machine has them and
+// in the plain loop, as the rule says: d = max |x| / 127 over 256 values, q = x * (1 / d) rounded
+// halves away from zero, s = d times each 32 q's sum, sum16 each 16 q's. Random super-blocks of many scales,
+// super-blocks of exact halves (d = 1), and zeros.
+TEST(QuantCpu, SuperblockRoundingIsTheRule) {
+  namespace sb = cpu::superblock;
+  const int64_t blocks = 24, k = blocks * sb::kValues;
+  std::vector<float> x = random_values(k, 31, 3.f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    float* v = x.data() + b * sb::kValues;
+    if (b % 3 == 1) {
+      for (int64_t i = 0; i < sb::kValues; ++i) v[i] = std::round(v[i] * 40.f) + 0.5f;  // halves
+      v[b % sb::kValues] = b % 2 ? 127.f : -127.f;                                      // d = 1
+    } else if (b % 3 == 2) {
+      for (int64_t i = 0; i < sb::kValues; ++i) v[i] *= std::ldexp(1.f, static_cast<int>(b) - 12);
+    } else if (b == 3) {
+      std::fill(v, v + sb::kValues, 0.f);
+    }
+  }
+  for (cpu::qdot::Isa isa : {cpu::qdot::Isa::None, cpu::qdot::Isa::Avx2}) {
+    if (isa > cpu::qdot::best_isa()) continue;
+    sb::RoundedX r(2, k);
+    std::fill(r.q.begin(), r.q.end(), 99);
+    std::fill(r.s.begin(), r.s.end(), -1.f);
+    std::fill(r.sum16.begin(), r.sum16.end(), int16_t{-1});
+    const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(isa);
+    sb::round_row(x.data(), k, r, 1);
+    cpu::qdot::set_isa_limit(was);
+    int halves = 0;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* v = x.data() + b * sb::kValues;
+      float amax = 0.f;
+      for (int64_t i = 0; i < sb::kValues; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.f, id = d == 0.f ? 0.f : 1.f / d;
+      const std::string at = "isa " + std::to_string(static_cast<int>(isa)) + " block " + std::to_string(b);
+      ASSERT_EQ(std::bit_cast<uint32_t>(d), std::bit_cast<uint32_t>(r.d[static_cast<size_t>(blocks + b)])) << at;
+      for (int64_t g = 0; g < sb::kValues / sb::kGroup; ++g) {
+        int sum = 0, sum16[2] = {0, 0};
+        for (int64_t i = g * sb::kGroup; i < (g + 1) * sb::kGroup; ++i) {
+          const float scaled = v[i] * id;
+          const int want = static_cast<int>(scaled < 0 ? -std::floor(-scaled + 0.5f) : std::floor(scaled + 0.5f));
+          halves += d == 1.f && scaled != std::round(scaled) && scaled - std::trunc(scaled) != 0.f &&
+                    std::fabs(scaled - std::trunc(scaled)) == 0.5f;
+          ASSERT_EQ(want, r.q[static_cast<size_t>(k + b * sb::kValues + i)]) << at << " value " << i;
+          sum += want;
+          sum16[(i / 16) % 2] += want;
+        }
+        for (int64_t h = 0; h < 2; ++h)
+          EXPECT_EQ(sum16[h], r.sum16[static_cast<size_t>((k + b * sb::kValues) / 16 + 2 * g + h)]) << at;
+        EXPECT_EQ(std::bit_cast<uint32_t>(d * static_cast<float>(sum)),
+                  std::bit_cast<uint32_t>(r.s[static_cast<size_t>((k + b * sb::kValues) / sb::kGroup + g)]))
+            << at;
+      }
+    }
+    EXPECT_GT(halves, 100);  // the halves were reached
+    EXPECT_TRUE(std::all_of(r.q.begin(), r.q.begin() + k, [](int8_t q) { return q == 99; }));  // row 0 untouched
+    EXPECT_TRUE(std::all_of(r.sum16.begin(), r.sum16.begin() + k / 16, [](int16_t v) { return v == -1; }));
+  }
+}
+
+// The super-block kernel (AVX2) equals its plain loop up to the order of the float sums, for every
+// tile of 1 to 4 rows of x, an odd row at the end of a pair, and runs of rows; and the plain loop
+// is the product of the dequantized weight with x within the rounding of x to 8 bits per 256.
+TEST(QuantCpu, SuperblockKernelAgreesWithItsLoop) {
+  namespace sb = cpu::superblock;
+  for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
+    for (int64_t k : {int64_t{512}, int64_t{2048}}) {
+      const int64_t n = 2 * 123 + 1;  // a run of 128 KiB is 113 rows of 2048 Q4_K values
+      const QTensor qw = random_k_blocks(q, n, k, 40 + static_cast<uint64_t>(k));
+      const Tensor wf = quant::dequantize(qw);
+      const std::vector<uint8_t> bytes = qw.bytes().reshape({qw.nbytes()}).to_vector<uint8_t>();
+      const uint8_t* w = bytes.data();
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 13}) {
+        const std::vector<float> xv = random_values(m * k, 600 + static_cast<uint64_t>(m));
+        sb::RoundedX rx(m, k);
+        for (int64_t t = 0; t < m; ++t) sb::round_row(xv.data() + t * k, k, rx, t);
+        std::vector<float> want(static_cast<size_t>(m * n), std::nanf("")), got = want;
+        sb::rows_portable(q, w, 0, n, k, rx, m, want.data(), n);
+        const Tensor x = Tensor::from_vector(xv, {m, k});
+        EXPECT_LT(relative_error(want, x.matmul(wf.t()).reshape({m * n}).to_vector<float>()), 1e-4)
+            << q << " k " << k << " m " << m;
+        if (cpu::qdot::best_isa() < cpu::qdot::Isa::Avx2) continue;
+        sb::rows(q, w, 0, n, k, rx, m, got.data(), n);
+        EXPECT_LT(relative_error(got, want), 1e-12) << q << " k " << k << " m " << m;
+        // A range of rows leaves the others as they were.
+        std::vector<float> part(static_cast<size_t>(m * n), 7.f);
+        sb::rows(q, w, 5, 21, k, rx, m, part.data(), n);
+        for (int64_t t = 0; t < m; ++t)
+          for (int64_t r = 0; r < n; ++r) {
+            const float v = part[static_cast<size_t>(t * n + r)];
+            if (r < 5 || r >= 21)
+              ASSERT_EQ(v, 7.f) << "row " << r;
+            else
+              ASSERT_EQ(v, got[static_cast<size_t>(t * n + r)]) << "row " << r;
+          }
+      }
+    }
+  }
+}
+
+// With AVX2's kernels (no AVX-512 VNNI), more rows of x than a decode tile times Q4_K, Q5_K or Q6_K go
+// through the super-block kernel, whatever their count: the plain loop's sums over x rounded per
+// 256 values; in batch-invariant mode, the per-32 rounding's tiles instead.
+TEST(QuantCpu, Avx2TakesTheSuperblockKernelFromManyRows) {
+  namespace sb = cpu::superblock;
+  if (cpu::qdot::best_isa() < cpu::qdot::Isa::Avx2) GTEST_SKIP() << "no AVX2 here";
+  const int64_t n = 40, k = 512;
+  const cpu::qdot::Isa was = cpu::qdot::set_isa_limit(cpu::qdot::Isa::Avx2);
+  for (QType q : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
+    const QTensor qw = random_k_blocks(q, n, k, 77);
+    const std::vector<uint8_t> bytes = qw.bytes().reshape({qw.nbytes()}).to_vector<uint8_t>();
+    const uint8_t* w = bytes.data();
+    for (int64_t m : {cpu::qdot::kMaxRows, cpu::qdot::kMaxRows + 1, int64_t{300}}) {
+      const std::vector<float> xv = random_values(m * k, 700 + static_cast<uint64_t>(m));
+      const Tensor x = Tensor::from_vector(xv, {m, k});
+      sb::RoundedX rx(m, k);
+      for (int64_t t = 0; t < m; ++t) sb::round_row(xv.data() + t * k, k, rx, t);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      sb::rows_portable(q, w, 0, n, k, rx, m, want.data(), n);
+      const double apart = relative_error(quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>(), want);
+      if (m > cpu::qdot::kMaxRows)
+        EXPECT_LT(apart, 1e-12) << q << " m " << m;
+      else
+        EXPECT_GT(apart, 1e-9) << q << " m " << m;  // a decode tile: x rounded per 32
+      const bool invariant = set_batch_invariant(true);
+      EXPECT_GT(relative_error(quant::qmatmul(x, qw).reshape({m * n}).to_vector<float>(), want), 1e-9) << q;
+      set_batch_invariant(invariant);
     }
   }
   cpu::qdot::set_isa_limit(was);

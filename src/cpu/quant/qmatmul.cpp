@@ -14,6 +14,7 @@
 #include "cpu/quant/arranged.h"
 #include "cpu/quant/qdot.h"
 #include "cpu/quant/quant_kernels.h"
+#include "cpu/quant/superblock.h"
 #include "kernels/quant.h"
 #include "wick/device.h"
 
@@ -154,6 +155,28 @@ void weight_rows_times_x(const uint8_t* blocks, int64_t begin, int64_t end, int6
   }
 }
 
+// x (m, k) times the weight through superblock.h's kernel (which takes() allows): x rounded per
+// super-block in one parallel region, the weight's rows in another, kPanelRows at a time.
+template <typename T>
+void superblock_product(const T* x, int64_t m, const uint8_t* w, QType qtype, int64_t rows, int64_t k, T* out) {
+  superblock::RoundedX rx(m, k);
+  parallel_for(m, std::max<int64_t>(1, kRoundGrain / k), [&](int64_t begin, int64_t end) {
+    std::vector<float> buf(static_cast<size_t>(k));
+    for (int64_t t = begin; t < end; ++t) superblock::round_row(rows::widen(x + t * k, k, buf.data()), k, rx, t);
+  });
+  std::vector<float> result;
+  float* y = rows::results(out, nullptr);
+  if (y == nullptr) {
+    result.resize(static_cast<size_t>(m * rows));
+    y = result.data();
+  }
+  const int64_t grain = qdot::kPanelRows;
+  parallel_for((rows + grain - 1) / grain, 1, [&](int64_t first, int64_t last) {
+    superblock::rows(qtype, w, first * grain, std::min(rows, last * grain), k, rx, m, y, rows);
+  });
+  if (!result.empty()) rows::narrow(result.data(), m * rows, out);
+}
+
 }  // namespace
 
 StoragePtr CpuQuantKernels::dequantize(const Storage& w, QType qtype, int64_t rows, int64_t cols, DType dtype) const {
@@ -200,6 +223,19 @@ StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype
                                     bool arranged) const {
   const int64_t m = x.layout.numel() / cols;
   const qdot::Isa isa = qdot::active_isa();
+  if (!batch_invariant() && m > kMaxDotRows && !arranged && superblock::takes(qtype, cols)) {
+    // Many rows of Q4_K, Q5_K or Q6_K where the SIMD kernels are AVX2's: x rounded per super-block.
+    StoragePtr out = backend_.alloc(x.dtype, m * rows);
+    dispatch(x.dtype, [&]<typename T>() {
+      if constexpr (rows::kTakes<T>) {
+        superblock_product(static_cast<const T*>(x.storage.data()) + x.layout.offset(), m,
+                           static_cast<const uint8_t*>(w.data()), qtype, rows, cols, out->as<T>());
+      } else {
+        throw_not_supported(backend_, QuantOp::Matmul, x.dtype);
+      }
+    });
+    return out;
+  }
   if (!batch_invariant() && m > kMaxDotRows &&
       (isa == qdot::Isa::None || (isa == qdot::Isa::Avx2 && m >= kAvx2GemmFromRows))) {
     // Many rows and no SIMD kernels, or AVX2's past kAvx2GemmFromRows: the weight dequantized once

@@ -30,7 +30,8 @@ class CpuQuantKernels final : public QuantKernels {
   // The most rows of x the portable integer-dot loop takes; more go through dequantize and the GEMM
   // where the machine has no SIMD kernels (qdot.h), which take any number of rows in tiles.
   static constexpr int64_t kMaxDotRows = 8;
-  // From this many rows of x, where the SIMD kernels are AVX2's (no AVX-512 VNNI), the weight is
+  // From this many rows of x, where the SIMD kernels are AVX2's (no AVX-512 VNNI), a weight of a
+  // format other than Q4_K, Q5_K and Q6_K (which take superblock.h's kernel from kMaxDotRows on) is
   // dequantized to f32 once and the GEMM (OpenBLAS) takes the product: there it is the faster. A
   // Llama 3.2 1B-shape file's prompt of P tokens on 2 cores (wick limited to AVX2 on an AVX-512
   // machine, OpenBLAS's Haswell kernels), tokens/s, the AVX2 panels against the GEMM: Q4_0 P=64
