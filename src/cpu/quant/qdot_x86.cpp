@@ -12,14 +12,14 @@
 // On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
 // and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
 // of x. x's rounding (round_row) is here too, with its portable loop for other machines.
-#include "cpu/quant/qdot.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "cpu/prefetch.h"
+#include "cpu/quant/qdot.h"
 #include "cpu/scratch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -84,6 +84,42 @@ WICK_AVX2 inline __m256i load32b(const void* p) { return _mm256_loadu_si256(stat
 // byte land above the mask).
 WICK_AVX2 inline __m256i bits(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Eight groups' d and m into to[0..7], interleaved as GroupScale holds them.
+WICK_AVX2 inline void store_scales(__m256 d, __m256 m, kq::GroupScale* to) {
+  const __m256 lo = _mm256_unpacklo_ps(d, m), hi = _mm256_unpackhi_ps(d, m);  // groups 0 1 4 5, 2 3 6 7
+  _mm256_storeu_ps(&to[0].d, _mm256_permute2f128_ps(lo, hi, 0x20));
+  _mm256_storeu_ps(&to[4].d, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+// The eight bytes of two little-endian words as floats.
+WICK_AVX2 inline __m256 byte_floats(uint32_t low, uint32_t high) {
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(low), static_cast<int>(high), 0, 0);
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+}
+
+// kq::block_scales in vectors for the K-quants whose scales are integers under one f16 d (Q4_K and
+// Q5_K: six bits, with minimums under dmin; Q6_K: signed bytes): the same products d * sc, the same
+// bits, without a branch per group. Other formats: kq::block_scales.
+template <QType Q>
+WICK_AVX2 inline void scales_of(const typename kq::Format<Q>::Block& b, kq::GroupScale* s) {
+  if constexpr (Q == QType::Q4_K || Q == QType::Q5_K) {
+    uint32_t w[3];
+    std::memcpy(w, b.scales, sizeof(w));
+    const __m256 sc = byte_floats(kq::k4_scale_word(w, false, 0), kq::k4_scale_word(w, false, 1));
+    const __m256 mn = byte_floats(kq::k4_scale_word(w, true, 0), kq::k4_scale_word(w, true, 1));
+    store_scales(_mm256_mul_ps(_mm256_set1_ps(kq::ExactHalf{}(b.d)), sc),
+                 _mm256_mul_ps(_mm256_set1_ps(kq::ExactHalf{}(b.dmin)), mn), s);
+  } else if constexpr (Q == QType::Q6_K) {
+    const __m256 d = _mm256_set1_ps(kq::ExactHalf{}(b.d));
+    for (int h = 0; h < 2; ++h) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.scales + 8 * h));
+      store_scales(_mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes))), _mm256_setzero_ps(), s + 8 * h);
+    }
+  } else {
+    kq::block_scales<Q>(b, s);
+  }
 }
 
 // Unit j of block b as 32 bytes: u, unsigned below 64, or signed for the 8-bit formats.
@@ -200,7 +236,7 @@ WICK_AVX2 void rows_avx2(const uint8_t* w, int64_t r0, int64_t r1, int64_t k, XR
       for (int64_t i = 0; i < nb; ++i) {
         prefetch_ahead<sizeof(typename F::Block)>(row + i);
         kq::GroupScale s[F::kGroups];
-        kq::block_scales<Q>(row[i], s);
+        scales_of<Q>(row[i], s);
         constexpr int kStep = F::kGroup == 32 ? 1 : 2;  // groups per unit
 #pragma GCC unroll 8
         for (int j = 0; j < kUnits; ++j)
@@ -287,7 +323,7 @@ WICK_AVX512 void rows_avx512(const uint8_t* w, int64_t r0, int64_t r1, int64_t k
       for (int64_t i = 0; i < nb; ++i) {
         prefetch_ahead<sizeof(typename F::Block)>(row + i);
         kq::GroupScale g[F::kGroups];
-        kq::block_scales<Q>(row[i], g);
+        scales_of<Q>(row[i], g);
         kq::GroupScale s[kUnits][2];  // the two scales of each unit (one group twice for 32-value groups)
         for (int j = 0; j < kUnits; ++j) s[j][0] = g[kStep * j], s[j][1] = g[kStep * j + kStep - 1];
 #pragma GCC unroll 4
@@ -588,7 +624,7 @@ WICK_AVX512 void pack_panel(const typename kq::Format<Q>::Block* blocks, int64_t
       for (size_t o = 0; o < sizeof(Block); o += 64)
         __builtin_prefetch(reinterpret_cast<const char*>(&blocks[(r + kPanelRows + e) * nb + i]) + o, 0, 3);
     if constexpr (!kOneHalf && !kByteScales)
-      for (int e = 0; e < kPanelRows; ++e) kq::block_scales<Q>(blocks[(r + e) * nb + i], g[e]);
+      for (int e = 0; e < kPanelRows; ++e) scales_of<Q>(blocks[(r + e) * nb + i], g[e]);
     __m512 block_d = _mm512_setzero_ps();
     if constexpr (kByteScales) {
       // d, a Q6_K block's last two bytes: the top half of the four bytes before the block's end.
