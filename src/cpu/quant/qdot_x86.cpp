@@ -12,6 +12,8 @@
 // On AVX-512 machines, more kernels below: decode kernels of their own for Q4_0, Q8_0, Q4_K, Q5_K
 // and Q6_K, which fill whole vectors with several blocks, and panels of 16 weight rows for many rows
 // of x. x's rounding (round_row) is here too, with its portable loop for other machines.
+#include "cpu/quant/qdot.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -19,7 +21,6 @@
 #include <utility>
 
 #include "cpu/prefetch.h"
-#include "cpu/quant/qdot.h"
 #include "cpu/scratch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
