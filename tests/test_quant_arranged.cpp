@@ -4,6 +4,8 @@
 // set lowered under an arranged weight. And the products of many rows on AMX's tiles (cpu/quant/amx.h),
 // where the processor has them.
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cpu/quant/amx.h"
 #include "cpu/quant/qdot.h"
@@ -49,32 +51,89 @@ double relative_error(const Tensor& got, const Tensor& want) {
   const QTensor name = (plain).arrange();                                         \
   if (!name.arranged())                                                           \
   GTEST_SKIP() << "this machine's CPU products take Q4_0 blocks as they lie (no " \
-                  "AVX-512 VNNI): nothing is arranged"
+                  "AVX2): nothing is arranged"
+
+// The instruction-set limit of the CPU's kernels for a scope.
+class IsaLimit {
+ public:
+  explicit IsaLimit(qdot::Isa isa) : was_(qdot::set_isa_limit(isa)) {}
+  ~IsaLimit() { qdot::set_isa_limit(was_); }
+  IsaLimit(const IsaLimit&) = delete;
+  IsaLimit& operator=(const IsaLimit&) = delete;
+
+ private:
+  qdot::Isa was_;
+};
+
+// Each instruction set of this machine whose kernels take arranged weights (AVX2 arranges Q4_0, Q8_0,
+// Q4_K and Q6_K, AVX-512 VNNI Q4_0), with the formats arranged and their rows' lengths: one block
+// and a few.
+struct Arranging {
+  qdot::Isa isa;
+  QType q;
+  std::vector<int64_t> ks;
+};
+std::vector<Arranging> arranging() {
+  std::vector<Arranging> all;
+  for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+    if (isa > qdot::best_isa()) continue;
+    all.push_back({isa, QType::Q4_0, {32, 544, 2048}});
+    if (isa == qdot::Isa::Avx2) {
+      all.push_back({isa, QType::Q8_0, {32, 544, 2048}});
+      all.push_back({isa, QType::Q4_K, {256, 2304}});
+      all.push_back({isa, QType::Q6_K, {256, 2304}});
+    }
+  }
+  return all;
+}
+#define SKIP_WITHOUT_ARRANGING() \
+  if (arranging().empty()) GTEST_SKIP() << "no AVX2 here: the CPU's products take every block as it lies"
+
+std::string what(const Arranging& a, int64_t k) {
+  return detail::str_cat(quant::qtype_name(a.q), " under ", qdot::isa_name(a.isa), ", k ", k);
+}
 
 TEST(QuantArranged, PlainGivesGgufBytesBack) {
-  for (int64_t rows : {int64_t{16}, kRows, int64_t{64}}) {
-    for (int64_t k : {32, 544, 2048}) {
-      const QTensor w = random_weight(QType::Q4_0, rows, k, static_cast<uint64_t>(rows * k));
-      ARRANGED_OR_SKIP(a, w);
-      EXPECT_EQ(a.nbytes(), w.nbytes());
-      EXPECT_EQ(a.qtype(), w.qtype());
-      EXPECT_EQ(a.rows(), rows);
-      EXPECT_EQ(a.cols(), k);
-      EXPECT_NE(bytes_of(a), bytes_of(w)) << rows << " x " << k;  // the groups moved
-      EXPECT_EQ(bytes_of(a.plain()), bytes_of(w)) << rows << " x " << k;
-      EXPECT_FALSE(a.plain().arranged());
-      EXPECT_TRUE(a.arrange().arranged());
-      EXPECT_EQ(bytes_of(a.arrange()), bytes_of(a));  // arranged once only
-      EXPECT_EQ(bits_of(quant::dequantize(a)), bits_of(quant::dequantize(w))) << rows << " x " << k;
+  SKIP_WITHOUT_ARRANGING();
+  for (const Arranging& c : arranging()) {
+    const IsaLimit limit(c.isa);
+    for (int64_t rows : {int64_t{16}, kRows, int64_t{64}}) {
+      for (int64_t k : c.ks) {
+        const QTensor w = random_weight(c.q, rows, k, static_cast<uint64_t>(rows * k));
+        const QTensor a = w.arrange();
+        ASSERT_TRUE(a.arranged()) << what(c, k);
+        EXPECT_EQ(a.nbytes(), w.nbytes());
+        EXPECT_EQ(a.qtype(), w.qtype());
+        EXPECT_EQ(a.rows(), rows);
+        EXPECT_EQ(a.cols(), k);
+        EXPECT_NE(bytes_of(a), bytes_of(w)) << rows << " rows, " << what(c, k);  // the groups moved
+        EXPECT_EQ(bytes_of(a.plain()), bytes_of(w)) << rows << " rows, " << what(c, k);
+        EXPECT_FALSE(a.plain().arranged());
+        EXPECT_TRUE(a.arrange().arranged());
+        EXPECT_EQ(bytes_of(a.arrange()), bytes_of(a));  // arranged once only
+        EXPECT_EQ(bits_of(quant::dequantize(a)), bits_of(quant::dequantize(w))) << rows << " rows, " << what(c, k);
+      }
     }
   }
 }
 
 TEST(QuantArranged, OnlyWhatTheKernelsTakeIsArranged) {
-  // Other formats, and weights of fewer rows than a group, keep GGUF's order.
-  for (QType q : {QType::Q8_0, QType::Q4_K, QType::Q6_K})
-    EXPECT_FALSE(random_weight(q, 32, 256, 1).arrange().arranged()) << q;
-  EXPECT_FALSE(random_weight(QType::Q4_0, 15, 64, 2).arrange().arranged());
+  // Other formats, Q8_0, Q4_K and Q6_K where AVX-512 VNNI's kernels take them as they lie, and
+  // weights of fewer rows than a group keep GGUF's order.
+  for (qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+    if (isa > qdot::best_isa()) continue;
+    const IsaLimit limit(isa);
+    for (QType q : {QType::Q4_1, QType::Q5_0, QType::Q5_K, QType::Q3_K})
+      EXPECT_FALSE(random_weight(q, 32, 256, 1).arrange().arranged()) << q << " under " << qdot::isa_name(isa);
+    for (QType q : {QType::Q8_0, QType::Q4_K, QType::Q6_K}) {
+      EXPECT_EQ(random_weight(q, 32, 512, 2).arrange().arranged(), isa == qdot::Isa::Avx2)
+          << q << " under " << qdot::isa_name(isa);
+      EXPECT_FALSE(random_weight(q, 15, 256, 2).arrange().arranged());
+    }
+    EXPECT_EQ(random_weight(QType::Q4_0, 32, 64, 2).arrange().arranged(), isa != qdot::Isa::None)
+        << qdot::isa_name(isa);
+    EXPECT_FALSE(random_weight(QType::Q4_0, 15, 64, 2).arrange().arranged());
+  }
   const QTensor plain = random_weight(QType::Q4_0, 16, 64, 3);
   EXPECT_EQ(bytes_of(plain.plain()), bytes_of(plain));
 }
@@ -83,21 +142,28 @@ TEST(QuantArranged, OnlyWhatTheKernelsTakeIsArranged) {
 // the float sums differs. Every count of rows of x up to a few tiles, the last rows of the weight
 // (fewer than a group) included.
 TEST(QuantArranged, ProductsMatchThoseOfThePlainBlocks) {
-  for (int64_t k : {544, 2048}) {
-    const QTensor w = random_weight(QType::Q4_0, kRows, k, 10 + static_cast<uint64_t>(k));
-    ARRANGED_OR_SKIP(a, w);
-    const Tensor wf = quant::dequantize(w);
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
-      manual_seed(100 + static_cast<uint64_t>(m));
-      for (DType dt : {DType::F32, DType::BF16}) {
-        const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0).to_dtype(dt);
-        const Tensor got = quant::qmatmul(x, a);
-        EXPECT_EQ(got.dtype(), dt);
-        EXPECT_LT(relative_error(got.to_dtype(DType::F32), quant::qmatmul(x, w).to_dtype(DType::F32)),
-                  dt == DType::F32 ? 1e-10 : 1e-4)
-            << "k " << k << " m " << m << " " << dt;
-        if (dt == DType::F32) {
-          EXPECT_LT(relative_error(got, x.matmul(wf.t())), 1e-4) << "k " << k << " m " << m;
+  SKIP_WITHOUT_ARRANGING();
+  for (const Arranging& c : arranging()) {
+    const IsaLimit limit(c.isa);
+    for (int64_t k : c.ks) {
+      const QTensor w = random_weight(c.q, kRows, k, 10 + static_cast<uint64_t>(k));
+      const QTensor a = w.arrange();
+      ASSERT_TRUE(a.arranged()) << what(c, k);
+      const Tensor wf = quant::dequantize(w);
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40, 100}) {
+        manual_seed(100 + static_cast<uint64_t>(m));
+        for (DType dt : {DType::F32, DType::BF16}) {
+          const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0).to_dtype(dt);
+          const Tensor got = quant::qmatmul(x, a);
+          EXPECT_EQ(got.dtype(), dt);
+          // Many rows of x take other kernels for plain blocks (the GEMM, x rounded per super-block).
+          const double plain_tolerance = m > 8 ? 1e-4 : dt == DType::F32 ? 1e-10 : 1e-4;
+          EXPECT_LT(relative_error(got.to_dtype(DType::F32), quant::qmatmul(x, w).to_dtype(DType::F32)),
+                    plain_tolerance)
+              << what(c, k) << " m " << m << " " << dt;
+          if (dt == DType::F32) {
+            EXPECT_LT(relative_error(got, x.matmul(wf.t())), 1e-4) << what(c, k) << " m " << m;
+          }
         }
       }
     }
@@ -108,38 +174,95 @@ TEST(QuantArranged, ProductsMatchThoseOfThePlainBlocks) {
 // in one order for any count of rows (the last rows of the weight, through the kernels of plain
 // blocks, are left out: those may change their order with the count).
 TEST(QuantArranged, RowsOfXDoNotDependOnTheBatch) {
-  const int64_t k = 1024, groups = kRows / 16 * 16;
-  const QTensor w = random_weight(QType::Q4_0, kRows, k, 20);
-  ARRANGED_OR_SKIP(a, w);
-  manual_seed(21);
-  const Tensor x = Tensor::rand_normal({40, k}, 0.0, 1.0);
-  const Tensor all = quant::qmatmul(x, a).narrow(1, 0, groups);
-  for (int64_t t : {0, 7, 8, 23, 39}) {
-    EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t, 1), a).narrow(1, 0, groups)), bits_of(all.narrow(0, t, 1)))
-        << "row " << t << " of 40";
-    EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t / 8 * 8, std::min<int64_t>(8, 40 - t / 8 * 8)), a)
-                          .narrow(0, t % 8, 1)
-                          .narrow(1, 0, groups)),
-              bits_of(all.narrow(0, t, 1)))
-        << "row " << t << " in a tile of 8";
+  SKIP_WITHOUT_ARRANGING();
+  const int64_t groups = kRows / 16 * 16;
+  for (const Arranging& c : arranging()) {
+    const IsaLimit limit(c.isa);
+    const int64_t k = c.ks.back();
+    const QTensor w = random_weight(c.q, kRows, k, 20);
+    const QTensor a = w.arrange();
+    ASSERT_TRUE(a.arranged()) << what(c, k);
+    manual_seed(21);
+    const Tensor x = Tensor::rand_normal({40, k}, 0.0, 1.0);
+    const Tensor all = quant::qmatmul(x, a).narrow(1, 0, groups);
+    for (int64_t t : {0, 7, 8, 23, 39}) {
+      EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t, 1), a).narrow(1, 0, groups)), bits_of(all.narrow(0, t, 1)))
+          << "row " << t << " of 40, " << what(c, k);
+      EXPECT_EQ(bits_of(quant::qmatmul(x.narrow(0, t / 8 * 8, std::min<int64_t>(8, 40 - t / 8 * 8)), a)
+                            .narrow(0, t % 8, 1)
+                            .narrow(1, 0, groups)),
+                bits_of(all.narrow(0, t, 1)))
+          << "row " << t << " in a tile of 8, " << what(c, k);
+    }
   }
 }
 
-// Where a test lowers the instruction set below the arranged kernel's, an arranged weight's product
-// is that of its plain blocks under the same limit, bit for bit.
-TEST(QuantArranged, LoweredInstructionSetsTakeThePlainBlocks) {
-  const int64_t k = 512;
-  const QTensor w = random_weight(QType::Q4_0, kRows, k, 30);
-  ARRANGED_OR_SKIP(a, w);
-  for (qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2}) {
-    if (isa > qdot::best_isa()) continue;
-    for (int64_t m : {1, 6, 20}) {
-      manual_seed(31 + static_cast<uint64_t>(m));
-      const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
-      const qdot::Isa was = qdot::set_isa_limit(isa);
-      const std::vector<uint32_t> got = bits_of(quant::qmatmul(x, a)), want = bits_of(quant::qmatmul(x, w));
-      qdot::set_isa_limit(was);
-      EXPECT_EQ(got, want) << "isa " << static_cast<int>(isa) << " m " << m;
+// The rows an embedding gathers, from an arranged weight (a tied head) as from its plain blocks: the
+// same bytes, in the ids' order, rows of one group and of the last rows (fewer than a group) mixed,
+// repeated ids, i32 ids; and the errors.
+TEST(QuantArranged, IndexSelectGivesThePlainRows) {
+  SKIP_WITHOUT_ARRANGING();
+  const std::vector<int64_t> ids = {36, 0, 17, 3, 17, 31, 32, 15, 16, 0};
+  for (const Arranging& c : arranging()) {
+    const IsaLimit limit(c.isa);
+    const int64_t k = c.ks.back();
+    const QTensor w = random_weight(c.q, kRows, k, 40);
+    const QTensor a = w.arrange();
+    ASSERT_TRUE(a.arranged()) << what(c, k);
+    const Tensor want = w.bytes().index_select(Tensor::from_vector(ids, {10}), 0);
+    for (const QTensor& v : {w, a}) {
+      for (DType dt : {DType::I64, DType::I32}) {
+        const QTensor got = v.index_select(Tensor::from_vector(ids, {10}).to_dtype(dt));
+        EXPECT_FALSE(got.arranged());
+        EXPECT_EQ(got.rows(), 10);
+        EXPECT_EQ(got.cols(), k);
+        EXPECT_EQ(bytes_of(got), want.reshape({want.numel()}).to_vector<uint8_t>()) << what(c, k) << " " << dt;
+      }
+      EXPECT_EQ(v.index_select(Tensor::from_vector(std::vector<int64_t>{}, {0})).rows(), 0);
+      EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{1, kRows}, {2})), IndexError);
+      EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{-1}, {1})), IndexError);
+      EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{1, 2}, {1, 2})), ShapeError);
+      EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<float>{1}, {1})), ShapeError);
+    }
+  }
+}
+
+// Where the instruction set changes under an arranged weight to one that does not arrange it, its
+// product is that of its plain blocks under the new limit, bit for bit. Q4_0, which AVX2 and
+// AVX-512 VNNI arrange alike, gets the same bits from either kernel for its groups of rows (the same
+// integer sums, the same float arithmetic after them); its last rows, fewer than a group, lie as
+// they were and take the row kernels of the limit in force.
+TEST(QuantArranged, ChangedInstructionSetsTakeThePlainBlocksOrTheSameBits) {
+  SKIP_WITHOUT_ARRANGING();
+  const int64_t k = 512, groups = kRows / 16 * 16;
+  for (const Arranging& c : arranging()) {
+    const QTensor w = random_weight(c.q, kRows, k, 30);
+    QTensor a;
+    {
+      const IsaLimit limit(c.isa);
+      a = w.arrange();
+    }
+    ASSERT_TRUE(a.arranged()) << what(c, k);
+    for (qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+      if (isa > qdot::best_isa() || isa == c.isa) continue;
+      for (int64_t m : {1, 6, 20}) {
+        manual_seed(31 + static_cast<uint64_t>(m));
+        const Tensor x = Tensor::rand_normal({m, k}, 0.0, 1.0);
+        Tensor got, want;
+        bool alike = false;
+        {
+          const IsaLimit limit(isa);
+          got = quant::qmatmul(x, a);
+          alike = w.arrange().arranged();
+          if (!alike) want = quant::qmatmul(x, w);
+        }
+        if (alike) {
+          const IsaLimit limit(c.isa);
+          got = got.narrow(1, 0, groups);
+          want = quant::qmatmul(x, a).narrow(1, 0, groups);
+        }
+        EXPECT_EQ(bits_of(got), bits_of(want)) << what(c, k) << ", then " << qdot::isa_name(isa) << ", m " << m;
+      }
     }
   }
 }

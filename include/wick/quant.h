@@ -89,8 +89,9 @@ class QTensor {
   QTensor to_device(Device device) const;
 
   // The same weight with its blocks rearranged as its device's products read them fastest, in as
-  // many bytes (a copy): on the CPU with AVX-512 VNNI, Q4_0's blocks 16 rows at a time, so that a
-  // product streams the weight once instead of regrouping its rows on every call
+  // many bytes (a copy): on the CPU with AVX2 or AVX-512 VNNI, Q4_0's blocks 16 rows at a time (and
+  // Q8_0's, Q4_K's and Q6_K's where AVX2's kernels are the best), so that a product streams the weight once,
+  // each row in its own vector lane, instead of regrouping its rows on every call
   // (docs/quantization.md). This QTensor where the device keeps the format as it is, or when it is
   // arranged already. qmatmul and dequantize take either, and give an arranged weight's product
   // the same bits for each row of x whatever the other rows; bytes() are then no GGUF tensor's:
@@ -102,6 +103,11 @@ class QTensor {
   static constexpr int64_t kArrangedRows = 16;
   // The blocks in GGUF's order: a copy where arranged(), else this QTensor.
   QTensor plain() const;
+  // The rows ids names (one i64 or i32 dimension, on any device), in that order, as a new weight of
+  // as many rows in GGUF's order, arranged() or not: what an embedding gathers per token. Only the
+  // groups of an arranged weight that hold the rows are made plain. ShapeError for other ids;
+  // IndexError naming the first id outside [0, rows).
+  QTensor index_select(const Tensor& ids) const;
 
  private:
   QType qtype_ = QType::Q4_0;

@@ -210,7 +210,9 @@ void LlamaModel::arrange_linears() {
       l.stacked_down = l.stacked_down.arrange();
     }
   }
-  if (!tied) output_ = output_.arranged();
+  // A tied head is the embedding: arranged once for both (embed() gathers its rows from it).
+  output_ = output_.arranged();
+  if (tied) embedding_.quantized = output_.quantized;
 }
 
 LlamaModel LlamaModel::from_gguf(const io::GgufFile& f, Device device, DType dtype, const dist::Communicator& comm,
@@ -424,10 +426,9 @@ Tensor LlamaModel::embed(const Tensor& tokens) const {
   if (!embedding_.quantized.defined()) {
     x = embedding_.dense.index_select(ids, 0);
   } else {
-    // The rows' blocks, gathered, then dequantized: only the rows the tokens use.
-    const quant::QTensor& q = embedding_.quantized;
-    const quant::QTensor rows(q.qtype(), tokens.numel(), q.cols(), q.plain().bytes().index_select(ids, 0));
-    x = quant::dequantize(rows, dtype_);
+    // The rows' blocks, gathered (from an arranged head too, where the embedding is tied), then
+    // dequantized: only the rows the tokens use.
+    x = quant::dequantize(embedding_.quantized.index_select(ids), dtype_);
   }
   if (ranks_ > 1) x = reduce(x * mine);
   // Gemma's embedding is scaled by sqrt(dim) (in f32, as llama.cpp; transformers rounds the factor

@@ -16,6 +16,7 @@
 #include "core/checks.h"
 #include "cpu/parallel.h"
 #include "quant/quant_ops.h"
+#include "wick/ops.h"
 
 namespace wick::quant {
 
@@ -166,6 +167,50 @@ QTensor QTensor::plain() const {
                        DType::U8);
   p.arranged_ = false;
   return p;
+}
+
+QTensor QTensor::index_select(const Tensor& ids) const {
+  check_defined("QTensor::index_select", *this);
+  if (!ids.defined() || ids.rank() != 1 || (ids.dtype() != DType::I64 && ids.dtype() != DType::I32))
+    throw ShapeError(
+        ::wick::detail::str_cat("QTensor::index_select: ids must be one i64 or i32 dimension, not ",
+                                ids.defined() ? ::wick::detail::str_cat(ids.dtype(), " ", ids.shape()) : "undefined"));
+  const int64_t n = ids.numel();
+  if (!arranged_) return QTensor(qtype_, n, cols_, bytes_.index_select(ids.to_device(device()), 0));
+  // The groups of kArrangedRows rows that hold the ids, each once, made plain; then each id's row.
+  // Rows past the last whole group lie as they were, after the groups' rows.
+  const std::vector<int64_t> id = ids.to_dtype(DType::I64).to_device(Device::cpu()).to_vector<int64_t>();
+  const int64_t whole = rows_ / kArrangedRows * kArrangedRows;
+  std::vector<int64_t> groups, slot(static_cast<size_t>(whole / kArrangedRows), -1), pick(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = id[static_cast<size_t>(i)];
+    if (r < 0 || r >= rows_)
+      throw IndexError(::wick::detail::str_cat("QTensor::index_select: row ", r, " (index ", i, ") of a ", qtype_,
+                                               " weight of ", rows_, " rows"));
+    if (r >= whole) continue;
+    int64_t& s = slot[static_cast<size_t>(r / kArrangedRows)];
+    if (s < 0) {
+      s = static_cast<int64_t>(groups.size());
+      groups.push_back(r / kArrangedRows);
+    }
+    pick[static_cast<size_t>(i)] = s * kArrangedRows + r % kArrangedRows;
+  }
+  const auto taken = static_cast<int64_t>(groups.size()) * kArrangedRows;
+  for (int64_t i = 0; i < n; ++i)
+    if (id[static_cast<size_t>(i)] >= whole) pick[static_cast<size_t>(i)] = taken + id[static_cast<size_t>(i)] - whole;
+  const int64_t row = quant::row_bytes(qtype_, cols_);
+  std::vector<Tensor> parts;
+  if (!groups.empty()) {
+    QTensor g(qtype_, taken, cols_,
+              bytes_.narrow(0, 0, whole)
+                  .reshape({whole / kArrangedRows, kArrangedRows * row})
+                  .index_select(Tensor::from_vector(groups, {static_cast<int64_t>(groups.size())}, device()), 0));
+    g.arranged_ = true;
+    parts.push_back(g.plain().bytes_);
+  }
+  if (whole < rows_) parts.push_back(bytes_.narrow(0, whole, rows_ - whole));
+  const Tensor all = parts.size() == 1 ? parts.front() : cat(parts, 0);
+  return QTensor(qtype_, n, cols_, all.index_select(Tensor::from_vector(pick, {n}, device()), 0));
 }
 
 // ---- quantize ---------------------------------------------------------------------------------

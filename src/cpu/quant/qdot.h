@@ -63,7 +63,7 @@ struct XRows {
 // The instruction sets of the SIMD kernels, in order.
 enum class Isa : int {
   None,        // no SIMD kernel: the caller's portable loop
-  Avx2,        // AVX2 and FMA: 32 bytes per unit, maddubs + madd
+  Avx2,        // AVX2, FMA and F16C: 32 bytes per unit, maddubs + madd
   Avx512Vnni,  // AVX-512 (F, BW, VL) with VNNI: two units per 64-byte vector, dpbusd
 };
 

@@ -30,6 +30,7 @@
 // once they are inlined here: a false report, silenced for this file from the header on.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define WICK_QDOT_X86 0
@@ -800,7 +801,11 @@ Isa best_isa() {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512vnni"))
       return Isa::Avx512Vnni;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
+    // F16C (the AVX2 kernels' conversions of f16 scales) from CPUID leaf 1, ECX bit 29: not every
+    // compiler's __builtin_cpu_supports knows it.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) return Isa::Avx2;
     return Isa::None;
   }();
   return best;

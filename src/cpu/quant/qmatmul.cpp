@@ -219,12 +219,24 @@ StoragePtr CpuQuantKernels::matmul_arranged(const View& x, const Storage& w, QTy
   return product(x, w, qtype, rows, cols, true);
 }
 
+CpuQuantKernels::Path CpuQuantKernels::path(QType qtype, int64_t cols, int64_t m, bool arranged) {
+  if (batch_invariant() || m <= kMaxDotRows) return Path::Rows;
+  // Arranged weights keep their kernel, but for Q8_0 (arranged only where AVX2's kernels are the
+  // best) from kAvx2GemmFromRows rows, where the GEMM stays the faster (plain() first).
+  if (arranged) return qtype == QType::Q8_0 && m >= kAvx2GemmFromRows ? Path::Gemm : Path::Rows;
+  if (superblock::takes(qtype, cols)) return Path::Superblock;
+  const qdot::Isa isa = qdot::active_isa();
+  if (isa == qdot::Isa::None || (isa == qdot::Isa::Avx2 && m >= kAvx2GemmFromRows)) return Path::Gemm;
+  return Path::Rows;
+}
+
 StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype, int64_t rows, int64_t cols,
                                     bool arranged) const {
   const int64_t m = x.layout.numel() / cols;
-  const qdot::Isa isa = qdot::active_isa();
-  if (!batch_invariant() && m > kMaxDotRows && !arranged && superblock::takes(qtype, cols)) {
-    // Many rows of Q4_K, Q5_K or Q6_K where the SIMD kernels are AVX2's: x rounded per super-block.
+  const Path taken = path(qtype, cols, m, arranged);
+  if (taken == Path::Superblock) {
+    // Many rows of plain Q4_K, Q5_K or Q6_K where the SIMD kernels are AVX2's: x rounded per
+    // super-block.
     StoragePtr out = backend_.alloc(x.dtype, m * rows);
     dispatch(x.dtype, [&]<typename T>() {
       if constexpr (rows::kTakes<T>) {
@@ -236,11 +248,10 @@ StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype
     });
     return out;
   }
-  if (!batch_invariant() && m > kMaxDotRows &&
-      (isa == qdot::Isa::None || (isa == qdot::Isa::Avx2 && m >= kAvx2GemmFromRows))) {
+  if (taken == Path::Gemm) {
     // Many rows and no SIMD kernels, or AVX2's past kAvx2GemmFromRows: the weight dequantized once
     // to f32, then the GEMM (OpenBLAS).
-    StoragePtr wf = dequantize(w, qtype, rows, cols, DType::F32);
+    StoragePtr wf = dequantize(arranged ? *plain(w, qtype, rows, cols) : w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
     if (x.dtype == DType::F32) return backend_.matmul(x, View{*wf, wt, DType::F32});
     StoragePtr xf = backend_.cast(x, DType::F32);
@@ -296,8 +307,9 @@ StoragePtr CpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
     const int64_t e = entry[3 * i], first = entry[3 * i + 1], end = entry[3 * i + 2];
     check_group(i, e, first, end, experts, p, backend_.name());
     if (end == first) continue;
-    // Many rows where the machine has no SIMD kernels go through product()'s GEMM: the composition.
-    if (end - first > kMaxDotRows && !batch_invariant() && qdot::active_isa() == qdot::Isa::None) return nullptr;
+    // Rows that product() gives to another kernel than the row kernels (the GEMM, or x rounded per
+    // super-block): the composition, which calls it.
+    if (path(qtype, cols, end - first, arranged) != Path::Rows) return nullptr;
     list.push_back({e, first, end - first});
     start.push_back(start.back() + end - first);
   }

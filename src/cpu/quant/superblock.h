@@ -14,7 +14,9 @@
 // Per 32 values and pair of rows that is one maddubs (bytes to 16-bit pairs) and one madd by the
 // scales (to 32 bits), where qdot.h's per-32 rounding of x takes a float multiply per group as
 // well. x's coarser rounding is llama.cpp's for every K-quant product; the decode kernels (at most
-// qdot::kMaxRows rows of x) and batch-invariant mode keep qdot.h's per-32 rounding.
+// qdot::kMaxRows rows of x) and batch-invariant mode keep qdot.h's per-32 rounding. Arranged Q4_K
+// and Q6_K (arranged.h: a model's own copy of its weights) take their own kernel for every row
+// count instead; this one takes those read in place from a file, and Q5_K.
 #pragma once
 
 #include <cstdint>
