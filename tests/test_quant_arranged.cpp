@@ -219,6 +219,11 @@ TEST(QuantArranged, IndexSelectGivesThePlainRows) {
         EXPECT_EQ(bytes_of(got), want.reshape({want.numel()}).to_vector<uint8_t>()) << what(c, k) << " " << dt;
       }
       EXPECT_EQ(v.index_select(Tensor::from_vector(std::vector<int64_t>{}, {0})).rows(), 0);
+      const QTensor whole = QTensor(c.q, 32, k, v.plain().bytes().narrow(0, 0, 32)).arrange();  // no last rows
+      EXPECT_EQ(whole.index_select(Tensor::from_vector(std::vector<int64_t>{}, {0})).rows(), 0);
+      EXPECT_EQ(bytes_of(whole.index_select(Tensor::from_vector(std::vector<int64_t>{31, 0}, {2}))),
+                bytes_of(QTensor(c.q, 2, k,
+                                 w.bytes().index_select(Tensor::from_vector(std::vector<int64_t>{31, 0}, {2}), 0))));
       EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{1, kRows}, {2})), IndexError);
       EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{-1}, {1})), IndexError);
       EXPECT_THROW(v.index_select(Tensor::from_vector(std::vector<int64_t>{1, 2}, {1, 2})), ShapeError);

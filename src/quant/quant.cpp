@@ -176,7 +176,7 @@ QTensor QTensor::index_select(const Tensor& ids) const {
         ::wick::detail::str_cat("QTensor::index_select: ids must be one i64 or i32 dimension, not ",
                                 ids.defined() ? ::wick::detail::str_cat(ids.dtype(), " ", ids.shape()) : "undefined"));
   const int64_t n = ids.numel();
-  if (!arranged_) return QTensor(qtype_, n, cols_, bytes_.index_select(ids.to_device(device()), 0));
+  if (!arranged_ || n == 0) return QTensor(qtype_, n, cols_, bytes_.index_select(ids.to_device(device()), 0));
   // The groups of kArrangedRows rows that hold the ids, each once, made plain; then each id's row.
   // Rows past the last whole group lie as they were, after the groups' rows.
   const std::vector<int64_t> id = ids.to_dtype(DType::I64).to_device(Device::cpu()).to_vector<int64_t>();
