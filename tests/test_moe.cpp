@@ -393,11 +393,15 @@ TEST_P(MoeTest, GroupedProductsAreEachRowsExpertsProduct) {
           const Tensor all = cat(want, 0);
           // Each row alone rounds x to 8 bits as the grouped kernel does; many rows of one expert go
           // through the dequantized weight and the GEMM, which does not, or (the CPU's AVX2 kernels,
-          // K-quants) round x per super-block of 256 values, as qmatmul of those rows does.
+          // K-quants) round x per super-block of 256 values, as qmatmul of those rows does. A GPU's
+          // Q4_K groups of 4 rows or more a launch round it per super-block too (the 8-bit matrix
+          // units' kernel), and a row alone per 32 values.
           int64_t largest = 0;
           for (size_t i = 0; i < g.size(); i += 3) largest = std::max(largest, g[i + 2] - g[i + 1]);
-          const bool superblock = device().is_cpu() && cpu::qdot::active_isa() == cpu::qdot::Isa::Avx2 &&
-                                  (q == quant::QType::Q4_K || q == quant::QType::Q6_K) && largest > 8;
+          const bool superblock = device().is_cpu()
+                                      ? cpu::qdot::active_isa() == cpu::qdot::Isa::Avx2 &&
+                                            (q == quant::QType::Q4_K || q == quant::QType::Q6_K) && largest > 8
+                                      : q == quant::QType::Q4_K && c.max_rows >= 4;
           const float tolerance = (c.max_rows > 64 || superblock ? 3e-2f
                                    : dtype == DType::F32         ? 1e-4f
                                                                  : 1e-2f) *
@@ -502,9 +506,9 @@ TEST_P(MoeTest, DenseGroupedProductsAreEachRowsExpertsProduct) {
 // of x a chunk), weights of a partial tile (96 rows) and of several, k long enough to be split into
 // ranges (the larger stack), empty groups, rows no group names, a group of more rows than max_rows,
 // and a recorded call whose groups pass 64 rows (more than one chunk): each group's rows are that
-// group's qmatmul (x rounded to 8 bits alike up to 32 rows: within the order of the float sums) and
-// the exact dequantized product (within the rounding of x). On the CPU the same calls check its
-// grouped kernel.
+// group's qmatmul (x rounded to 8 bits alike from 4 rows to 32, per super-block: within the order of
+// the float sums) and the exact dequantized product (within the rounding of x). On the CPU the same
+// calls check its grouped kernel.
 TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
   struct Case {
     int64_t experts, rows, cols, p;
@@ -543,8 +547,9 @@ TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
         const Tensor exact = xf.narrow(0, first, m).matmul(wf.narrow(0, e * c.rows, c.rows).t());
         const float scale = 1 + exact.abs().max().item<float>();
         // Past 32 rows a GPU's qmatmul takes the dequantized weight and the GEMM, which leaves x
-        // unrounded.
-        const float apart = m > 32 ? 3e-2f : dtype == DType::F32 ? 1e-4f : 1e-2f;
+        // unrounded; below 4 the integer dots, which round it per 32 values.
+        const bool rounded_alike = device() == Device::cpu() || (m >= 4 && m <= 32);
+        const float apart = !rounded_alike ? 3e-2f : dtype == DType::F32 ? 1e-4f : 1e-2f;
         EXPECT_LT(max_abs_diff(mine, alone), apart * scale) << "group " << i;
         EXPECT_LT(max_abs_diff(mine, exact), 3e-2f * scale) << "group " << i;
         covered.narrow(0, first, m).copy_from(Tensor::ones({m, c.rows}, DType::F32));

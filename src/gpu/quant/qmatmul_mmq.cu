@@ -47,8 +47,8 @@ bool launch_mmq(GpuBackend& b, const uint8_t* w, int64_t n, int64_t k, const T* 
                split_steps,
                streamed,
                nullptr};
-  // x rounded once for every item (the integer-dot kernels' rounding).
-  const XRounding rounded = round_x_once(b, x, p, k);
+  // x rounded once for every item, per super-block.
+  const XRounding rounded = round_x_super(b, x, p, k);
   args.rx = rounded.rx;
   StoragePtr part;
   const int64_t units = tiles * steps, blocks = streamed ? std::min(units, capacity) : 0;

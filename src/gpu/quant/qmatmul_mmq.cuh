@@ -1,8 +1,9 @@
 // Q4_K products of a few to a few dozen rows of x on the 8-bit integer matrix units (mma::FragA8),
-// as ggml's MMQ kernels work: x rounded to 8 bits per 32 values (round_x_kernel, the integer-dot
-// kernels' rounding value for value), the weight's 4-bit quants taken as they lie, each 32-value
-// group's integer products in one matrix product, then the dot kernels' arithmetic in f32:
-//   y += (d_x * d * sc) * (q_x . q) - (d_x * sum q_x) * (dmin * m).
+// as ggml's MMQ kernels work: x rounded to 8 bits per super-block of 256 values (round_x_super_kernel,
+// cpu/quant/superblock.h's rounding value for value), the weight's 4-bit quants taken as they lie,
+// each 32-value group's integer products in one matrix product, weighted by the group's integer
+// scale and added in 32 bits over the super-block, which then meets floats once:
+//   y += (d_x * d) * sum_g sc_g (q_x . q)_g - dmin * sum_g m_g (d_x * sum q_x)_g.
 // The work comes in items of kMmqN weight rows, a range of k and chunks of up to 8 * NT rows of x,
 // the rows of one group of quant::qmatmul_grouped (an expert's weight and the rows of x that chose
 // it) or of the whole product (a group of more rows than the launch was sized for takes its chunks
@@ -41,8 +42,9 @@ constexpr int kMmqScaleWords = kMmqUnits * static_cast<int>(sizeof(kq::ActScale)
 // Bytes of a row of x's scales in shared memory: one 16-byte word more than they take, so that the
 // lanes reading one unit of 4 even (or odd) rows meet 4 different banks.
 constexpr int kMmqXsLd = 16 * (kMmqScaleWords + 1);
-// Floats of a weight row in a wave's table of scales: its groups' d * sc, then its dmin (at kMmqUnits),
-// then padding, so that 8 lanes reading 8 rows meet 8 different banks.
+// Words of a weight row in a wave's table of scales: its groups' integer scales sc, then its d (at
+// kMmqUnits) and dmin (at kMmqUnits + 1) as floats, then padding, so that 8 lanes reading 8 rows meet
+// 8 different banks.
 constexpr int kMmqScaleLd = 12;
 constexpr int kMmqThreads = kMmqWaves * mma::kWave;
 // Steps per block at the least for a streamed launch (MmqArgs::streamed): with fewer, each block's
@@ -52,7 +54,7 @@ constexpr int64_t kMmqStreamSteps = 4;
 constexpr int kMmqWeightWords = kMmqN * kMmqBlockWords;  // 16-byte words of a step's weight blocks
 constexpr int kMmqWeightCopies = (kMmqWeightWords + kMmqThreads - 1) / kMmqThreads;  // a thread's
 static_assert(sizeof(kq::BlockQ4_K) % 16 == 0 && kq::Format<QType::Q4_K>::kValues == kMmqK);
-static_assert(kMmqUnits * sizeof(kq::ActScale) % 16 == 0 && kMmqUnits == 8 && kMmqScaleLd > kMmqUnits);
+static_assert(kMmqUnits * sizeof(kq::ActScale) % 16 == 0 && kMmqUnits == 8 && kMmqScaleLd > kMmqUnits + 1);
 
 // NT tiles of 8 rows of x an item.
 template <int NT>
@@ -101,6 +103,71 @@ __host__ __device__ inline int64_t mmq_stream_first(int64_t units, int64_t block
 }
 __host__ __device__ inline int64_t mmq_stream_block(int64_t units, int64_t blocks, int64_t u) {
   return ((u + 1) * blocks - 1) / units;
+}
+
+// x rounded per super-block of kMmqK values for this kernel (as ggml's Q8_K, and the CPU's
+// cpu/quant/superblock.h, value for value): d = max |x| / 127 over the super-block, q = round(x / d),
+// in RoundedX's layout, every unit of a super-block holding the same d (and d times the sums of its
+// halves' q). With one d_x per step, a step's eight groups are summed in integers, each weighted by
+// its integer scale, and meet floats once (mmq_q4k_kernel). 32 lanes a super-block, 8 values a lane:
+// lane l holds values [8 l, 8 l + 8), half (l % 4) / 2 of unit l / 4.
+constexpr int kSuperLanes = 32;
+constexpr int kSuperValues = kMmqK / kSuperLanes;
+static_assert(kSuperValues == 8 && kq::kUnit / kSuperValues == 4);
+
+template <typename T>
+__global__ __launch_bounds__(kThreads) void round_x_super_kernel(const T* x, int64_t blocks, RoundedX r) {
+  start_after_inputs();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, block = i / kSuperLanes;
+  const int lane = static_cast<int>(i % kSuperLanes), part = lane % 4;
+  // Every lane of a super-block takes part in the exchanges; those past the last hold zeros.
+  float v[kSuperValues];
+  if (block < blocks) {
+    load_values<kSuperValues>(x + block * kMmqK + kSuperValues * lane, reinterpret_cast<uintptr_t>(x) % 16 == 0, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kSuperValues; ++e) v[e] = 0.f;
+  }
+  float amax = 0.f;
+#pragma unroll
+  for (int e = 0; e < kSuperValues; ++e) amax = fmaxf(amax, fabsf(v[e]));
+#pragma unroll
+  for (int mask = 1; mask < kSuperLanes; mask *= 2) amax = fmaxf(amax, shfl_xor(amax, mask, kSuperLanes));
+  const float d = amax / 127.f;
+  const float id = d != 0.f ? 1.f / d : 0.f;
+  uint32_t word[2] = {};
+  int sum = 0;
+#pragma unroll
+  for (int e = 0; e < kSuperValues; ++e) {
+    const int q = static_cast<int>(roundf(v[e] * id));
+    word[e / 4] |= static_cast<uint32_t>(q & 0xff) << (8 * (e % 4));
+    sum += q;
+  }
+  sum += shfl_xor(sum, 1, kSuperLanes);  // the half's 16 values: this lane's and its neighbour's
+  if (block >= blocks) return;
+  const int64_t units_before = block * kMmqUnits, t = units_before / r.units;
+  const int64_t unit = units_before + lane / 4, u = unit - t * r.units;
+  uint4* at = r.words + (2 * t + part / 2) * r.units + u;
+  reinterpret_cast<uint2*>(at)[part % 2] = make_uint2(word[0], word[1]);
+  if (part == 0) {
+    r.scale[unit].d = d;
+    r.scale[unit].s0 = d * static_cast<float>(sum);
+  } else if (part == 2) {
+    r.scale[unit].s1 = d * static_cast<float>(sum);
+  }
+}
+
+// x (m rows of k values, k a multiple of kMmqK) rounded per super-block, into global memory.
+template <typename T>
+XRounding round_x_super(GpuBackend& b, const T* x, int64_t m, int64_t k) {
+  XRounding r;
+  r.rx = RoundedX{nullptr, nullptr, k / kq::kUnit};
+  r.storage = b.alloc(rounded_x_bytes(m, k));
+  r.rx.words = static_cast<uint4*>(r.storage->data());
+  r.rx.scale = reinterpret_cast<kq::ActScale*>(r.rx.words + 2 * m * r.rx.units);
+  const int64_t blocks = m * (k / kMmqK);
+  b.launch_early(round_x_super_kernel<T>, grid_for(blocks * kSuperLanes, kThreads), kThreads, 0, x, blocks, r.rx);
+  return r;
 }
 
 // kMinBlocks blocks of 8 waves per multiprocessor, as their shared memory allows (three for up to 8
@@ -252,9 +319,10 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
 
   // The wave's 16 weight rows (A) times L tiles of 8 rows of the item's x (B) over the step in
   // buffer `buf`, in two parts:
-  //   - each group's integer sums (q_x . q), scaled into f32 by (d_x * d * sc): the groups go pair by
-  //     pair, a pair's 32 bytes of quants holding its first group in their low nibbles and its
-  //     second in their high;
+  //   - each group's integer sums (q_x . q) times its integer scale sc, added in 32 bits over the
+  //     step (at most 8 x 63 x 32 x 15 x 127), then scaled into f32 once by (d_x * d): the groups go
+  //     pair by pair, a pair's 32 bytes of quants holding its first group in their low nibbles and
+  //     its second in their high;
   //   - the minimums' part, dmin * sum over the step's groups of m * (d_x * sum q_x), one tf32
   //     product of the groups' m (exact: 6 bits) by x's sums, split into their tf32 part and the
   //     tf32 part of the rest (two products, so that it keeps about f32's precision).
@@ -266,12 +334,13 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
     constexpr int L = decltype(tiles)::value;
     const uint4* rows = weight(buf) + wave * 16 * kMmqBlockWords;
     const uint8_t* xs = xscale(buf);
-    auto x_d = [&](int t, int g) {  // d_x of group g of row t
-      return reinterpret_cast<const kq::ActScale*>(xs + t * kMmqXsLd)[g].d;
+    auto x_d = [&](int t) {  // d_x of row t: every group of the step holds the super-block's
+      return reinterpret_cast<const kq::ActScale*>(xs + t * kMmqXsLd)->d;
     };
+    int* const scales = reinterpret_cast<int*>(table);
     // Each lane unpacks the scales and minimums of the pair of groups its tf32 A operand holds (k
-    // at_k(0) and at_k(2) are that pair's groups) for its two rows, at_m(0) and at_m(1); the d * sc
-    // of every row and group, and each row's dmin, go to the wave's table.
+    // at_k(0) and at_k(2) are that pair's groups) for its two rows, at_m(0) and at_m(1); the sc of
+    // every row and group, and each row's d and dmin, go to the wave's table.
     const int pair_of_lane = mma::at_k(0);
     mma::FragAT minimums;
 #pragma unroll
@@ -281,11 +350,10 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
       const uint32_t scale_words[3] = {head.y, head.z, head.w};
       int sc[2], mn[2];
       kq::k4_pair_scale_min(scale_words, pair_of_lane, sc, mn);
-      const float d = mma::f16_to_float(static_cast<uint16_t>(head.x));
-      *reinterpret_cast<float2*>(table + r * kMmqScaleLd + 2 * pair_of_lane) =
-          make_float2(d * static_cast<float>(sc[0]), d * static_cast<float>(sc[1]));
+      *reinterpret_cast<int2*>(scales + r * kMmqScaleLd + 2 * pair_of_lane) = make_int2(sc[0], sc[1]);
       if (pair_of_lane == 0)
-        table[r * kMmqScaleLd + kMmqUnits] = mma::f16_to_float(static_cast<uint16_t>(head.x >> 16));
+        *reinterpret_cast<float2*>(table + r * kMmqScaleLd + kMmqUnits) = make_float2(
+            mma::f16_to_float(static_cast<uint16_t>(head.x)), mma::f16_to_float(static_cast<uint16_t>(head.x >> 16)));
       minimums.r[j] = mma::tf32_bits(static_cast<float>(mn[0]));
       minimums.r[j + 2] = mma::tf32_bits(static_cast<float>(mn[1]));
     }
@@ -307,8 +375,13 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
       mma::mma_tf32(part, minimums, lo);
 #pragma unroll
       for (int i = 0; i < mma::kC8; ++i)
-        acc[nt][i] = fmaf(-table[mma::c8_row(i) * kMmqScaleLd + kMmqUnits], part.v[i], acc[nt][i]);
+        acc[nt][i] = fmaf(-table[mma::c8_row(i) * kMmqScaleLd + kMmqUnits + 1], part.v[i], acc[nt][i]);
     }
+    int sums[L][mma::kC8];
+#pragma unroll
+    for (int nt = 0; nt < L; ++nt)
+#pragma unroll
+      for (int i = 0; i < mma::kC8; ++i) sums[nt][i] = 0;
     const auto* quants = reinterpret_cast<const uint8_t*>(rows) + 16;  // past d, dmin and the scales
     const int8_t* xt = xq(buf);
 #pragma unroll
@@ -324,21 +397,28 @@ __global__ WICK_MMQ_LAUNCH_BOUNDS(MmqShape<NT>::kMinBlocks) void mmq_q4k_kernel(
         mma::FragA8 fa;
 #pragma unroll
         for (int j = 0; j < mma::kA8Words; ++j) fa.r[j] = (words[j] >> (4 * h)) & 0x0f0f0f0fu;
-        float ws[mma::kC8];
+        int sc[mma::kC8];
 #pragma unroll
-        for (int i = 0; i < mma::kC8; ++i) ws[i] = table[mma::c8_row(i) * kMmqScaleLd + g];
+        for (int i = 0; i < mma::kC8; ++i) sc[i] = scales[mma::c8_row(i) * kMmqScaleLd + g];
 #pragma unroll
         for (int nt = 0; nt < L; ++nt) {
           mma::FragB8 fb;
           mma::load_b8(fb, xt + nt * 8 * kMmqXLd + 32 * g, kMmqXLd);
-          mma::FragC8 sums{};
-          mma::mma_i8(sums, fa, fb);
+          mma::FragC8 dots{};
+          mma::mma_i8(dots, fa, fb);
 #pragma unroll
-          for (int i = 0; i < mma::kC8; ++i)
-            acc[nt][i] = fmaf(static_cast<float>(sums.v[i]), x_d(nt * 8 + mma::c8_col(i), g) * ws[i], acc[nt][i]);
+          for (int i = 0; i < mma::kC8; ++i) sums[nt][i] += dots.v[i] * sc[i];
         }
       }
     }
+    float d[mma::kC8];
+#pragma unroll
+    for (int i = 0; i < mma::kC8; ++i) d[i] = table[mma::c8_row(i) * kMmqScaleLd + kMmqUnits];
+#pragma unroll
+    for (int nt = 0; nt < L; ++nt)
+#pragma unroll
+      for (int i = 0; i < mma::kC8; ++i)
+        acc[nt][i] = fmaf(static_cast<float>(sums[nt][i]), x_d(nt * 8 + mma::c8_col(i)) * d[i], acc[nt][i]);
   };
   // compute over the item's tiles of x, rounded up to a power of two.
   auto compute_rows = [&](const Cursor& c, int buf) {
