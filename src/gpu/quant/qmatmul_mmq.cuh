@@ -64,7 +64,7 @@ struct MmqShape {
   // ahead, so that four blocks fit a multiprocessor (in 64 registers a thread): on an H200, Llama 3
   // 8B's products of 4 and 8 rows then took 15-27% less time for down (4096x14336, no longer
   // streamed), 4-5% less for q, k, v and 3-4% more for o than with two ahead and three blocks. For
-  // 16 rows, three blocks with one ahead (80 registers) took up to 12% more than two with two ahead.
+  // 16 rows, three blocks with one ahead (80 registers) took up to 13% more than two with two ahead.
   static constexpr int kStages = NT == 1 ? 2 : 3;
   // A buffer: the weight's blocks, x's bytes, x's scales.
   static constexpr size_t kWeight = size_t{kMmqN} * kMmqBlockWords * 16;
