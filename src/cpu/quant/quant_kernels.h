@@ -39,7 +39,7 @@ class CpuQuantKernels final : public QuantKernels {
   // Llama 3.2 1B-shape file's prompt of P tokens on 2 cores (wick limited to AVX2 on an AVX-512
   // machine, OpenBLAS's Haswell kernels), tokens/s, the AVX2 panels against the GEMM: Q4_0 P=64
   // 62.8 / 56.2, P=96 65.1 / 67.9, P=512 65.1 / 95.3; Q4_K_M 58.1 / 61.4, 59.1 / 65.8, 59.4 / 94.1;
-  // Q8_0 P=96 60.5 / 64.9 (docs/performance.md, "AVX2").
+  // Q8_0 P=96 60.5 / 64.9 (docs/performance-avx2.md).
   static constexpr int64_t kAvx2GemmFromRows = 96;
 
  private:
