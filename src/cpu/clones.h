@@ -6,8 +6,20 @@
 // scripts/check-clones checks every object for a resolver under each cloned function's own name.
 #pragma once
 
+//
+// Where one body cannot serve every target (a loop whose vectors must be as wide as the target's
+// registers), WICK_CPU_VERSIONS is 1 and each target gets a body of its own: GCC's function
+// multiversioning, the same three targets, resolved the same way:
+//   WICK_CPU_VERSION("arch=x86-64-v4") void f() { ... }   // AVX-512
+//   WICK_CPU_VERSION("arch=x86-64-v3") void f() { ... }   // AVX2, FMA
+//   WICK_CPU_VERSION("default") void f() { ... }          // the baseline, and the only one where
+//                                                         // WICK_CPU_VERSIONS is 0
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define WICK_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define WICK_CPU_VERSIONS 1
+#define WICK_CPU_VERSION(arch) __attribute__((target(arch)))
 #else
 #define WICK_CPU_CLONES
+#define WICK_CPU_VERSIONS 0
+#define WICK_CPU_VERSION(arch)
 #endif

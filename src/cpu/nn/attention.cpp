@@ -22,7 +22,7 @@ namespace {
 constexpr int64_t kRows = 64;  // query rows of a task
 constexpr int64_t kKeys = 64;  // keys of a tile
 
-// Elements of M in one 64-byte block: the width of the inner loops.
+// The padding of value rows and accumulators: 64 bytes of M, the widest vector of any target.
 template <typename M>
 inline constexpr int64_t kLanes = 64 / static_cast<int64_t>(sizeof(M));
 
@@ -52,118 +52,139 @@ void load_rows(const T* src, int64_t row_stride, int64_t step, int64_t n, int64_
   }
 }
 
-// Vectors of one 64-byte block of M, as GCC's and clang's vector extensions: each lane's arithmetic
-// is the scalar code's, product and sum rounded apart, whatever registers the target has. They are
-// never passed or returned by value, whose ABI depends on the target.
-template <typename M>
-struct BlockOf;
-template <>
-struct BlockOf<float> {
-  typedef float type __attribute__((vector_size(64)));
+// Vectors of kBytes of M (the width of the target's registers), as GCC's and clang's vector
+// extensions: each lane's arithmetic is the scalar code's, product and sum rounded apart. Wider
+// than the registers, GCC builds a vector times a scalar through the stack (AVX2 with 64 bytes:
+// 3.5 times the time of the loops below). They are never passed or returned by value, whose ABI
+// depends on the target.
+template <typename M, int kBytes>
+struct VecOf {
+  typedef M type __attribute__((vector_size(kBytes)));
 };
-template <>
-struct BlockOf<double> {
-  typedef double type __attribute__((vector_size(64)));
-};
-template <typename M>
-using Block = typename BlockOf<M>::type;
+template <typename M, int kBytes>
+using Vec = typename VecOf<M, kBytes>::type;
 
-template <typename M>
-[[gnu::always_inline]] inline void load_block(Block<M>& v, const M* p) {
+template <typename V, typename M>
+[[gnu::always_inline]] inline void load_vec(V& v, const M* p) {
   __builtin_memcpy(&v, p, sizeof v);
 }
 
-template <typename M>
-[[gnu::always_inline]] inline void store_block(M* p, const Block<M>& v) {
+template <typename V, typename M>
+[[gnu::always_inline]] inline void store_vec(M* p, const V& v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
+// Vectors a pass of the loops below keeps as sums: eight with two rows of scores, four with a row
+// of values, so that with their operands they fit in 16 registers.
+constexpr int64_t kPassVecs = 4;
+
 // s[r][j] = sum over c of q[r][c] * kt[c][j] for `rows` rows and the kKeys columns of the tile: two
-// rows at a time, so that each load of keys serves both, and every column of a row at once, so
-// that the sums are independent chains. Each sum runs in the order of c.
-template <typename M>
+// rows and kPassVecs vectors of keys at a time, so that each load of keys serves both rows and the
+// sums are independent chains. Each sum runs in the order of c, whatever the vectors' width.
+template <typename M, int kBytes>
 [[gnu::always_inline]] inline void scores_tile_of(const M* q, int64_t ldq, const M* kt, int64_t rows, int64_t d, M* s) {
-  constexpr int64_t W = kLanes<M>, kBlocks = kKeys / W;
+  using V = Vec<M, kBytes>;
+  constexpr int64_t W = kBytes / static_cast<int64_t>(sizeof(M)), kPass = kPassVecs * W;
+  static_assert(kKeys % kPass == 0);
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {
     const M* q0 = q + r * ldq;
     const M* q1 = q0 + ldq;
-    Block<M> a0[kBlocks] = {}, a1[kBlocks] = {};
-    for (int64_t c = 0; c < d; ++c) {
-      const M* kc = kt + c * kKeys;
-#pragma GCC unroll 8
-      for (int64_t b = 0; b < kBlocks; ++b) {
-        Block<M> kv;
-        load_block(kv, kc + b * W);
-        a0[b] += q0[c] * kv;
-        a1[b] += q1[c] * kv;
+    for (int64_t j0 = 0; j0 < kKeys; j0 += kPass) {
+      V a0[kPassVecs] = {}, a1[kPassVecs] = {};
+      for (int64_t c = 0; c < d; ++c) {
+        const M* kc = kt + c * kKeys + j0;
+#pragma GCC unroll 4
+        for (int64_t b = 0; b < kPassVecs; ++b) {
+          V kv;
+          load_vec(kv, kc + b * W);
+          a0[b] += q0[c] * kv;
+          a1[b] += q1[c] * kv;
+        }
       }
-    }
-    for (int64_t b = 0; b < kBlocks; ++b) {
-      store_block(s + r * kKeys + b * W, a0[b]);
-      store_block(s + (r + 1) * kKeys + b * W, a1[b]);
+#pragma GCC unroll 4
+      for (int64_t b = 0; b < kPassVecs; ++b) {
+        store_vec(s + r * kKeys + j0 + b * W, a0[b]);
+        store_vec(s + (r + 1) * kKeys + j0 + b * W, a1[b]);
+      }
     }
   }
   for (; r < rows; ++r) {
     const M* q0 = q + r * ldq;
-    Block<M> a0[kBlocks] = {};
-    for (int64_t c = 0; c < d; ++c) {
-#pragma GCC unroll 8
-      for (int64_t b = 0; b < kBlocks; ++b) {
-        Block<M> kv;
-        load_block(kv, kt + c * kKeys + b * W);
-        a0[b] += q0[c] * kv;
+    for (int64_t j0 = 0; j0 < kKeys; j0 += kPass) {
+      V a0[kPassVecs] = {};
+      for (int64_t c = 0; c < d; ++c) {
+#pragma GCC unroll 4
+        for (int64_t b = 0; b < kPassVecs; ++b) {
+          V kv;
+          load_vec(kv, kt + c * kKeys + j0 + b * W);
+          a0[b] += q0[c] * kv;
+        }
       }
+#pragma GCC unroll 4
+      for (int64_t b = 0; b < kPassVecs; ++b) store_vec(s + r * kKeys + j0 + b * W, a0[b]);
     }
-    for (int64_t b = 0; b < kBlocks; ++b) store_block(s + r * kKeys + b * W, a0[b]);
   }
 }
 
-// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of the lane width)
-// lanes, up to four blocks of lanes at a time (independent chains), each lane summed in the order
-// of j.
-template <typename M>
+// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of kLanes<M>) lanes,
+// kPassVecs vectors of lanes at a time (independent chains), each lane summed in the order of j.
+template <typename M, int kBytes>
 [[gnu::always_inline]] inline void weighted_sum_of(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M* o) {
-  constexpr int64_t W = kLanes<M>;
+  using V = Vec<M, kBytes>;
+  constexpr int64_t W = kBytes / static_cast<int64_t>(sizeof(M));
   int64_t cb = 0;
-  for (; cb + 4 * W <= ld; cb += 4 * W) {
-    Block<M> a[4];
-    for (int64_t b = 0; b < 4; ++b) load_block(a[b], o + cb + b * W);
+  for (; cb + kPassVecs * W <= ld; cb += kPassVecs * W) {
+    V a[kPassVecs];
+#pragma GCC unroll 4
+    for (int64_t b = 0; b < kPassVecs; ++b) load_vec(a[b], o + cb + b * W);
     for (int64_t j = j0; j < j1; ++j) {
 #pragma GCC unroll 4
-      for (int64_t b = 0; b < 4; ++b) {
-        Block<M> vj;
-        load_block(vj, v + j * ld + cb + b * W);
+      for (int64_t b = 0; b < kPassVecs; ++b) {
+        V vj;
+        load_vec(vj, v + j * ld + cb + b * W);
         a[b] += p[j] * vj;
       }
     }
-    for (int64_t b = 0; b < 4; ++b) store_block(o + cb + b * W, a[b]);
+#pragma GCC unroll 4
+    for (int64_t b = 0; b < kPassVecs; ++b) store_vec(o + cb + b * W, a[b]);
   }
   for (; cb < ld; cb += W) {
-    Block<M> a, vj;
-    load_block(a, o + cb);
+    V a, vj;
+    load_vec(a, o + cb);
     for (int64_t j = j0; j < j1; ++j) {
-      load_block(vj, v + j * ld + cb);
+      load_vec(vj, v + j * ld + cb);
       a += p[j] * vj;
     }
-    store_block(o + cb, a);
+    store_vec(o + cb, a);
   }
 }
 
-// The two loops compiled for each vector width the machine may have (cpu/clones.h): the same bits
-// on every one.
-WICK_CPU_CLONES void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {
-  scores_tile_of(q, ldq, kt, rows, d, s);
-}
-WICK_CPU_CLONES void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) {
-  scores_tile_of(q, ldq, kt, rows, d, s);
-}
-WICK_CPU_CLONES void weighted_sum(const float* p, const float* v, int64_t j0, int64_t j1, int64_t ld, float* o) {
-  weighted_sum_of(p, v, j0, j1, ld, o);
-}
-WICK_CPU_CLONES void weighted_sum(const double* p, const double* v, int64_t j0, int64_t j1, int64_t ld, double* o) {
-  weighted_sum_of(p, v, j0, j1, ld, o);
-}
+// The two loops for each target (cpu/clones.h), with vectors of its registers' width: the same
+// bits on every one.
+#define WICK_ATTENTION_LOOPS(arch, bytes)                                                                \
+  WICK_CPU_VERSION(arch)                                                                                 \
+  void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {    \
+    scores_tile_of<float, bytes>(q, ldq, kt, rows, d, s);                                                \
+  }                                                                                                      \
+  WICK_CPU_VERSION(arch)                                                                                 \
+  void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) { \
+    scores_tile_of<double, bytes>(q, ldq, kt, rows, d, s);                                               \
+  }                                                                                                      \
+  WICK_CPU_VERSION(arch)                                                                                 \
+  void weighted_sum(const float* p, const float* v, int64_t j0, int64_t j1, int64_t ld, float* o) {      \
+    weighted_sum_of<float, bytes>(p, v, j0, j1, ld, o);                                                  \
+  }                                                                                                      \
+  WICK_CPU_VERSION(arch)                                                                                 \
+  void weighted_sum(const double* p, const double* v, int64_t j0, int64_t j1, int64_t ld, double* o) {   \
+    weighted_sum_of<double, bytes>(p, v, j0, j1, ld, o);                                                 \
+  }
+#if WICK_CPU_VERSIONS
+WICK_ATTENTION_LOOPS("arch=x86-64-v4", 64)
+WICK_ATTENTION_LOOPS("arch=x86-64-v3", 32)
+#endif
+WICK_ATTENTION_LOOPS("default", 16)
+#undef WICK_ATTENTION_LOOPS
 
 // The maximum of s[a, e) in four independent lanes (so that the loop vectorizes without
 // reassociation flags); max is the same value in any order.
