@@ -11,6 +11,7 @@
 #include "core/dispatch.h"
 #include "cpu/clones.h"
 #include "cpu/nn/nn_kernels.h"
+#include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
 #include "cpu/scratch.h"
 #include "kernels/nn.h"
@@ -127,10 +128,12 @@ template <typename M, int kBytes>
   }
 }
 
-// o += sum over j in [j0, j1) of p[j] * v[j] for one row of ld (a multiple of kLanes<M>) lanes,
-// kPassVecs vectors of lanes at a time (independent chains), each lane summed in the order of j.
+// o += sum over j in [j0, j1) of p[j] * v[j] (v's rows ldv apart) for one row of ld (a multiple of
+// kLanes<M>) lanes, kPassVecs vectors of lanes at a time (independent chains), each lane summed in
+// the order of j.
 template <typename M, int kBytes>
-[[gnu::always_inline]] inline void weighted_sum_of(const M* p, const M* v, int64_t j0, int64_t j1, int64_t ld, M* o) {
+[[gnu::always_inline]] inline void weighted_sum_of(const M* p, const M* v, int64_t ldv, int64_t j0, int64_t j1,
+                                                   int64_t ld, M* o) {
   using V = Vec<M, kBytes>;
   constexpr int64_t W = kBytes / static_cast<int64_t>(sizeof(M));
   int64_t cb = 0;
@@ -142,7 +145,7 @@ template <typename M, int kBytes>
 #pragma GCC unroll 4
       for (int64_t b = 0; b < kPassVecs; ++b) {
         V vj;
-        load_vec(vj, v + j * ld + cb + b * W);
+        load_vec(vj, v + j * ldv + cb + b * W);
         a[b] += p[j] * vj;
       }
     }
@@ -153,32 +156,59 @@ template <typename M, int kBytes>
     V a, vj;
     load_vec(a, o + cb);
     for (int64_t j = j0; j < j1; ++j) {
-      load_vec(vj, v + j * ld + cb);
+      load_vec(vj, v + j * ldv + cb);
       a += p[j] * vj;
     }
     store_vec(o + cb, a);
   }
 }
 
-// The two loops for each target (cpu/clones.h), with vectors of its registers' width: the same
-// bits on every one.
-#define WICK_ATTENTION_LOOPS(arch, bytes)                                                                \
-  WICK_CPU_VERSION(arch)                                                                                 \
-  void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {    \
-    scores_tile_of<float, bytes>(q, ldq, kt, rows, d, s);                                                \
-  }                                                                                                      \
-  WICK_CPU_VERSION(arch)                                                                                 \
-  void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) { \
-    scores_tile_of<double, bytes>(q, ldq, kt, rows, d, s);                                               \
-  }                                                                                                      \
-  WICK_CPU_VERSION(arch)                                                                                 \
-  void weighted_sum(const float* p, const float* v, int64_t j0, int64_t j1, int64_t ld, float* o) {      \
-    weighted_sum_of<float, bytes>(p, v, j0, j1, ld, o);                                                  \
-  }                                                                                                      \
-  WICK_CPU_VERSION(arch)                                                                                 \
-  void weighted_sum(const double* p, const double* v, int64_t j0, int64_t j1, int64_t ld, double* o) {   \
-    weighted_sum_of<double, bytes>(p, v, j0, j1, ld, o);                                                 \
+// s[j] = exp(s[j] - shift) for j in [a, e): for f32, rows::exp_f32's straight-line code on vectors
+// and then on the last lanes one by one (the same bits either way, and the softmax op's); for f64,
+// the library's exp.
+template <typename M, int kBytes>
+[[gnu::always_inline]] inline void exp_shifted_of(M* s, int64_t a, int64_t e, M shift) {
+  if constexpr (std::is_same_v<M, float>) {
+    using V = Vec<float, kBytes>;
+    using VI = Vec<int32_t, kBytes>;
+    constexpr int64_t W = kBytes / static_cast<int64_t>(sizeof(float));
+    int64_t j = a;
+    for (; j + W <= e; j += W) {
+      V v, y;
+      load_vec(v, s + j);
+      v -= shift;
+      rows::exp_f32_into<V, VI>(v, y);
+      store_vec(s + j, y);
+    }
+    for (; j < e; ++j) s[j] = rows::exp_f32(s[j] - shift);
+  } else {
+    for (int64_t j = a; j < e; ++j) s[j] = kernels::math::exp(s[j] - shift);
   }
+}
+
+// The three loops for each target (cpu/clones.h), with vectors of its registers' width: the same
+// bits on every one.
+#define WICK_ATTENTION_LOOPS(arch, bytes)                                                                           \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {               \
+    scores_tile_of<float, bytes>(q, ldq, kt, rows, d, s);                                                           \
+  }                                                                                                                 \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) {            \
+    scores_tile_of<double, bytes>(q, ldq, kt, rows, d, s);                                                          \
+  }                                                                                                                 \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void weighted_sum(const float* p, const float* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, float* o) {    \
+    weighted_sum_of<float, bytes>(p, v, ldv, j0, j1, ld, o);                                                        \
+  }                                                                                                                 \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void weighted_sum(const double* p, const double* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, double* o) { \
+    weighted_sum_of<double, bytes>(p, v, ldv, j0, j1, ld, o);                                                       \
+  }                                                                                                                 \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void exp_shifted(float* s, int64_t a, int64_t e, float shift) { exp_shifted_of<float, bytes>(s, a, e, shift); }   \
+  WICK_CPU_VERSION(arch)                                                                                            \
+  void exp_shifted(double* s, int64_t a, int64_t e, double shift) { exp_shifted_of<double, bytes>(s, a, e, shift); }
 #if WICK_CPU_VERSIONS
 WICK_ATTENTION_LOOPS("arch=x86-64-v4", 64)
 WICK_ATTENTION_LOOPS("arch=x86-64-v3", 32)
@@ -242,14 +272,25 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
       }
       for (int64_t j0 = k_lo; j0 < k_hi; j0 += kKeys) {
         const int64_t n = std::min(kKeys, k_hi - j0);
-        // Keys transposed (kt[c][j]), the columns past n zero; values row by row, padded with zeros.
+        // Keys transposed (kt[c][j]), the columns past n zero.
         const T* kj = k.row(bi, hk, j0);
         for (int64_t j = 0; j < n; ++j)
           for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j] = kernels::to_opmath(kj[j * k.s[2] + c * k.s[3]]);
         for (int64_t c = 0; c < d && n < kKeys; ++c)
           std::fill(kt.data() + c * kKeys + n, kt.data() + (c + 1) * kKeys, M(0));
-        load_rows(v.row(bi, hk, j0), v.s[2], v.s[3], n, d, vt.data(), ld);
-        for (int64_t j = 0; j < n; ++j) std::fill(vt.data() + j * ld + d, vt.data() + (j + 1) * ld, M(0));
+        // Values where they lie when their rows are already ld values of M (f32 or f64, d a multiple
+        // of the lanes, contiguous within a row); else copied row by row, padded with zeros.
+        const M* values = vt.data();
+        int64_t values_ld = ld;
+        bool in_place = false;
+        if constexpr (std::is_same_v<T, M>) {
+          in_place = v.s[3] == 1 && d == ld;
+          if (in_place) values = v.row(bi, hk, j0), values_ld = v.s[2];
+        }
+        if (!in_place) {
+          load_rows(v.row(bi, hk, j0), v.s[2], v.s[3], n, d, vt.data(), ld);
+          for (int64_t j = 0; j < n; ++j) std::fill(vt.data() + j * ld + d, vt.data() + (j + 1) * ld, M(0));
+        }
         scores_tile(qt.data(), d, kt.data(), rows, d, st.data());
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t a = std::max(keys[r].lo, j0) - j0, e = std::min(keys[r].hi, j0 + n) - j0;
@@ -278,13 +319,11 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
           if (factor != M(1))
             for (int64_t c = 0; c < ld; ++c) o[c] *= factor;
           const M shift = row.shift();
+          exp_shifted(s, a, e, shift);
           M block_sum = 0;
-          for (int64_t j = a; j < e; ++j) {
-            s[j] = kernels::math::exp(s[j] - shift);
-            block_sum += s[j];
-          }
+          for (int64_t j = a; j < e; ++j) block_sum += s[j];
           row.add(block_sum);
-          weighted_sum(s, vt.data(), a, e, ld, o);
+          weighted_sum(s, values, values_ld, a, e, ld, o);
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
