@@ -1,5 +1,5 @@
-// The few-row products of matvec.h: GCC vectors of kLanes floats, which the compiler splits into
-// the registers of the instruction set each clone is built for.
+// The few-row products of matvec.h: GCC vectors of the width of each target's registers, kLanes
+// floats of partial sums per output on every target.
 #include "cpu/matvec.h"
 
 #include <array>
@@ -21,30 +21,53 @@ namespace wick::cpu {
 namespace {
 
 constexpr int kLanes = 16;
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
-using VecI = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-using VecU = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
-using VecH = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+
+// kLanes partial sums per output as vectors of the target's registers' width (64 bytes for
+// AVX-512, 32 for AVX2, 16 otherwise: one, two or four vectors), each lane's arithmetic the
+// scalar code's, so that every version gives the same bits. Wider than the registers, GCC builds
+// the vectors' operations one float at a time through the stack (AVX2 with 64 bytes: 45% of the
+// bf16 loop's instructions were stack references).
+template <int kBytes>
+struct Lanes {
+  typedef float Vec __attribute__((vector_size(kBytes)));
+  typedef int32_t VecI __attribute__((vector_size(kBytes)));
+  typedef uint32_t VecU __attribute__((vector_size(kBytes)));
+  typedef uint16_t VecH __attribute__((vector_size(kBytes / 2)));
+  static constexpr int kWidth = kBytes / static_cast<int>(sizeof(float));
+  static constexpr int kCount = kLanes / kWidth;
+  static_assert(kCount * kWidth == kLanes);
+};
 
 // Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
-[[gnu::always_inline]] inline void load(const float* p, Vec& v) { std::memcpy(&v, p, sizeof v); }
+template <typename V>
+[[gnu::always_inline]] inline void load(const float* p, V& v) {
+  std::memcpy(&v, p, sizeof v);
+}
 
-// kLanes weights as f32: the conversions of float_types.h, lane by lane, as branch-free selects.
-[[gnu::always_inline]] inline void widen(const float* p, Vec& v) { load(p, v); }
+// A vector of weights as f32: the conversions of float_types.h, lane by lane, as branch-free
+// selects.
+template <typename L>
+[[gnu::always_inline]] inline void widen(const float* p, typename L::Vec& v) {
+  load(p, v);
+}
 
-[[gnu::always_inline]] inline void widen(const bf16* p, Vec& v) {
-  VecH h;
+template <typename L>
+[[gnu::always_inline]] inline void widen(const bf16* p, typename L::Vec& v) {
+  typename L::VecH h;
   std::memcpy(&h, p, sizeof h);
-  const VecU u = __builtin_convertvector(h, VecU) << 16;
+  const typename L::VecU u = __builtin_convertvector(h, typename L::VecU) << 16;
   std::memcpy(&v, &u, sizeof v);
 }
 
-[[gnu::always_inline]] inline void widen(const f16* p, Vec& v) {
-  VecH bits;
+template <typename L>
+[[gnu::always_inline]] inline void widen(const f16* p, typename L::Vec& v) {
+  using VecU = typename L::VecU;
+  typename L::VecH bits;
   std::memcpy(&bits, p, sizeof bits);
   const VecU h = __builtin_convertvector(bits, VecU);
   const VecU sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  const Vec sub = __builtin_convertvector(__builtin_convertvector(m, VecI), Vec) * 5.9604644775390625e-8f;  // m * 2^-24
+  const typename L::Vec sub = __builtin_convertvector(__builtin_convertvector(m, typename L::VecI), typename L::Vec) *
+                              5.9604644775390625e-8f;  // m * 2^-24
   VecU sub_bits;
   std::memcpy(&sub_bits, &sub, sizeof sub_bits);
   const VecU u = e == 0x1fu ? (sign | 0x7f800000u | (m << 13))
@@ -54,26 +77,29 @@ using VecH = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
 }
 
 // M rows of a against weight rows j0..j1-1: kLanes partial sums per output, the elements past the
-// last whole vector added to lane 0 in order, then the lanes folded in order.
-template <int M, typename W>
+// last whole block of kLanes added to lane 0 in order, then the lanes folded in order.
+template <int kBytes, int M, typename W>
 [[gnu::always_inline]] inline void rows_by(int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const W* w,
                                            int64_t ldw, float* out, int64_t ldo) {
+  using L = Lanes<kBytes>;
   for (int64_t j = j0; j < j1; ++j) {
     const W* wj = w + j * ldw;
-    Vec acc[M] = {};
-    Vec wv, av;
+    typename L::Vec acc[M][L::kCount] = {};
     int64_t l = 0;
     for (; l + kLanes <= k; l += kLanes) {
       prefetch_ahead<kLanes * sizeof(W)>(wj + l);
-      widen(wj + l, wv);
-      for (int i = 0; i < M; ++i) {
-        load(a + i * lda + l, av);
-        acc[i] += av * wv;
+      for (int c = 0; c < L::kCount; ++c) {
+        typename L::Vec wv, av;
+        widen<L>(wj + l + c * L::kWidth, wv);
+        for (int i = 0; i < M; ++i) {
+          load(a + i * lda + l + c * L::kWidth, av);
+          acc[i][c] += av * wv;
+        }
       }
     }
     for (int i = 0; i < M; ++i) {
       float lanes[kLanes];
-      std::memcpy(lanes, &acc[i], sizeof lanes);
+      std::memcpy(lanes, acc[i], sizeof lanes);
       for (int64_t t = l; t < k; ++t) lanes[0] += a[i * lda + t] * kernels::to_opmath(wj[t]);
       float r = lanes[0];
       for (int q = 1; q < kLanes; ++q) r += lanes[q];
@@ -82,22 +108,47 @@ template <int M, typename W>
   }
 }
 
-template <typename W>
+template <int kBytes, typename W>
 [[gnu::always_inline]] inline void by_row_count(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a,
                                                 int64_t lda, const W* w, int64_t ldw, float* out, int64_t ldo) {
   switch (m) {
-    case 1: return rows_by<1>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 2: return rows_by<2>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 3: return rows_by<3>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 4: return rows_by<4>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 5: return rows_by<5>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 6: return rows_by<6>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 7: return rows_by<7>(j0, j1, k, a, lda, w, ldw, out, ldo);
-    case 8: return rows_by<8>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 1: return rows_by<kBytes, 1>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 2: return rows_by<kBytes, 2>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 3: return rows_by<kBytes, 3>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 4: return rows_by<kBytes, 4>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 5: return rows_by<kBytes, 5>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 6: return rows_by<kBytes, 6>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 7: return rows_by<kBytes, 7>(j0, j1, k, a, lda, w, ldw, out, ldo);
+    case 8: return rows_by<kBytes, 8>(j0, j1, k, a, lda, w, ldw, out, ldo);
     default: return;
   }
 }
 static_assert(kMatvecRows == 8, "by_row_count has a case for each row count");
+
+// The loops for each target (cpu/clones.h), with vectors of its registers' width; the f16 one is
+// the portable loop, for machines without F16C.
+#define WICK_MATVEC_LOOPS(arch, bytes)                                                                                 \
+  WICK_CPU_VERSION(arch)                                                                                               \
+  void rows_of(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const float* w, int64_t ldw, \
+               float* out, int64_t ldo) {                                                                              \
+    by_row_count<bytes>(m, j0, j1, k, a, lda, w, ldw, out, ldo);                                                       \
+  }                                                                                                                    \
+  WICK_CPU_VERSION(arch)                                                                                               \
+  void rows_of(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const bf16* w, int64_t ldw,  \
+               float* out, int64_t ldo) {                                                                              \
+    by_row_count<bytes>(m, j0, j1, k, a, lda, w, ldw, out, ldo);                                                       \
+  }                                                                                                                    \
+  WICK_CPU_VERSION(arch)                                                                                               \
+  void rows_of(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const f16* w, int64_t ldw,   \
+               float* out, int64_t ldo) {                                                                              \
+    by_row_count<bytes>(m, j0, j1, k, a, lda, w, ldw, out, ldo);                                                       \
+  }
+#if WICK_CPU_VERSIONS
+WICK_MATVEC_LOOPS("arch=x86-64-v4", 64)
+WICK_MATVEC_LOOPS("arch=x86-64-v3", 32)
+#endif
+WICK_MATVEC_LOOPS("default", 16)
+#undef WICK_MATVEC_LOOPS
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define WICK_F16C __attribute__((target("avx2,f16c")))
@@ -164,19 +215,15 @@ void matvec_rows_f16c(int64_t, int64_t, int64_t, int64_t, const float*, int64_t,
 
 std::atomic<bool> f16c_on{true};
 
-// The portable f16 loops, compiled for each instruction set (for machines without F16C).
-WICK_CPU_CLONES void matvec_rows_portable(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
-                                          const f16* w, int64_t ldw, float* out, int64_t ldo) {
-  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
-}
-
 }  // namespace
 
 bool set_matvec_f16c(bool use) { return f16c_on.exchange(use); }
 
-WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
-                                 const float* w, int64_t ldw, float* out, int64_t ldo) {
-  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+// The public loops call the version set of this file (GCC names its dispatcher for file-local
+// functions only: cpu/clones.h).
+void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const float* w, int64_t ldw,
+                 float* out, int64_t ldo) {
+  rows_of(m, j0, j1, k, a, lda, w, ldw, out, ldo);
 }
 
 void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const f16* w, int64_t ldw,
@@ -184,12 +231,12 @@ void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, i
   if (has_f16c() && f16c_on.load(std::memory_order_relaxed) && qdot::active_isa() >= qdot::Isa::Avx2)
     matvec_rows_f16c(m, j0, j1, k, a, lda, w, ldw, out, ldo);
   else
-    matvec_rows_portable(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+    rows_of(m, j0, j1, k, a, lda, w, ldw, out, ldo);
 }
 
-WICK_CPU_CLONES void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda,
-                                 const bf16* w, int64_t ldw, float* out, int64_t ldo) {
-  by_row_count(m, j0, j1, k, a, lda, w, ldw, out, ldo);
+void matvec_rows(int64_t m, int64_t j0, int64_t j1, int64_t k, const float* a, int64_t lda, const bf16* w, int64_t ldw,
+                 float* out, int64_t ldo) {
+  rows_of(m, j0, j1, k, a, lda, w, ldw, out, ldo);
 }
 
 }  // namespace wick::cpu

@@ -13,31 +13,50 @@ namespace wick::cpu::rows {
 
 namespace {
 
-// The reductions run on GCC vectors of kLanes floats, which the compiler splits into the machine's
-// registers.
-using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
-using VecI = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+// The reductions keep kLanes partial results as vectors of the target's registers' width (64
+// bytes for AVX-512, 32 for AVX2, 16 otherwise: one, two or four vectors), each lane's arithmetic
+// the scalar code's, so that every version gives the same bits. Wider than the registers, GCC
+// builds these vectors' operations one float at a time through the stack (AVX2 with 64 bytes: a
+// softmax row ran at 0.67 GB/s on one core of a Zen 1).
+template <int kBytes>
+struct Lanes {
+  typedef float Vec __attribute__((vector_size(kBytes)));
+  typedef int32_t VecI __attribute__((vector_size(kBytes)));
+  static constexpr int kWidth = kBytes / static_cast<int>(sizeof(float));
+  static constexpr int kCount = kLanes / kWidth;
+  static_assert(kCount * kWidth == kLanes);
+};
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
-[[gnu::always_inline]] inline void load(const float* p, Vec& v) { std::memcpy(&v, p, sizeof v); }
-[[gnu::always_inline]] inline void store(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
+template <typename V>
+[[gnu::always_inline]] inline void load(const float* p, V& v) {
+  std::memcpy(&v, p, sizeof v);
+}
+template <typename V>
+[[gnu::always_inline]] inline void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
-// A reduction over a row: f(lanes, block, index) updating the lanes for each whole block of kLanes
-// elements, g(lane 0,
-// element) on the rest, then the lanes folded in order with combine.
-template <typename Block, typename Tail, typename Combine>
+// A reduction over a row: f(lanes, vector, index) updating each vector of lanes for each whole
+// block of kLanes elements, g(lane 0, element, index) on the rest, then the lanes folded in order
+// with combine.
+template <int kBytes, typename Block, typename Tail, typename Combine>
 [[gnu::always_inline]] inline float reduce(const float* x, int64_t n, float init, const Block& f, const Tail& g,
                                            const Combine& combine) {
-  Vec acc = Vec{} + init, v;
+  using L = Lanes<kBytes>;
+  typename L::Vec acc[L::kCount], v;
+  for (auto& a : acc) a = typename L::Vec{} + init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    load(x + i, v);
-    f(acc, v, i);
+    for (int k = 0; k < L::kCount; ++k) {
+      load(x + i + k * L::kWidth, v);
+      f(acc[k], v, i + k * L::kWidth);
+    }
   }
   float lanes[kLanes];
-  store(lanes, acc);
+  for (int k = 0; k < L::kCount; ++k) store(lanes + k * L::kWidth, acc[k]);
   for (; i < n; ++i) lanes[0] = g(lanes[0], x[i], i);
   float r = lanes[0];
   for (int j = 1; j < kLanes; ++j) r = combine(r, lanes[j]);
@@ -46,6 +65,96 @@ template <typename Block, typename Tail, typename Combine>
 
 [[gnu::always_inline]] inline float larger(float a, float b) { return b > a ? b : a; }
 [[gnu::always_inline]] inline float plus(float a, float b) { return a + b; }
+
+template <int kBytes>
+[[gnu::always_inline]] inline float max_of_at(const float* x, int64_t n) {
+  return reduce<kBytes>(
+      x, n, kNegInf, [](auto& acc, const auto& v, int64_t) { acc = v > acc ? v : acc; },
+      [](float acc, float v, int64_t) { return larger(acc, v); }, larger);
+}
+
+template <int kBytes>
+[[gnu::always_inline]] inline float sum_exp_at(const float* x, int64_t n, float max, float* e) {
+  using L = Lanes<kBytes>;
+  // Every exponential is computed, then -inf's replaced by 0: a select, unlike a branch, vectorises.
+  return reduce<kBytes>(
+      x, n, 0.f,
+      [&](typename L::Vec& acc, const typename L::Vec& v, int64_t i) {
+        const typename L::Vec shifted = v - max;
+        typename L::Vec t;
+        exp_f32_into<typename L::Vec, typename L::VecI>(shifted, t);
+        t = v == kNegInf ? typename L::Vec{} : t;
+        if (e) store(e + i, t);
+        acc += t;
+      },
+      [&](float acc, float v, int64_t i) {
+        const float t = v == kNegInf ? 0.f : exp_f32(v - max);
+        if (e) e[i] = t;
+        return acc + t;
+      },
+      plus);
+}
+
+template <int kBytes>
+[[gnu::always_inline]] inline float sum_of_at(const float* x, int64_t n) {
+  return reduce<kBytes>(
+      x, n, 0.f, [](auto& acc, const auto& v, int64_t) { acc += v; },
+      [](float acc, float v, int64_t) { return acc + v; }, plus);
+}
+
+template <int kBytes>
+[[gnu::always_inline]] inline float dot_at(const float* x, const float* y, int64_t n) {
+  return reduce<kBytes>(
+      x, n, 0.f,
+      [&](auto& acc, const auto& v, int64_t i) {
+        auto w = v;
+        load(y + i, w);
+        acc += v * w;
+      },
+      [&](float acc, float v, int64_t i) { return acc + v * y[i]; }, plus);
+}
+
+template <int kBytes>
+[[gnu::always_inline]] inline float sum_squared_deviations_at(const float* x, int64_t n, float mean) {
+  return reduce<kBytes>(
+      x, n, 0.f, [&](auto& acc, const auto& v, int64_t) { acc += (v - mean) * (v - mean); },
+      [&](float acc, float v, int64_t) { return acc + (v - mean) * (v - mean); }, plus);
+}
+
+template <int kBytes>
+[[gnu::always_inline]] inline void add_scaled_at(const float* x, int64_t n, float s, float* y) {
+  using L = Lanes<kBytes>;
+  int64_t i = 0;
+  for (; i + L::kWidth <= n; i += L::kWidth) {
+    typename L::Vec v, w;
+    load(x + i, v);
+    load(y + i, w);
+    w += s * v;
+    store(y + i, w);
+  }
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+// The loops for each target (cpu/clones.h), with vectors of its registers' width.
+#define WICK_ROW_LOOPS(arch, bytes)                                                                                \
+  WICK_CPU_VERSION(arch) float max_of_v(const float* x, int64_t n) { return max_of_at<bytes>(x, n); }              \
+  WICK_CPU_VERSION(arch) float sum_exp_v(const float* x, int64_t n, float max, float* e) {                         \
+    return sum_exp_at<bytes>(x, n, max, e);                                                                        \
+  }                                                                                                                \
+  WICK_CPU_VERSION(arch) float sum_of_v(const float* x, int64_t n) { return sum_of_at<bytes>(x, n); }              \
+  WICK_CPU_VERSION(arch) float dot_v(const float* x, const float* y, int64_t n) { return dot_at<bytes>(x, y, n); } \
+  WICK_CPU_VERSION(arch) float sum_squared_deviations_v(const float* x, int64_t n, float mean) {                   \
+    return sum_squared_deviations_at<bytes>(x, n, mean);                                                           \
+  }                                                                                                                \
+  WICK_CPU_VERSION(arch) void add_scaled_v(const float* x, int64_t n, float s, float* y) {                         \
+    add_scaled_at<bytes>(x, n, s, y);                                                                              \
+  }
+#if WICK_CPU_VERSIONS
+WICK_ROW_LOOPS("arch=x86-64-v4", 64)
+WICK_ROW_LOOPS("arch=x86-64-v3", 32)
+#endif
+WICK_ROW_LOOPS("default", 16)
+#undef WICK_ROW_LOOPS
 
 }  // namespace
 
@@ -61,66 +170,14 @@ float* thread_buffer(int64_t n) {
   return buffer->data();
 }
 
-WICK_CPU_CLONES float max_of(const float* x, int64_t n) {
-  return reduce(
-      x, n, kNegInf, [](Vec& acc, const Vec& v, int64_t) { acc = v > acc ? v : acc; },
-      [](float acc, float v, int64_t) { return larger(acc, v); }, larger);
-}
-
-WICK_CPU_CLONES float sum_exp(const float* x, int64_t n, float max, float* e) {
-  // Every exponential is computed, then -inf's replaced by 0: a select, unlike a branch, vectorises.
-  return reduce(
-      x, n, 0.f,
-      [&](Vec& acc, const Vec& v, int64_t i) {
-        const Vec shifted = v - max;
-        Vec t;
-        exp_f32_into<Vec, VecI>(shifted, t);
-        t = v == kNegInf ? Vec{} : t;
-        if (e) store(e + i, t);
-        acc += t;
-      },
-      [&](float acc, float v, int64_t i) {
-        const float t = v == kNegInf ? 0.f : exp_f32(v - max);
-        if (e) e[i] = t;
-        return acc + t;
-      },
-      plus);
-}
-
-WICK_CPU_CLONES float sum_of(const float* x, int64_t n) {
-  return reduce(
-      x, n, 0.f, [](Vec& acc, const Vec& v, int64_t) { acc += v; }, [](float acc, float v, int64_t) { return acc + v; },
-      plus);
-}
-
-WICK_CPU_CLONES float dot(const float* x, const float* y, int64_t n) {
-  return reduce(
-      x, n, 0.f,
-      [&](Vec& acc, const Vec& v, int64_t i) {
-        Vec w;
-        load(y + i, w);
-        acc += v * w;
-      },
-      [&](float acc, float v, int64_t i) { return acc + v * y[i]; }, plus);
-}
-
-WICK_CPU_CLONES void add_scaled(const float* x, int64_t n, float s, float* y) {
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    Vec v, w;
-    load(x + i, v);
-    load(y + i, w);
-    w += s * v;
-    store(y + i, w);
-  }
-  for (; i < n; ++i) y[i] += s * x[i];
-}
-
-WICK_CPU_CLONES float sum_squared_deviations(const float* x, int64_t n, float mean) {
-  return reduce(
-      x, n, 0.f, [&](Vec& acc, const Vec& v, int64_t) { acc += (v - mean) * (v - mean); },
-      [&](float acc, float v, int64_t) { return acc + (v - mean) * (v - mean); }, plus);
-}
+// The public loops call the version set of their file (GCC names its dispatcher for file-local
+// functions only: cpu/clones.h).
+float max_of(const float* x, int64_t n) { return max_of_v(x, n); }
+float sum_exp(const float* x, int64_t n, float max, float* e) { return sum_exp_v(x, n, max, e); }
+float sum_of(const float* x, int64_t n) { return sum_of_v(x, n); }
+float dot(const float* x, const float* y, int64_t n) { return dot_v(x, y, n); }
+void add_scaled(const float* x, int64_t n, float s, float* y) { add_scaled_v(x, n, s, y); }
+float sum_squared_deviations(const float* x, int64_t n, float mean) { return sum_squared_deviations_v(x, n, mean); }
 
 WICK_CPU_CLONES void scale(float* x, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
