@@ -4,15 +4,14 @@
 // every rank through dist::group or a thread per rank; then the failures: mismatched calls, bad
 // arguments, a rank that never comes, abort. The cross-process cases (wick launch, a killed rank)
 // are in test_cli.
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <thread>
-
+#include <gtest/gtest.h>
+#include <map>
 #include <sys/wait.h>
+#include <thread>
 
 #include "backend/storage.h"
 #include "test_util.h"
@@ -35,9 +34,16 @@ std::vector<uint8_t> bytes_of(const Tensor& t) {
 }
 
 // Rank r's input: random values of `dtype` (small integers for integer dtypes, so sums stay in range).
+// The f32 draws of each shape and rank are made once and copied after: the sanitizer build's tests
+// spent a quarter of their time drawing them again for every dtype and op.
 Tensor input(const Shape& shape, DType dtype, int rank, Device device) {
-  manual_seed(1000 + static_cast<uint64_t>(rank), Device::cpu());
-  Tensor x = Tensor::rand_uniform(shape, -50.0, 50.0, DType::F32);
+  static std::map<std::pair<std::vector<int64_t>, int>, Tensor> draws;
+  auto [it, fresh] = draws.try_emplace({shape.to_vector(), rank});
+  if (fresh) {
+    manual_seed(1000 + static_cast<uint64_t>(rank), Device::cpu());
+    it->second = Tensor::rand_uniform(shape, -50.0, 50.0, DType::F32);
+  }
+  Tensor x = it->second.copy();
   if (is_int(dtype)) x = (is_unsigned(dtype) ? x.abs() : x).floor();
   return x.to_dtype(dtype).to_device(device);
 }
