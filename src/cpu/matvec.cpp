@@ -10,6 +10,7 @@
 #include "cpu/clones.h"
 #include "cpu/prefetch.h"
 #include "cpu/quant/qdot.h"
+#include "cpu/vectors.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
@@ -22,52 +23,35 @@ namespace {
 
 constexpr int kLanes = 16;
 
-// kLanes partial sums per output as vectors of the target's registers' width (64 bytes for
-// AVX-512, 32 for AVX2, 16 otherwise: one, two or four vectors), each lane's arithmetic the
-// scalar code's, so that every version gives the same bits. Wider than the registers, GCC builds
-// the vectors' operations one float at a time through the stack (AVX2 with 64 bytes: 45% of the
-// bf16 loop's instructions were stack references).
+// kLanes partial sums per output as vectors of the target's registers' width (cpu/vectors.h): one,
+// two or four vectors, the same lanes, so that every version gives the same bits.
 template <int kBytes>
-struct Lanes {
-  typedef float Vec __attribute__((vector_size(kBytes)));
-  typedef int32_t VecI __attribute__((vector_size(kBytes)));
-  typedef uint32_t VecU __attribute__((vector_size(kBytes)));
-  typedef uint16_t VecH __attribute__((vector_size(kBytes / 2)));
-  static constexpr int kWidth = kBytes / static_cast<int>(sizeof(float));
-  static constexpr int kCount = kLanes / kWidth;
-  static_assert(kCount * kWidth == kLanes);
-};
-
-// Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
-template <typename V>
-[[gnu::always_inline]] inline void load(const float* p, V& v) {
-  std::memcpy(&v, p, sizeof v);
-}
+using Lanes = SumLanes<kBytes, kLanes>;
 
 // A vector of weights as f32: the conversions of float_types.h, lane by lane, as branch-free
 // selects.
 template <typename L>
-[[gnu::always_inline]] inline void widen(const float* p, typename L::Vec& v) {
-  load(p, v);
+[[gnu::always_inline]] inline void widen(const float* p, typename L::F& v) {
+  load_vec(v, p);
 }
 
 template <typename L>
-[[gnu::always_inline]] inline void widen(const bf16* p, typename L::Vec& v) {
-  typename L::VecH h;
+[[gnu::always_inline]] inline void widen(const bf16* p, typename L::F& v) {
+  typename L::H h;
   std::memcpy(&h, p, sizeof h);
-  const typename L::VecU u = __builtin_convertvector(h, typename L::VecU) << 16;
+  const typename L::U u = __builtin_convertvector(h, typename L::U) << 16;
   std::memcpy(&v, &u, sizeof v);
 }
 
 template <typename L>
-[[gnu::always_inline]] inline void widen(const f16* p, typename L::Vec& v) {
-  using VecU = typename L::VecU;
-  typename L::VecH bits;
+[[gnu::always_inline]] inline void widen(const f16* p, typename L::F& v) {
+  using VecU = typename L::U;
+  typename L::H bits;
   std::memcpy(&bits, p, sizeof bits);
   const VecU h = __builtin_convertvector(bits, VecU);
   const VecU sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  const typename L::Vec sub = __builtin_convertvector(__builtin_convertvector(m, typename L::VecI), typename L::Vec) *
-                              5.9604644775390625e-8f;  // m * 2^-24
+  const typename L::F sub = __builtin_convertvector(__builtin_convertvector(m, typename L::I), typename L::F) *
+                            5.9604644775390625e-8f;  // m * 2^-24
   VecU sub_bits;
   std::memcpy(&sub_bits, &sub, sizeof sub_bits);
   const VecU u = e == 0x1fu ? (sign | 0x7f800000u | (m << 13))
@@ -84,15 +68,15 @@ template <int kBytes, int M, typename W>
   using L = Lanes<kBytes>;
   for (int64_t j = j0; j < j1; ++j) {
     const W* wj = w + j * ldw;
-    typename L::Vec acc[M][L::kCount] = {};
+    typename L::F acc[M][L::kCount] = {};
     int64_t l = 0;
     for (; l + kLanes <= k; l += kLanes) {
       prefetch_ahead<kLanes * sizeof(W)>(wj + l);
       for (int c = 0; c < L::kCount; ++c) {
-        typename L::Vec wv, av;
+        typename L::F wv, av;
         widen<L>(wj + l + c * L::kWidth, wv);
         for (int i = 0; i < M; ++i) {
-          load(a + i * lda + l + c * L::kWidth, av);
+          load_vec(av, a + i * lda + l + c * L::kWidth);
           acc[i][c] += av * wv;
         }
       }

@@ -14,6 +14,7 @@
 #include "cpu/nn/rows.h"
 #include "cpu/parallel.h"
 #include "cpu/scratch.h"
+#include "cpu/vectors.h"
 #include "kernels/nn.h"
 
 namespace wick::cpu {
@@ -51,28 +52,6 @@ void load_rows(const T* src, int64_t row_stride, int64_t step, int64_t n, int64_
       for (int64_t c = 0; c < d; ++c) dst[c] = kernels::to_opmath(src[c * step]);
     }
   }
-}
-
-// Vectors of kBytes of M (the width of the target's registers), as GCC's and clang's vector
-// extensions: each lane's arithmetic is the scalar code's, product and sum rounded apart. Wider
-// than the registers, GCC builds a vector times a scalar through the stack (AVX2 with 64 bytes: a
-// causal prompt's attention took 7.7 times as long). They are never passed or returned by value,
-// whose ABI depends on the target.
-template <typename M, int kBytes>
-struct VecOf {
-  typedef M type __attribute__((vector_size(kBytes)));
-};
-template <typename M, int kBytes>
-using Vec = typename VecOf<M, kBytes>::type;
-
-template <typename V, typename M>
-[[gnu::always_inline]] inline void load_vec(V& v, const M* p) {
-  __builtin_memcpy(&v, p, sizeof v);
-}
-
-template <typename V, typename M>
-[[gnu::always_inline]] inline void store_vec(M* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof v);
 }
 
 // Vectors a pass of the loops below keeps as sums: eight with two rows of scores, four with a row

@@ -8,36 +8,19 @@
 #include <memory>
 
 #include "cpu/clones.h"
+#include "cpu/vectors.h"
 
 namespace wick::cpu::rows {
 
 namespace {
 
-// The reductions keep kLanes partial results as vectors of the target's registers' width (64
-// bytes for AVX-512, 32 for AVX2, 16 otherwise: one, two or four vectors), each lane's arithmetic
-// the scalar code's, so that every version gives the same bits. Wider than the registers, GCC
-// builds these vectors' operations one float at a time through the stack (AVX2 with 64 bytes: a
-// softmax row ran at 0.67 GB/s on one core of a Zen 1).
+// The reductions keep kLanes partial results as vectors of the target's registers' width
+// (cpu/vectors.h): one, two or four vectors, the same lanes, so that every version gives the same
+// bits.
 template <int kBytes>
-struct Lanes {
-  typedef float Vec __attribute__((vector_size(kBytes)));
-  typedef int32_t VecI __attribute__((vector_size(kBytes)));
-  static constexpr int kWidth = kBytes / static_cast<int>(sizeof(float));
-  static constexpr int kCount = kLanes / kWidth;
-  static_assert(kCount * kWidth == kLanes);
-};
+using Lanes = SumLanes<kBytes, kLanes>;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Vectors travel by reference: passed by value, their ABI would depend on the instruction set.
-template <typename V>
-[[gnu::always_inline]] inline void load(const float* p, V& v) {
-  std::memcpy(&v, p, sizeof v);
-}
-template <typename V>
-[[gnu::always_inline]] inline void store(float* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 // A reduction over a row: f(lanes, vector, index) updating each vector of lanes for each whole
 // block of kLanes elements, g(lane 0, element, index) on the rest, then the lanes folded in order
@@ -46,17 +29,17 @@ template <int kBytes, typename Block, typename Tail, typename Combine>
 [[gnu::always_inline]] inline float reduce(const float* x, int64_t n, float init, const Block& f, const Tail& g,
                                            const Combine& combine) {
   using L = Lanes<kBytes>;
-  typename L::Vec acc[L::kCount], v;
-  for (auto& a : acc) a = typename L::Vec{} + init;
+  typename L::F acc[L::kCount], v;
+  for (auto& a : acc) a = typename L::F{} + init;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int k = 0; k < L::kCount; ++k) {
-      load(x + i + k * L::kWidth, v);
+      load_vec(v, x + i + k * L::kWidth);
       f(acc[k], v, i + k * L::kWidth);
     }
   }
   float lanes[kLanes];
-  for (int k = 0; k < L::kCount; ++k) store(lanes + k * L::kWidth, acc[k]);
+  for (int k = 0; k < L::kCount; ++k) store_vec(lanes + k * L::kWidth, acc[k]);
   for (; i < n; ++i) lanes[0] = g(lanes[0], x[i], i);
   float r = lanes[0];
   for (int j = 1; j < kLanes; ++j) r = combine(r, lanes[j]);
@@ -79,12 +62,12 @@ template <int kBytes>
   // Every exponential is computed, then -inf's replaced by 0: a select, unlike a branch, vectorises.
   return reduce<kBytes>(
       x, n, 0.f,
-      [&](typename L::Vec& acc, const typename L::Vec& v, int64_t i) {
-        const typename L::Vec shifted = v - max;
-        typename L::Vec t;
-        exp_f32_into<typename L::Vec, typename L::VecI>(shifted, t);
-        t = v == kNegInf ? typename L::Vec{} : t;
-        if (e) store(e + i, t);
+      [&](typename L::F& acc, const typename L::F& v, int64_t i) {
+        const typename L::F shifted = v - max;
+        typename L::F t;
+        exp_f32_into<typename L::F, typename L::I>(shifted, t);
+        t = v == kNegInf ? typename L::F{} : t;
+        if (e) store_vec(e + i, t);
         acc += t;
       },
       [&](float acc, float v, int64_t i) {
@@ -108,7 +91,7 @@ template <int kBytes>
       x, n, 0.f,
       [&](auto& acc, const auto& v, int64_t i) {
         auto w = v;
-        load(y + i, w);
+        load_vec(w, y + i);
         acc += v * w;
       },
       [&](float acc, float v, int64_t i) { return acc + v * y[i]; }, plus);
@@ -126,11 +109,11 @@ template <int kBytes>
   using L = Lanes<kBytes>;
   int64_t i = 0;
   for (; i + L::kWidth <= n; i += L::kWidth) {
-    typename L::Vec v, w;
-    load(x + i, v);
-    load(y + i, w);
+    typename L::F v, w;
+    load_vec(v, x + i);
+    load_vec(w, y + i);
     w += s * v;
-    store(y + i, w);
+    store_vec(y + i, w);
   }
   for (; i < n; ++i) y[i] += s * x[i];
 }
