@@ -1,7 +1,7 @@
 // The fast path of the CPU nn kernels: dense rows in f32 math, in loops the compiler vectorises.
-// Reductions keep kLanes partial results, one per lane of a 16-wide vector, combined in a fixed
-// order at the end, so that the answer does not depend on the vector width the machine runs
-// (each loop is compiled for AVX-512, AVX2 and the baseline, chosen at run time). Rows of f16 and
+// Reductions keep kLanes partial results, as one, two or four vectors of the target's width,
+// combined in a fixed order at the end, so that the answer does not depend on the vector width the
+// machine runs (each loop is compiled for AVX-512, AVX2 and the baseline, chosen at run time). Rows of f16 and
 // bf16 are widened to f32 a block at a time.
 #pragma once
 
