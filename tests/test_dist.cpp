@@ -4,14 +4,16 @@
 // every rank through dist::group or a thread per rank; then the failures: mismatched calls, bad
 // arguments, a rank that never comes, abort. The cross-process cases (wick launch, a killed rank)
 // are in test_cli.
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <gtest/gtest.h>
 #include <map>
-#include <sys/wait.h>
 #include <thread>
+
+#include <sys/wait.h>
 
 #include "backend/storage.h"
 #include "test_util.h"
