@@ -515,22 +515,26 @@ TEST(QuantCpu, Avx2TakesTheGemmFromManyRows) {
   cpu::qdot::set_isa_limit(was);
 }
 
-// On CUDA (whose GPUs wick runs have the 8-bit matrix units), Q4_K products of 4 to 32 rows of x
+// On CUDA (whose GPUs wick runs have the 8-bit matrix units), Q4_K products on the matrix units
 // round x per super-block as the CPU's super-block kernel does, and sum each super-block's groups in
 // integers: cpu/quant/superblock.h's plain loop over the same rounding, up to the order of the float
 // sums (a normalised squared error of 1e-9; the CPU's portable loop, which rounds x per 32 values,
 // is 1.3e-5 to 2.1e-5 away on these values). Random blocks (every scale and minimum), rows of a
-// partial tile and several; 4 rows are streamed, more take tiles whole.
+// partial tile and several: 4 rows are streamed, up to 64 take one launch's tiles of 8 rows, more
+// come in chunks of 64 (the backend's "qmatmul" option set to "tiles" takes every m to that kernel,
+// whatever the rows its automatic choice gives it).
 TEST_P(QuantTest, Q4KProductsOfFewRowsRoundXPerSuperBlock) {
   namespace sb = cpu::superblock;
   const Device dev = GetParam();
   if (dev.type() != DeviceType::Cuda) GTEST_SKIP() << "the matrix units' kernel is CUDA's";
+  Backend& backend = backend_for(dev);
+  ASSERT_TRUE(backend.set_option("qmatmul", "tiles"));
   for (int64_t k : {int64_t{256}, int64_t{2048}}) {
     const int64_t n = 128 * 40 + 77;
     const QTensor qw = random_k_blocks(QType::Q4_K, n, k, 90 + static_cast<uint64_t>(k));
     const std::vector<uint8_t> bytes = qw.bytes().reshape({qw.nbytes()}).to_vector<uint8_t>();
     const QTensor here = qw.to_device(dev);
-    for (int64_t m : {4, 13, 32}) {
+    for (int64_t m : {4, 13, 16, 32, 47, 64, 150}) {
       const std::vector<float> xv = random_values(m * k, 800 + static_cast<uint64_t>(m), 2.f);
       sb::RoundedX rx(m, k);
       for (int64_t t = 0; t < m; ++t) sb::round_row(xv.data() + t * k, k, rx, t);
@@ -541,6 +545,7 @@ TEST_P(QuantTest, Q4KProductsOfFewRowsRoundXPerSuperBlock) {
           << "k " << k << " m " << m;
     }
   }
+  EXPECT_TRUE(backend.set_option("qmatmul", "library"));
 }
 
 // x rounded per super-block (cpu/quant/superblock.h), in AVX2 vectors where the machine has them and

@@ -39,10 +39,11 @@ class GpuQuantKernels final : public QuantKernels {
   // that have them, and the least max_rows for which qmatmul_grouped takes them; elsewhere the
   // kernels above and below. On an H200 (Llama 3 8B's four products) they lost to the integer dots at
   // 1 and 2 rows of x, won at 4 (in all) and after, were level with the f16/bf16 tiles at 32 and
-  // lost to dequantize and the GEMM at 64; a mixture at 16 sequences ran 1.8-2.1 times as fast as
-  // through the grouped integer dots (docs/performance-quantized.md).
+  // won against dequantize and the GEMM at 48 and 64 (the model's decode at 64 sequences 1.46 times
+  // as fast); a mixture at 16 sequences ran 1.8-2.1 times as fast as through the grouped integer
+  // dots (docs/performance-quantized.md).
   static constexpr int64_t kMinMmqRows = 4;
-  static constexpr int64_t kMaxMmqRows = 32;
+  static constexpr int64_t kMaxMmqRows = 64;
   static constexpr int64_t kMinMmqGroupedRows = 4;
   // The most rows of x the integer-dot kernel takes; more go through dequantize and the GEMM.
   static constexpr int64_t kMaxDotRows = 16;
