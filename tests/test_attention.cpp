@@ -239,6 +239,31 @@ TEST_P(AttentionTest, StridedViewsGiveTheContiguousResult) {
   expect_close(sdpa(q, kt, v), sdpa(q, kt.contiguous(), v));
 }
 
+// Keys and values whose rows are contiguous and keys and values whose head dim lies at a stride (a
+// transposed (b, h, d, t) tensor) hold the same values: the CPU copies the first into its tiles in
+// vectors (the keys in blocks transposed in registers) and the second one value at a time, and the
+// results are the same bits. Head dims that
+// fill the blocks (16, 128) and leave columns past them (20), tiles of keys with keys past the last
+// block (70 and 203 keys), one query row (a decode step) and many, in every float dtype.
+TEST_P(AttentionTest, KeysInPlaceAndAtAStrideGiveTheSameBits) {
+  struct Case {
+    int64_t t_q, t_kv, d;
+  };
+  for (const Case c : {Case{1, 70, 16}, Case{9, 70, 20}, Case{1, 203, 128}, Case{5, 203, 128}})
+    for (DType dt : kFloat) {
+      const Tensor q = randn({1, 4, c.t_q, c.d}, dt);
+      const Tensor k = randn({1, 2, c.d, c.t_kv}, dt).transpose(2, 3),
+                   v = randn({1, 2, c.d, c.t_kv}, dt).transpose(2, 3);
+      const Tensor k_rows = k.contiguous(), v_rows = v.contiguous();
+      for (bool causal : {false, true}) {
+        const Tensor a = sdpa(q, k, v, causal).to_dtype(DType::F64);
+        const Tensor b = sdpa(q, k_rows, v_rows, causal).to_dtype(DType::F64);
+        EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>())
+            << dt << " t_q " << c.t_q << " t_kv " << c.t_kv << " d " << c.d << (causal ? " causal" : "");
+      }
+    }
+}
+
 TEST_P(AttentionTest, LargeMagnitudes) {
   // Scores of 1e6 and more: softmax picks the largest, without overflow.
   const Tensor q = make({1000, 0}, {1, 1, 1, 2}), k = make({1000, 0, 999, 0, -1000, 0}, {1, 1, 3, 2});

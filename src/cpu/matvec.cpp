@@ -28,38 +28,6 @@ constexpr int kLanes = 16;
 template <int kBytes>
 using Lanes = SumLanes<kBytes, kLanes>;
 
-// A vector of weights as f32: the conversions of float_types.h, lane by lane, as branch-free
-// selects.
-template <typename L>
-[[gnu::always_inline]] inline void widen(const float* p, typename L::F& v) {
-  load_vec(v, p);
-}
-
-template <typename L>
-[[gnu::always_inline]] inline void widen(const bf16* p, typename L::F& v) {
-  typename L::H h;
-  std::memcpy(&h, p, sizeof h);
-  const typename L::U u = __builtin_convertvector(h, typename L::U) << 16;
-  std::memcpy(&v, &u, sizeof v);
-}
-
-template <typename L>
-[[gnu::always_inline]] inline void widen(const f16* p, typename L::F& v) {
-  using VecU = typename L::U;
-  typename L::H bits;
-  std::memcpy(&bits, p, sizeof bits);
-  const VecU h = __builtin_convertvector(bits, VecU);
-  const VecU sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  const typename L::F sub = __builtin_convertvector(__builtin_convertvector(m, typename L::I), typename L::F) *
-                            5.9604644775390625e-8f;  // m * 2^-24
-  VecU sub_bits;
-  std::memcpy(&sub_bits, &sub, sizeof sub_bits);
-  const VecU u = e == 0x1fu ? (sign | 0x7f800000u | (m << 13))
-                 : e == 0u  ? (sign | sub_bits)
-                            : (sign | ((e + 112u) << 23) | (m << 13));
-  std::memcpy(&v, &u, sizeof v);
-}
-
 // M rows of a against weight rows j0..j1-1: kLanes partial sums per output, the elements past the
 // last whole block of kLanes added to lane 0 in order, then the lanes folded in order.
 template <int kBytes, int M, typename W>
@@ -74,7 +42,7 @@ template <int kBytes, int M, typename W>
       prefetch_ahead<kLanes * sizeof(W)>(wj + l);
       for (int c = 0; c < L::kCount; ++c) {
         typename L::F wv, av;
-        widen<L>(wj + l + c * L::kWidth, wv);
+        widen(wj + l + c * L::kWidth, wv);
         for (int i = 0; i < M; ++i) {
           load_vec(av, a + i * lda + l + c * L::kWidth);
           acc[i][c] += av * wv;

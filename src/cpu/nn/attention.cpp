@@ -165,29 +165,126 @@ template <typename M, int kBytes>
   }
 }
 
-// The three loops for each target (cpu/clones.h), with vectors of its registers' width: the same
-// bits on every one.
-#define WICK_ATTENTION_LOOPS(arch, bytes)                                                                           \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {               \
-    scores_tile_of<float, bytes>(q, ldq, kt, rows, d, s);                                                           \
-  }                                                                                                                 \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) {            \
-    scores_tile_of<double, bytes>(q, ldq, kt, rows, d, s);                                                          \
-  }                                                                                                                 \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void weighted_sum(const float* p, const float* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, float* o) {    \
-    weighted_sum_of<float, bytes>(p, v, ldv, j0, j1, ld, o);                                                        \
-  }                                                                                                                 \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void weighted_sum(const double* p, const double* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, double* o) { \
-    weighted_sum_of<double, bytes>(p, v, ldv, j0, j1, ld, o);                                                       \
-  }                                                                                                                 \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void exp_shifted(float* s, int64_t a, int64_t e, float shift) { exp_shifted_of<float, bytes>(s, a, e, shift); }   \
-  WICK_CPU_VERSION(arch)                                                                                            \
-  void exp_shifted(double* s, int64_t a, int64_t e, double shift) { exp_shifted_of<double, bytes>(s, a, e, shift); }
+// The W x W block of floats in r transposed in registers (W = 4 or 8): r[i][c] becomes r[c][i].
+template <int W>
+[[gnu::always_inline]] inline void transpose_block(Vec<float, 4 * W> (&r)[W]) {
+  using V = Vec<float, 4 * W>;
+  if constexpr (W == 4) {
+    const V t0 = __builtin_shufflevector(r[0], r[1], 0, 4, 1, 5), t1 = __builtin_shufflevector(r[0], r[1], 2, 6, 3, 7);
+    const V t2 = __builtin_shufflevector(r[2], r[3], 0, 4, 1, 5), t3 = __builtin_shufflevector(r[2], r[3], 2, 6, 3, 7);
+    r[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+    r[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+    r[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+    r[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+  } else {
+    static_assert(W == 8);
+    V t[8], u[8];
+#pragma GCC unroll 4
+    for (int p = 0; p < 8; p += 2) {  // pairs of rows interleaved within each half
+      t[p] = __builtin_shufflevector(r[p], r[p + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+      t[p + 1] = __builtin_shufflevector(r[p], r[p + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 8; p += 4) {  // then pairs of pairs: four rows' element e of each half
+      u[p] = __builtin_shufflevector(t[p], t[p + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[p + 1] = __builtin_shufflevector(t[p], t[p + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+      u[p + 2] = __builtin_shufflevector(t[p + 1], t[p + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+      u[p + 3] = __builtin_shufflevector(t[p + 1], t[p + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+#pragma GCC unroll 4
+    for (int e = 0; e < 4; ++e) {  // then the halves: the first four rows' and the last four's
+      r[e] = __builtin_shufflevector(u[e], u[e + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+      r[e + 4] = __builtin_shufflevector(u[e], u[e + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+  }
+}
+
+// kt[c * kKeys + j] = k[j * ks + c] as f32 for the n keys j and d columns c of a tile (a row's
+// columns contiguous): W keys by W columns at a time, widened (cpu/vectors.h) and transposed in
+// registers, the keys and columns past the last whole block one by one. The same values as the
+// scalar copy (with the values' rows one value at a time too, a decode step over 4096 keys took
+// 1.5-1.7 times as long: docs/performance.md).
+template <int W, typename T>
+[[gnu::always_inline]] inline void transpose_keys_of(const T* k, int64_t ks, int64_t n, int64_t d, float* kt) {
+  using V = Vec<float, 4 * W>;
+  const int64_t nw = n / W * W, dw = d / W * W;
+  for (int64_t j = 0; j < nw; j += W) {
+    const T* kj = k + j * ks;
+    for (int64_t c = 0; c < dw; c += W) {
+      V r[W];
+#pragma GCC unroll 8
+      for (int i = 0; i < W; ++i) widen(kj + i * ks + c, r[i]);
+      transpose_block<W>(r);
+#pragma GCC unroll 8
+      for (int i = 0; i < W; ++i) store_vec(kt + (c + i) * kKeys + j, r[i]);
+    }
+    for (int64_t i = 0; i < W; ++i)
+      for (int64_t c = dw; c < d; ++c) kt[c * kKeys + j + i] = kernels::to_opmath(kj[i * ks + c]);
+  }
+  for (int64_t j = nw; j < n; ++j)
+    for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j] = kernels::to_opmath(k[j * ks + c]);
+}
+
+// dst[j * ld + c] = src[j * row_stride + c] as f32 for n rows of d values (contiguous within a row):
+// vectors of W values widened (cpu/vectors.h), the values past the last whole vector one by one.
+template <int W, typename T>
+[[gnu::always_inline]] inline void widen_rows_of(const T* src, int64_t row_stride, int64_t n, int64_t d, float* dst,
+                                                 int64_t ld) {
+  using V = Vec<float, 4 * W>;
+  const int64_t dw = d / W * W;
+  for (int64_t j = 0; j < n; ++j, src += row_stride, dst += ld) {
+    for (int64_t c = 0; c < dw; c += W) {
+      V r;
+      widen(src + c, r);
+      store_vec(dst + c, r);
+    }
+    for (int64_t c = dw; c < d; ++c) dst[c] = kernels::to_opmath(src[c]);
+  }
+}
+
+// The loops for each target (cpu/clones.h), with vectors of its registers' width: the same bits on
+// every one.
+#define WICK_ATTENTION_LOOPS(arch, bytes)                                                                            \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void scores_tile(const float* q, int64_t ldq, const float* kt, int64_t rows, int64_t d, float* s) {                \
+    scores_tile_of<float, bytes>(q, ldq, kt, rows, d, s);                                                            \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void scores_tile(const double* q, int64_t ldq, const double* kt, int64_t rows, int64_t d, double* s) {             \
+    scores_tile_of<double, bytes>(q, ldq, kt, rows, d, s);                                                           \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void weighted_sum(const float* p, const float* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, float* o) {     \
+    weighted_sum_of<float, bytes>(p, v, ldv, j0, j1, ld, o);                                                         \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void weighted_sum(const double* p, const double* v, int64_t ldv, int64_t j0, int64_t j1, int64_t ld, double* o) {  \
+    weighted_sum_of<double, bytes>(p, v, ldv, j0, j1, ld, o);                                                        \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void exp_shifted(float* s, int64_t a, int64_t e, float shift) { exp_shifted_of<float, bytes>(s, a, e, shift); }    \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void exp_shifted(double* s, int64_t a, int64_t e, double shift) { exp_shifted_of<double, bytes>(s, a, e, shift); } \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void transpose_keys(const float* k, int64_t ks, int64_t n, int64_t d, float* kt) {                                 \
+    transpose_keys_of<(bytes) / 16 >= 2 ? 8 : 4>(k, ks, n, d, kt);                                                   \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void transpose_keys(const bf16* k, int64_t ks, int64_t n, int64_t d, float* kt) {                                  \
+    transpose_keys_of<(bytes) / 16 >= 2 ? 8 : 4>(k, ks, n, d, kt);                                                   \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void transpose_keys(const f16* k, int64_t ks, int64_t n, int64_t d, float* kt) {                                   \
+    transpose_keys_of<(bytes) / 16 >= 2 ? 8 : 4>(k, ks, n, d, kt);                                                   \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void widen_rows(const bf16* src, int64_t row_stride, int64_t n, int64_t d, float* dst, int64_t ld) {               \
+    widen_rows_of<(bytes) / 4>(src, row_stride, n, d, dst, ld);                                                      \
+  }                                                                                                                  \
+  WICK_CPU_VERSION(arch)                                                                                             \
+  void widen_rows(const f16* src, int64_t row_stride, int64_t n, int64_t d, float* dst, int64_t ld) {                \
+    widen_rows_of<(bytes) / 4>(src, row_stride, n, d, dst, ld);                                                      \
+  }
 #if WICK_CPU_VERSIONS
 WICK_ATTENTION_LOOPS("arch=x86-64-v4", 64)
 WICK_ATTENTION_LOOPS("arch=x86-64-v3", 32)
@@ -253,8 +350,14 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
         const int64_t n = std::min(kKeys, k_hi - j0);
         // Keys transposed (kt[c][j]), the columns past n zero.
         const T* kj = k.row(bi, hk, j0);
-        for (int64_t j = 0; j < n; ++j)
-          for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j] = kernels::to_opmath(kj[j * k.s[2] + c * k.s[3]]);
+        constexpr bool kBlocks =
+            std::is_same_v<M, float> && (std::is_same_v<T, float> || std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
+        if (kBlocks && k.s[3] == 1) {
+          if constexpr (kBlocks) transpose_keys(kj, k.s[2], n, d, kt.data());
+        } else {
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j] = kernels::to_opmath(kj[j * k.s[2] + c * k.s[3]]);
+        }
         for (int64_t c = 0; c < d && n < kKeys; ++c)
           std::fill(kt.data() + c * kKeys + n, kt.data() + (c + 1) * kKeys, M(0));
         // Values where they lie when their rows are already ld values of M (f32 or f64, d a multiple
@@ -267,7 +370,12 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
           if (in_place) values = v.row(bi, hk, j0), values_ld = v.s[2];
         }
         if (!in_place) {
-          load_rows(v.row(bi, hk, j0), v.s[2], v.s[3], n, d, vt.data(), ld);
+          constexpr bool kWiden = std::is_same_v<M, float> && (std::is_same_v<T, bf16> || std::is_same_v<T, f16>);
+          if (kWiden && v.s[3] == 1) {
+            if constexpr (kWiden) widen_rows(v.row(bi, hk, j0), v.s[2], n, d, vt.data(), ld);
+          } else {
+            load_rows(v.row(bi, hk, j0), v.s[2], v.s[3], n, d, vt.data(), ld);
+          }
           for (int64_t j = 0; j < n; ++j) std::fill(vt.data() + j * ld + d, vt.data() + (j + 1) * ld, M(0));
         }
         scores_tile(qt.data(), d, kt.data(), rows, d, st.data());
