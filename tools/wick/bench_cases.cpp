@@ -544,6 +544,47 @@ void add_attention(std::vector<Case>& cases, const Sizes& s) {
   }
 }
 
+// nn.paged_attention: one decoding step of each decode shape (b, h, h_kv, t_kv, d) as the engine
+// runs it, b queries each reading t_kv positions of its own sequence through a table of 16-position
+// blocks (the blocks of all sequences shuffled in the pools), in GB/s of the keys and values read.
+void add_paged_attention(std::vector<Case>& cases, const Sizes& s) {
+  constexpr int64_t kBlock = 16;
+  for (const Shape& sh : s.decode) {
+    const int64_t b = sh[0], h = sh[1], h_kv = sh[2], t_kv = sh[3], d = sh[4];
+    const int64_t per_seq = (t_kv + kBlock - 1) / kBlock, blocks = b * per_seq;
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const AttentionArgs args{1 / std::sqrt(static_cast<double>(d)), true, 0};
+      cases.push_back(
+          {.op = OpKey(NnOp::PagedAttention).name(),
+           .dtype = label(dt),
+           .shape = dims_label({b, h, d}) + " kv " + std::to_string(h_kv) + "x" + std::to_string(t_kv),
+           .layout = "blocks of 16",
+           .main_dtype = dt,
+           .key = NnOp::PagedAttention,
+           .dtypes = {dt},
+           .bytes = 2 * static_cast<double>(b * t_kv * h_kv * d) * size_of(dt),
+           .prepare = prepare([=](Inputs& in, Backend& be) {
+             const Arg q = in.floats(dt, {b, h, d});
+             const Arg k = in.floats(dt, {blocks, kBlock, h_kv, d}), v = in.floats(dt, {blocks, kBlock, h_kv, d});
+             std::vector<int32_t> order(static_cast<size_t>(blocks)), seq(static_cast<size_t>(b)),
+                 last(static_cast<size_t>(b), static_cast<int32_t>(t_kv - 1));
+             for (int64_t i = 0; i < blocks; ++i)
+               order[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % blocks);
+             for (int64_t i = 0; i < b; ++i) seq[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+             auto ints = [&](const std::vector<int32_t>& x, Shape shape) {
+               const Tensor t = Tensor::from_vector(x, shape, be.device());
+               return Arg{t.storage(), t.layout(), t.dtype()};
+             };
+             const Arg tables = ints(order, {b, per_seq}), seqs = ints(seq, {b}), positions = ints(last, {b});
+             return [&be, q, k, v, tables, seqs, positions, args] {
+               return be.nn()->paged_attention(q.view(), k.view(), v.view(), tables.view(), seqs.view(),
+                                               positions.view(), args);
+             };
+           })});
+    }
+  }
+}
+
 std::vector<Case> bench_cases(Scale scale) {
   const Sizes s = sizes_for(scale);
   std::vector<Case> cases;
@@ -583,6 +624,7 @@ std::vector<Case> bench_cases(Scale scale) {
   add_rope(cases, s);
   add_rope_write(cases, s);
   add_attention(cases, s);
+  add_paged_attention(cases, s);
   if (s.gpu) cases.push_back(matmul_case(s.batched_a, s.batched_b, DType::BF16, false, ""));
   cases.push_back(conv_case(s.conv_x, s.conv_k, DType::F32, false));
   if (s.gpu) {

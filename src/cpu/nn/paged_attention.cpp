@@ -59,7 +59,8 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
   // dequantized) once for every head of the group; f64 in plain loops.
   constexpr bool kRows = rows::kTakes<T>;
   parallel_for(t * h_kv, 1, [&](int64_t begin, int64_t end) {
-    std::vector<M> qm(static_cast<size_t>(group * d)), acc(qm.size()), scores, deq(static_cast<size_t>(d));
+    std::vector<M> qm(static_cast<size_t>(group * d)), acc(qm.size()), scores, deq(static_cast<size_t>(d)),
+        inv(static_cast<size_t>(group));
     std::vector<float> widened(static_cast<size_t>(d));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t i = task / h_kv, g = task % h_kv;
@@ -105,11 +106,15 @@ void paged_typed(const View& q, const View& k_pool, const View& v_pool, const Vi
         const M max = *std::max_element(sr, sr + n);
         M sum = 0;
         for (int64_t j = 0; j < n; ++j) sum += sr[j] = std::exp(sr[j] - max);
-        const M inv = M(1) / sum;
-        M* o = acc.data() + r * d;
-        for (int64_t j = 0; j < n; ++j) {
-          const M* v = values(vd, lo + j);
-          const M w = sr[j] * inv;
+        inv[static_cast<size_t>(r)] = M(1) / sum;
+      }
+      // Each value row read (and widened) once for every head of the group; each head's sums still
+      // in the order of j.
+      for (int64_t j = 0; j < n; ++j) {
+        const M* v = values(vd, lo + j);
+        for (int64_t r = 0; r < group; ++r) {
+          const M w = scores[static_cast<size_t>(r * n + j)] * inv[static_cast<size_t>(r)];
+          M* o = acc.data() + r * d;
           if constexpr (kRows) {
             rows::add_scaled(v, d, w, o);
           } else {
