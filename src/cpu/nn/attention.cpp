@@ -3,8 +3,13 @@
 // keys they see kKeys at a time with an online softmax (kernels::AttentionAcc). The tiles are
 // copied, in the math type, into per-thread buffers: keys transposed, so that both products are
 // loops over a contiguous run of lanes the compiler vectorises without reordering a sum. No
-// t_q x t_kv buffer exists; q, k, v and the mask are read where they lie.
+// t_q x t_kv buffer exists; q, k, v and the mask are read where they lie. The paged kernel
+// (paged_attention_tiles, attention.h) walks the same tiles over keys and values gathered from the
+// pools through each sequence's block table.
+#include "cpu/nn/attention.h"
+
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -16,10 +21,13 @@
 #include "cpu/scratch.h"
 #include "cpu/vectors.h"
 #include "kernels/nn.h"
+#include "kernels/quant.h"
 
 namespace wick::cpu {
 
 namespace {
+
+namespace kq = kernels::quant;
 
 constexpr int64_t kRows = 64;  // query rows of a task
 constexpr int64_t kKeys = 64;  // keys of a tile
@@ -306,6 +314,34 @@ M max_of(const M* s, int64_t a, int64_t e) {
   return m01 > m23 ? m01 : m23;
 }
 
+// Row r of a key tile: its scores s[a, e) (q . k over the tile's columns) as the composition forms
+// them, (q . k) * scale, capped where asked, then + the mask (m: the row's mask at the tile's first
+// key, its elements ms apart; null: none); then the online softmax's step: the row's running
+// maximum raised and its accumulators o (ld lanes) rescaled, the exponentials summed, and their
+// weighted sum of the tile's values (rows values_ld apart) added to o.
+template <typename M, typename T>
+void add_tile_row(M* s, int64_t a, int64_t e, const T* m, int64_t ms, M scale, M cap, kernels::AttentionAcc<M>& row,
+                  M* o, int64_t ld, const M* values, int64_t values_ld) {
+  if (cap > M(0)) {
+    for (int64_t j = a; j < e; ++j) s[j] = kernels::attention_softcap(s[j] * scale, cap);
+    if (m)
+      for (int64_t j = a; j < e; ++j) s[j] += kernels::to_opmath(m[j * ms]);
+  } else if (m) {
+    for (int64_t j = a; j < e; ++j) s[j] = s[j] * scale + kernels::to_opmath(m[j * ms]);
+  } else {
+    for (int64_t j = a; j < e; ++j) s[j] *= scale;
+  }
+  // The maximum in any order: the same value (NaNs, which it may drop, reach the sum).
+  const M factor = row.raise_max(max_of(s, a, e));
+  if (factor != M(1))
+    for (int64_t c = 0; c < ld; ++c) o[c] *= factor;
+  exp_shifted(s, a, e, row.shift());
+  M block_sum = 0;
+  for (int64_t j = a; j < e; ++j) block_sum += s[j];
+  row.add(block_sum);
+  weighted_sum(s, values, values_ld, a, e, ld, o);
+}
+
 template <typename T>
 void attention_typed(const View& qv, const View& kv, const View& vv, const View* mv, const AttentionArgs& args,
                      T* out) {
@@ -382,35 +418,13 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t a = std::max(keys[r].lo, j0) - j0, e = std::min(keys[r].hi, j0 + n) - j0;
           if (a >= e) continue;
-          M* s = st.data() + r * kKeys;
           const T* m = nullptr;
           if (mask) {
             const int64_t head = hk * group + (r0 + r) / t_q, i = (r0 + r) % t_q;
             m = mask + bi * ms[0] + head * ms[1] + i * ms[2] + j0 * ms[3];
           }
-          // Scores as the composition forms them: (q . k) * scale, capped where asked, then + mask.
-          if (cap > M(0)) {
-            for (int64_t j = a; j < e; ++j) s[j] = kernels::attention_softcap(s[j] * scale, cap);
-            if (m)
-              for (int64_t j = a; j < e; ++j) s[j] += kernels::to_opmath(m[j * ms[3]]);
-          } else if (m) {
-            for (int64_t j = a; j < e; ++j) s[j] = s[j] * scale + kernels::to_opmath(m[j * ms[3]]);
-          } else {
-            for (int64_t j = a; j < e; ++j) s[j] *= scale;
-          }
-          // The maximum in any order: the same value (NaNs, which it may drop, reach the sum).
-          const M block_max = max_of(s, a, e);
-          kernels::AttentionAcc<M>& row = row_acc[r];
-          const M factor = row.raise_max(block_max);
-          M* o = acc.data() + r * ld;
-          if (factor != M(1))
-            for (int64_t c = 0; c < ld; ++c) o[c] *= factor;
-          const M shift = row.shift();
-          exp_shifted(s, a, e, shift);
-          M block_sum = 0;
-          for (int64_t j = a; j < e; ++j) block_sum += s[j];
-          row.add(block_sum);
-          weighted_sum(s, values, values_ld, a, e, ld, o);
+          add_tile_row(st.data() + r * kKeys, a, e, m, ms[3], scale, cap, row_acc[r], acc.data() + r * ld, ld, values,
+                       values_ld);
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -418,6 +432,100 @@ void attention_typed(const View& qv, const View& kv, const View& vv, const View*
         for (int64_t c = 0; c < d; ++c)
           out_row[r][c] = kernels::from_opmath<T>(kernels::attention_value(o[c], row_acc[r]));
       }
+    }
+  });
+}
+
+// Row j of a Q8_0 pool (nn.h: d / 32 blocks of an f16 scale and 32 int8 values) as M, the values
+// quant::dequantize gives (scale times value, in f32).
+template <typename M>
+void dequantize_q8_0(const uint8_t* row, int64_t d, M* out) {
+  for (int64_t b = 0; b < d / 32; ++b) {
+    kq::BlockQ8_0 block;
+    std::memcpy(&block, row + b * static_cast<int64_t>(sizeof block), sizeof block);
+    const float scale = detail::f16_bits_to_f32(block.d);
+    for (int64_t c = 0; c < 32; ++c) out[b * 32 + c] = static_cast<M>(scale * static_cast<float>(block.qs[c]));
+  }
+}
+
+// The paged kernel (paged_attention.h): a task takes one query token and one KV head (the query
+// heads of its group as the rows of one tile, so that each key serves all of them) and walks the
+// positions its token sees kKeys at a time, as attention_typed walks a cache: each tile's keys and
+// values gathered from their blocks (each run of positions within one block copied as rows `stride`
+// apart: the keys transposed in registers, the halves widened in vectors, Q8_0 rows dequantized
+// first), then the same scores, online softmax and weighted sums. A decode step through the pools
+// thus gives the bits the contiguous kernel gives over the same cache.
+template <typename T, typename P>
+void paged_typed(const View& q, const View& k_pool, const View& v_pool, const View& tables, const View& seqs,
+                 const View& positions, const AttentionArgs& a, T* out) {
+  using M = kernels::opmath_t<T>;
+  constexpr bool kQ8 = std::is_same_v<P, uint8_t>;
+  constexpr bool kBlocks = !kQ8 && std::is_same_v<M, float>;  // f32 and the halves
+  const int64_t t = q.layout.shape()[0], h = q.layout.shape()[1], d = q.layout.shape()[2];
+  const int64_t block_size = k_pool.layout.shape()[1], h_kv = k_pool.layout.shape()[2];
+  const int64_t row_len = k_pool.layout.shape()[3];  // d, or a Q8_0 row's bytes
+  const int64_t max_blocks = tables.layout.shape()[1], group = h / h_kv, stride = h_kv * row_len;
+  const T* qd = static_cast<const T*>(q.storage.data()) + q.layout.offset();
+  const int64_t qs0 = q.layout.stride(0), qs1 = q.layout.stride(1), qs2 = q.layout.stride(2);
+  const P* kd = static_cast<const P*>(k_pool.storage.data()) + k_pool.layout.offset();
+  const P* vd = static_cast<const P*>(v_pool.storage.data()) + v_pool.layout.offset();
+  const auto* table = static_cast<const int32_t*>(tables.storage.data()) + tables.layout.offset();
+  const auto* seq = static_cast<const int32_t*>(seqs.storage.data()) + seqs.layout.offset();
+  const auto* pos = static_cast<const int32_t*>(positions.storage.data()) + positions.layout.offset();
+  const M scale = static_cast<M>(a.scale), cap = static_cast<M>(a.softcap);
+  const int64_t ld = round_up(d, kLanes<M>);
+  parallel_for(t * h_kv, 1, [&](int64_t begin, int64_t end) {
+    Scratch<M> qt(group * d), kt(d * kKeys), vt(kKeys * ld), st(group * kKeys), acc(group * ld), deq(d);
+    std::vector<kernels::AttentionAcc<M>> rows(static_cast<size_t>(group));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t i = task / h_kv, g = task % h_kv;
+      const int64_t p = pos[i], lo = a.window > 0 ? std::max<int64_t>(0, p - a.window + 1) : 0;
+      const int32_t* row = table + seq[i] * max_blocks;
+      for (int64_t r = 0; r < group; ++r) {
+        load_rows(qd + i * qs0 + (g * group + r) * qs1, 0, qs2, 1, d, qt.data() + r * d, d);
+        rows[static_cast<size_t>(r)] = kernels::AttentionAcc<M>::init();
+      }
+      std::fill(acc.data(), acc.data() + group * ld, M(0));
+      for (int64_t j0 = lo; j0 <= p; j0 += kKeys) {
+        const int64_t n = std::min(kKeys, p + 1 - j0);
+        for (int64_t j = 0; j < n;) {  // runs of positions within one block
+          const int64_t at = j0 + j, slot = at % block_size, run = std::min(n - j, block_size - slot);
+          const int64_t first = ((row[at / block_size] * block_size + slot) * h_kv + g) * row_len;
+          if constexpr (kBlocks) {
+            transpose_keys(kd + first, stride, run, d, kt.data() + j);
+            if constexpr (std::is_same_v<T, M>) {
+              for (int64_t x = 0; x < run; ++x) std::copy_n(vd + first + x * stride, d, vt.data() + (j + x) * ld);
+            } else {
+              widen_rows(vd + first, stride, run, d, vt.data() + j * ld, ld);
+            }
+          } else {
+            for (int64_t x = 0; x < run; ++x) {
+              const M* kx = deq.data();
+              if constexpr (kQ8)
+                dequantize_q8_0(kd + first + x * stride, d, deq.data());
+              else
+                kx = kd + first + x * stride;  // f64
+              for (int64_t c = 0; c < d; ++c) kt[c * kKeys + j + x] = kx[c];
+              if constexpr (kQ8)
+                dequantize_q8_0(vd + first + x * stride, d, vt.data() + (j + x) * ld);
+              else
+                std::copy_n(vd + first + x * stride, d, vt.data() + (j + x) * ld);
+            }
+          }
+          j += run;
+        }
+        for (int64_t c = 0; c < d && n < kKeys; ++c)
+          std::fill(kt.data() + c * kKeys + n, kt.data() + (c + 1) * kKeys, M(0));
+        for (int64_t j = 0; j < n; ++j) std::fill(vt.data() + j * ld + d, vt.data() + (j + 1) * ld, M(0));
+        scores_tile(qt.data(), d, kt.data(), group, d, st.data());
+        for (int64_t r = 0; r < group; ++r)
+          add_tile_row(st.data() + r * kKeys, 0, n, static_cast<const T*>(nullptr), 0, scale, cap,
+                       rows[static_cast<size_t>(r)], acc.data() + r * ld, ld, vt.data(), ld);
+      }
+      for (int64_t r = 0; r < group; ++r)
+        for (int64_t c = 0; c < d; ++c)
+          out[(i * h + g * group + r) * d + c] =
+              kernels::from_opmath<T>(kernels::attention_value(acc[r * ld + c], rows[static_cast<size_t>(r)]));
     }
   });
 }
@@ -436,5 +544,24 @@ StoragePtr CpuNnKernels::attention(const View& q, const View& k, const View& v, 
   });
   return out;
 }
+
+template <typename T, typename P>
+void paged_attention_tiles(const View& q, const View& k_pool, const View& v_pool, const View& tables, const View& seqs,
+                           const View& positions, const AttentionArgs& args, T* out) {
+  paged_typed<T, P>(q, k_pool, v_pool, tables, seqs, positions, args, out);
+}
+
+#define WICK_PAGED(T, P)                                                                                     \
+  template void paged_attention_tiles<T, P>(const View&, const View&, const View&, const View&, const View&, \
+                                            const View&, const AttentionArgs&, T*);
+WICK_PAGED(float, float)
+WICK_PAGED(double, double)
+WICK_PAGED(f16, f16)
+WICK_PAGED(bf16, bf16)
+WICK_PAGED(float, uint8_t)
+WICK_PAGED(double, uint8_t)
+WICK_PAGED(f16, uint8_t)
+WICK_PAGED(bf16, uint8_t)
+#undef WICK_PAGED
 
 }  // namespace wick::cpu
