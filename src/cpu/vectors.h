@@ -35,8 +35,6 @@ template <int kBytes, int kSums>
 struct SumLanes {
   using F = Vec<float, kBytes>;
   using I = Vec<int32_t, kBytes>;
-  using U = Vec<uint32_t, kBytes>;
-  using H = Vec<uint16_t, kBytes / 2>;  // as many halves as F has floats
   static constexpr int kWidth = kBytes / static_cast<int>(sizeof(float));
   static constexpr int kCount = kSums / kWidth;
   static_assert(kCount * kWidth == kSums);
