@@ -4,6 +4,7 @@
 // values are exact fractions, as that file notes them.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "test_util.h"
 #include "wick/nn.h"
@@ -176,6 +177,43 @@ TEST_P(FusedTest, AddRmsNormIsAddThenRmsNormBitForBit) {
       }
     }
   }
+}
+
+// A weight of x's last two dims (m, d): row i of it norms x[..., i, :] as a call with that row
+// alone norms those rows, bit for bit. Dense rows (the GPU's rows held in registers), q's and k's
+// heads as a view of a wider product (its strided kernel), rows too short for packs, and a
+// single row (m = 1) whose stride along m means nothing.
+TEST_P(FusedTest, RmsNormWeightPerRowIsEachRowsNormBitForBit) {
+  for (DType dt : kFloat) {
+    for (const auto& [lead, m, d] :
+         {std::tuple{Shape({2, 3}), int64_t{6}, int64_t{128}}, std::tuple{Shape({1, 1}), int64_t{36}, int64_t{128}},
+          std::tuple{Shape({4}), int64_t{5}, int64_t{7}}, std::tuple{Shape({3}), int64_t{1}, int64_t{70}}}) {
+      std::vector<int64_t> dims(lead.begin(), lead.begin() + lead.rank()), wide = dims;
+      dims.insert(dims.end(), {m, d});
+      wide.push_back((m + 2) * d);  // q and k's heads, then v's: one product's row
+      const Tensor w = Tensor::rand_normal({m, d}, 1.0, 0.5, dt, dev());
+      const Tensor dense = Tensor::rand_normal(Shape(dims), 0.0, 2.0, dt, dev());
+      const Tensor view =
+          Tensor::rand_normal(Shape(wide), 0.0, 2.0, dt, dev()).narrow(-1, 0, m * d).reshape(Shape(dims));
+      for (const Tensor& x : {dense, view}) {
+        const Tensor all = nn::rms_norm(x, w, 1e-6);
+        ASSERT_EQ(all.shape(), x.shape());
+        ASSERT_EQ(all.dtype(), dt);
+        for (int64_t i = 0; i < m; ++i) {
+          const Tensor rows = x.narrow(-2, i, 1);
+          const Tensor one =
+              nn::rms_norm(x.is_contiguous() ? rows.contiguous() : rows, w.narrow(0, i, 1).reshape({d}), 1e-6);
+          ASSERT_EQ(values(all.narrow(-2, i, 1)), values(one)) << dt << " " << x.shape() << " row " << i;
+        }
+      }
+    }
+  }
+  const Tensor x = Tensor::ones({2, 3, 4}, DType::F32, dev());
+  WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({2, 4}, DType::F32, dev()), 1e-5), ShapeError, "rms_norm: ", "[2, 4]",
+                    "[2, 3, 4]");
+  WICK_EXPECT_ERROR(nn::rms_norm(x, Tensor::ones({3, 4}, DType::BF16, dev()), 1e-5), DTypeError, "rms_norm: ", "bf16");
+  WICK_EXPECT_ERROR(nn::rms_norm(Tensor::ones({4}, DType::F32, dev()), Tensor::ones({1, 4}, DType::F32, dev()), 1e-5),
+                    ShapeError, "rms_norm: ", "[1, 4]");
 }
 
 // silu(gate) * up against values computed here in double, for gate and up apart and as the two

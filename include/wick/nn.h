@@ -19,12 +19,14 @@ Tensor softmax(const Tensor& x, int64_t dim);
 // (x - max) - log(sum(exp(x - max))) along dim.
 Tensor log_softmax(const Tensor& x, int64_t dim);
 
-// x / sqrt(mean(x^2) + eps) * weight over the last dim; weight of shape (d), d = x's last dim.
+// x / sqrt(mean(x^2) + eps) * weight over the last dim; weight of shape (d), d = x's last dim, or
+// of x's last two dims (m, d): row i of it weighs the rows x[..., i, :] (several heads' norms in one
+// call, each head's row normed as a call of its own would norm it: the same bits).
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
 // A transformer's residual add and the norm after it in one pass: sum = x + residual, rounded to
 // x's dtype as `x + residual` is, and normed = rms_norm(sum, weight, eps), the same bits as those
-// two calls give. x and residual of one shape (no broadcasting), dtype and device; weight as for
-// rms_norm. f64, f32, f16, bf16. Errors: ShapeError for shapes that differ or a weight not (d);
+// two calls give. x and residual of one shape (no broadcasting), dtype and device; weight of
+// shape (d) only. f64, f32, f16, bf16. Errors: ShapeError for shapes that differ or a weight not (d);
 // DTypeError for another dtype or operands of different dtypes; DeviceError for operands on two
 // devices.
 struct AddRmsNorm {

@@ -134,9 +134,19 @@ LlamaModel LlamaModel::load(const LlamaConfig& c, Weights& w, Device device, DTy
       m.inv_freq_[i] /= static_cast<double>(factors[i]);
     }
   }
+  m.join_qk_norms();
   // Weights read in place from the file's mapping stay as the file lays them out.
   if (w.copy_on_cpu) m.arrange_linears();
   return m;
+}
+
+void LlamaModel::join_qk_norms() {
+  for (Layer& l : layers_) {
+    if (!l.q_norm.defined()) continue;
+    const int64_t d = config_.head_dim;
+    l.qk_norm = cat(
+        {l.q_norm.reshape({1, d}).broadcast_as({heads_, d}), l.k_norm.reshape({1, d}).broadcast_as({kv_heads_, d})}, 0);
+  }
 }
 
 namespace {
@@ -310,6 +320,7 @@ LlamaModel LlamaModel::random(const LlamaConfig& c, Device device, DType dtype, 
   m.inv_freq_ = c.inv_freq();
   if (!c.long_rope.short_factor.empty()) m.inv_freq_long_ = c.inv_freq(true);
   m.inv_freq_local_ = c.inv_freq_local();
+  m.join_qk_norms();
   m.arrange_linears();
   return m;
 }
@@ -503,10 +514,19 @@ Tensor LlamaModel::run(Tensor x, const Attend& attend, bool last_only, const Ten
     const Layer& l = layers_[i];
     Tensor q, k, v;
     if (l.qkv.weights.size() == 1) {
-      // One product of stacked q, k and v, seen as the three.
+      // One product of stacked q, k and v, seen as the three; q's and k's heads, side by side,
+      // normed in one call where the family norms them.
       const Tensor y = l.qkv.weights.front()(normed);
-      q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_, l.q_norm);
-      k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_, l.k_norm);
+      if (l.qk_norm.defined()) {
+        const Tensor qk = nn::rms_norm(
+            y.narrow(-1, 0, (heads_ + kv_heads_) * c.head_dim).reshape({b, t, heads_ + kv_heads_, c.head_dim}),
+            l.qk_norm, c.rms_eps);
+        q = qk.narrow(2, 0, heads_).transpose(1, 2);
+        k = qk.narrow(2, heads_, kv_heads_).transpose(1, 2);
+      } else {
+        q = heads(y.narrow(-1, 0, heads_ * c.head_dim), heads_, l.q_norm);
+        k = heads(y.narrow(-1, heads_ * c.head_dim, kv_heads_ * c.head_dim), kv_heads_, l.k_norm);
+      }
       v = heads(y.narrow(-1, (heads_ + kv_heads_) * c.head_dim, kv_heads_ * c.head_dim), kv_heads_);
     } else {
       const std::vector<Tensor> qkv = l.qkv(normed);

@@ -38,7 +38,8 @@ class NnKernels {
   // softmax of x along dim, or log_softmax when `log`; x's shape, computed in the dtype's math
   // type (f32 for halves) from the maximum of each slice.
   virtual StoragePtr softmax(const View& x, int dim, bool log) const = 0;
-  // x (..., d) / sqrt(mean(x^2) + eps) * weight, over the last dim; weight (d).
+  // x (..., d) / sqrt(mean(x^2) + eps) * weight, over the last dim; weight (d), or (m, d) for x
+  // (..., m, d): x's rows in row-major order take the weight's rows in turn (row r its row r % m).
   virtual StoragePtr rms_norm(const View& x, const View& weight, double eps) const = 0;
   // sum = x + residual, rounded to x's dtype, and rms_norm(sum, weight, eps): a transformer's
   // residual add and the norm after it, in one pass. x and residual of one shape.

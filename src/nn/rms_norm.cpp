@@ -10,7 +10,16 @@ namespace wick::nn {
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   constexpr const char* op = "rms_norm";
   detail::check_input(op, NnOp::RmsNorm, x);
-  detail::check_feature_param(op, "weight", x, weight);
+  if (weight.defined() && weight.rank() == 2) {
+    // A weight per row of x's last two dims.
+    ops::check_same_device(op, {&x, &weight});
+    WICK_CHECK(weight.dtype() == x.dtype(), DTypeError, op, "weight ", ops::describe(weight),
+               " must have the dtype of x ", ops::describe(x));
+    WICK_CHECK(x.rank() >= 2 && weight.dim(0) == x.dim(-2) && weight.dim(1) == x.dim(-1), ShapeError, op, "weight ",
+               ops::describe(weight), " must have shape [d] or x's last two dims [m, d] for x ", ops::describe(x));
+  } else {
+    detail::check_feature_param(op, "weight", x, weight);
+  }
   WICK_CHECK(std::isfinite(eps) && eps >= 0, ShapeError, op, "eps must be finite and at least 0, got ", eps, " (",
              ops::describe(x), ")");
   ops::check_output(op, x.shape(), x.dtype(), {&x, &weight});

@@ -66,10 +66,13 @@ void add_softmax(std::vector<Case>& cases, DType dt, NnOp op) {
 void add_norm(std::vector<Case>& cases, DType dt, NnOp op) {
   for (const Variant& v : nn_variants(dt)) {
     // weight and bias: contiguous; stride 2 in the stride2 variant; a broadcast scalar (stride 0)
-    // in the broadcast variant.
+    // in the broadcast variant. rms_norm's `with_bias` false: a weight of x's last two dims (m, d),
+    // a row for each of x's rows along dim -2, in the variant's layout.
     for (bool with_bias : {true, false}) {
-      if (op == NnOp::RmsNorm && !with_bias) continue;
-      const std::string extra = op == NnOp::RmsNorm ? "" : with_bias ? "bias" : "no bias";
+      if (op == NnOp::RmsNorm && !with_bias && (v.shape.rank() < 2 || v.name == "broadcast")) continue;
+      const std::string extra = op == NnOp::RmsNorm ? (with_bias ? "" : "weight per row")
+                                : with_bias         ? "bias"
+                                                    : "no bias";
       cases.push_back({OpKey(op).name(),
                        label(dt),
                        shape_label(v.shape, extra),
@@ -89,6 +92,11 @@ void add_norm(std::vector<Case>& cases, DType dt, NnOp op) {
                            }
                            return tensor(c.input(dt, {d}, v.form(k, 3), Values::Normal));
                          };
+                         if (op == NnOp::RmsNorm && !with_bias) {
+                           const Shape rows({v.shape[v.shape.rank() - 2], d});
+                           return result(
+                               nn::rms_norm(x, tensor(c.input(dt, rows, v.form(1, 3), Values::Normal)), 1e-5));
+                         }
                          const Tensor w = param(1);
                          if (op == NnOp::RmsNorm) return result(nn::rms_norm(x, w, 1e-5));
                          return result(with_bias ? nn::layer_norm(x, w, param(2), 1e-5) : nn::layer_norm(x, w, 1e-5));

@@ -252,6 +252,9 @@ class LlamaModel : public Model {
     Tensor attn_norm, ffn_norm;
     Tensor post_attn_norm, post_ffn_norm;  // (dim) where LlamaConfig::post_norms, else undefined
     Tensor q_norm, k_norm;  // (head_dim) where LlamaConfig::qk_norm, else undefined
+    // (heads + kv_heads, head_dim) of this rank: q_norm for each query head, then k_norm for each
+    // key head, so that one rms_norm call norms q and k where one product gives them side by side.
+    Tensor qk_norm;
     LinearGroup qkv, gate_up;
     Linear o, down;
     // A mixture of experts (LlamaConfig::experts) in place of gate_up and down: the router
@@ -285,6 +288,8 @@ class LlamaModel : public Model {
   // Rope over part of each head (LlamaConfig::rotary_dim) over halves: l's q and k rows (and norms)
   // reordered so that the pairs (i, i + rotary_dim / 2) lie at (i, i + head_dim / 2).
   void reorder_for_rope(Layer& l) const;
+  // Each layer's qk_norm, from its q_norm and k_norm as they finally are.
+  void join_qk_norms();
   // Every linear layer's blocks in the arrangement of the device's products (a copy each), but the
   // embedding's, whose rows are gathered by token (and so a head tied to it).
   void arrange_linears();

@@ -4,6 +4,7 @@
 // them).
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/dispatch.h"
 #include "cpu/nn/nn_kernels.h"
@@ -22,24 +23,31 @@ StoragePtr CpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
       const T* w = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
       T* o = out->as<T>();
       const int last = x.layout.rank() - 1;
-      const int64_t n = x.layout.dim(last), xs = x.layout.stride(last), ws = weight.layout.stride(0);
+      const int64_t n = x.layout.dim(last), xs = x.layout.stride(last);
+      // A weight of (m, d): output row r (at r * n) takes its row r % m.
+      const bool per_row = weight.layout.rank() == 2;
+      const int64_t m = per_row ? weight.layout.dim(0) : 1, ws = weight.layout.stride(per_row ? 1 : 0),
+                    w_row = per_row ? weight.layout.stride(0) : 0;
       const M e = static_cast<M>(eps);
       if constexpr (rows::kTakes<T>) {
         if (xs == 1) {
-          const rows::FeatureRow wf(w, n, ws);
+          std::vector<rows::FeatureRow> wf;
+          for (int64_t r = 0; r < m; ++r) wf.emplace_back(w + r * w_row, n, ws);
           for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
             // Halves: the widened row, then the results, in the thread's buffer.
             float* buf = std::is_same_v<T, float> ? nullptr : rows::thread_buffer(2 * n);
             float* res = buf ? buf + n : nullptr;
             const float* row = rows::widen(in + xo, n, buf);
             const float scale = kernels::rms_scale(rows::sum_squared_deviations(row, n, 0.f), n, e);
-            rows::affine(row, n, 0.f, scale, wf.data(), nullptr, rows::results(o + oo, res));
+            rows::affine(row, n, 0.f, scale, wf[static_cast<size_t>(oo / n % m)].data(), nullptr,
+                         rows::results(o + oo, res));
             rows::narrow(res, n, o + oo);
           });
           return;
         }
       }
       for_each_slice(x.layout, last, [&](int64_t xo, int64_t oo) {
+        const T* wr = w + oo / n % m * w_row;
         M squares = 0;
         for (int64_t i = 0; i < n; ++i) {
           const M v = kernels::to_opmath(in[xo + i * xs]);
@@ -48,7 +56,7 @@ StoragePtr CpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
         const M scale = kernels::rms_scale(squares, n, e);
         for (int64_t i = 0; i < n; ++i) {
           o[oo + i] = kernels::from_opmath<T>(
-              kernels::rms_norm_value(kernels::to_opmath(in[xo + i * xs]), scale, kernels::to_opmath(w[i * ws])));
+              kernels::rms_norm_value(kernels::to_opmath(in[xo + i * xs]), scale, kernels::to_opmath(wr[i * ws])));
         }
       });
     } else {

@@ -1,5 +1,6 @@
 // rms_norm over the last dim: each group sums its row's squares, combines them, then writes; rows
-// held in registers where rows.cuh takes them, else read twice. add_rms_norm: where x and the
+// held in registers where rows.cuh takes them, else read twice. A weight of (m, d) gives row r of x
+// its row r % m (WeightRows). add_rms_norm: where x and the
 // residual are both such rows, one kernel adds them, writes the sum and normalises it from the
 // registers; else the backend's add, then rms_norm of the sum.
 #include "core/dispatch.h"
@@ -12,15 +13,28 @@ namespace wick::gpu {
 
 namespace {
 
+// A norm's weight as rows: (d), one row, or (m, d), row r of x taking row r % m, `stride` apart.
+struct WeightRows {
+  int64_t m, stride;
+  __device__ int64_t offset(int64_t row) const { return m == 1 ? 0 : row % m * stride; }
+};
+
+WeightRows weight_rows(const View& weight) {
+  if (weight.layout.rank() != 2 || weight.layout.dim(0) == 1) return {1, 0};
+  return {weight.layout.dim(0), weight.layout.stride(0)};
+}
+
 template <typename T, int G, typename I>
-__global__ __launch_bounds__(kBlock) void rms_norm_kernel(nn::Slices<I> s, const T* x, const T* w, int64_t w_stride,
-                                                          kernels::opmath_t<T> eps, T* out) {
+__global__ __launch_bounds__(kBlock) void rms_norm_kernel(nn::Slices<I> s, const T* x, const T* weight, WeightRows wr,
+                                                          int64_t w_stride, kernels::opmath_t<T> eps, T* out) {
   using M = kernels::opmath_t<T>;
   start_after_inputs();
   for (I g = nn::first_slice<G, I>(); g < s.count; g += nn::slice_step<G, I>()) {
     I off[2];
     offsets_at(s.starts, g, off);
     const T* in = x + off[1];
+    // The output is dense: the slice at off[0] is row off[0] / len of x's rows.
+    const T* w = weight + wr.offset(static_cast<int64_t>(off[0] / s.len));
     M squares = 0;
     for (I i = nn::lane<G>(); i < s.len; i += G) {
       const M v = kernels::to_opmath(in[i * s.x_stride]);
@@ -50,11 +64,13 @@ __device__ void store_normed(const nn::RowPacks<T, G, N>& held, const nn::RowPac
 }
 
 template <typename T, int G, int N>
-__global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::RowPlan r, const T* x, const T* w,
-                                                                         kernels::opmath_t<T> eps, T* out) {
+__global__ __launch_bounds__(nn::kRowBlock<G>) void rms_norm_rows_kernel(nn::RowPlan r, const T* x, const T* weights,
+                                                                         WeightRows wr, kernels::opmath_t<T> eps,
+                                                                         T* out) {
   using M = kernels::opmath_t<T>;
   start_after_inputs();
   for (int64_t row = nn::first_row<G>(); row < r.rows; row += nn::row_step<G>()) {
+    const T* w = weights + wr.offset(row);
     nn::RowPacks<T, G, N> held, weight;
     held.load(x + row * r.len, static_cast<int>(r.len));
     if constexpr (nn::kWeightHeld<G, N>) weight.load(w, static_cast<int>(r.len));
@@ -110,19 +126,25 @@ StoragePtr GpuNnKernels::rms_norm(const View& x, const View& weight, double eps)
       using M = kernels::opmath_t<T>;
       const T* px = static_cast<const T*>(x.storage.data());
       const T* pw = static_cast<const T*>(weight.storage.data()) + weight.layout.offset();
+      const WeightRows wr = weight_rows(weight);
       T* po = out->as<T>();
       if constexpr (!std::is_same_v<T, double>) {
-        if (const std::optional<nn::RowPlan> rows = nn::plan_rows(x); rows && nn::dense_param(weight)) {
+        // A weight of rows read pack by pack: each row dense and 16-byte aligned.
+        const bool packed = weight.layout.rank() == 1
+                                ? nn::dense_param(weight)
+                                : (weight.layout.stride(1) == 1 || weight.layout.dim(1) == 1) &&
+                                      (wr.stride * dtype_size(weight.dtype)) % 16 == 0 && aligned(pw, 16);
+        if (const std::optional<nn::RowPlan> rows = nn::plan_rows(x); rows && packed) {
           nn::launch_rows(*rows, [&]<int G, int N>(unsigned grid, int block) {
-            b.launch_early(rms_norm_rows_kernel<T, G, N>, grid, block, 0, *rows, px + x.layout.offset(), pw,
+            b.launch_early(rms_norm_rows_kernel<T, G, N>, grid, block, 0, *rows, px + x.layout.offset(), pw, wr,
                            static_cast<M>(eps), po);
           });
           return;
         }
       }
       nn::launch_slices(plan, [&]<int G, typename I>(unsigned grid, const nn::Slices<I>& s) {
-        b.launch_early(rms_norm_kernel<T, G, I>, grid, kBlock, 0, s, px, pw, weight.layout.stride(0),
-                       static_cast<M>(eps), po);
+        b.launch_early(rms_norm_kernel<T, G, I>, grid, kBlock, 0, s, px, pw, wr,
+                       weight.layout.stride(weight.layout.rank() - 1), static_cast<M>(eps), po);
       });
     } else {
       throw_not_supported(b, NnOp::RmsNorm, x.dtype);
