@@ -19,7 +19,9 @@
 // experts of width 768 over 2048, 8 a token; mixtral-8x7b: 8 of 14336 over 4096, 2 a token), as
 // models/blocks/moe.cpp runs them, with the experts' weights stacked in the first --qtype's format
 // (q4_k by default) and every layer's router scores random (so each layer chooses its own
-// experts), then all of them in a row: the mixture of one layer.
+// experts), then all of them in a row: the mixture of one layer (at batch 1 the token's row read in
+// place by the grouped product, as the model does; the row "gathered" gathers it first, as batch 2
+// and more do).
 // --deterministic runs every op in batch-invariant mode (wick::set_batch_invariant).
 //
 // The attention kernel is chosen as in a model: set WICK_ATTENTION (library, own, rows) to compare.
@@ -141,6 +143,10 @@ bool time_mixture(Device dev, int reps, int64_t batch, DType dt, const std::stri
   std::vector<nn::MoeRouting> routing;
   std::vector<Tensor> rows, gu, act, y;
   int64_t expert_bytes = 0;
+  // The pairs' rows as models/blocks/moe.cpp makes them: one token's row expanded, else gathered.
+  auto pairs_rows = [&](const Tensor& xi, const nn::MoeRouting& r) {
+    return batch == 1 ? xi.broadcast_as({m->k, m->dim}) : xi.index_select(r.tokens, 0);
+  };
   for (int i = 0; i < kLayers; ++i) {
     x.push_back(Tensor::rand_uniform({batch, m->dim}, -1, 1, dt, dev));
     router.push_back(Tensor::rand_normal({m->experts, m->dim}, 0.0, 1.0, dt, dev));
@@ -149,7 +155,7 @@ bool time_mixture(Device dev, int reps, int64_t batch, DType dt, const std::stri
     down.push_back(stacked(m->experts * m->dim, m->hidden, i));
     expert_bytes = (gate_up.back().nbytes() + down.back().nbytes()) / m->experts;
     routing.push_back(nn::moe_route(scores.back(), m->k, true));
-    rows.push_back(x.back().index_select(routing.back().tokens, 0));
+    rows.push_back(pairs_rows(x.back(), routing.back()));
     gu.push_back(quant::qmatmul_grouped(rows.back(), gate_up.back(), m->experts, routing.back().groups, batch));
     act.push_back(nn::silu_mul(gu.back().narrow(1, 0, m->hidden), gu.back().narrow(1, m->hidden, m->hidden)));
     y.push_back(quant::qmatmul_grouped(act.back(), down.back(), m->experts, routing.back().groups, batch));
@@ -162,7 +168,7 @@ bool time_mixture(Device dev, int reps, int64_t batch, DType dt, const std::stri
     const char* name;
     std::function<void(int)> op;
   };
-  const std::vector<Row> ops = {
+  std::vector<Row> ops = {
       {"router product", [&](int i) { (void)x[i].matmul(router[i].transpose(0, 1)); }},
       {"moe_route", [&](int i) { (void)nn::moe_route(scores[i], m->k, true); }},
       {"rows (gather)", [&](int i) { (void)x[i].index_select(routing[i].tokens, 0); }},
@@ -173,15 +179,16 @@ bool time_mixture(Device dev, int reps, int64_t batch, DType dt, const std::stri
       {"down grouped",
        [&](int i) { (void)quant::qmatmul_grouped(act[i], down[i], m->experts, routing[i].groups, batch); }},
       {"moe_combine", [&](int i) { (void)nn::moe_combine(y[i], routing[i]); }},
-      {"the mixture",
-       [&](int i) {
-         const nn::MoeRouting r = nn::moe_route(x[i].matmul(router[i].transpose(0, 1)), m->k, true);
-         const Tensor g =
-             quant::qmatmul_grouped(x[i].index_select(r.tokens, 0), gate_up[i], m->experts, r.groups, batch);
-         const Tensor a = nn::silu_mul(g.narrow(1, 0, m->hidden), g.narrow(1, m->hidden, m->hidden));
-         (void)nn::moe_combine(quant::qmatmul_grouped(a, down[i], m->experts, r.groups, batch), r);
-       }},
   };
+  auto mixture = [&](int i, bool gathered) {
+    const nn::MoeRouting r = nn::moe_route(x[i].matmul(router[i].transpose(0, 1)), m->k, true);
+    const Tensor in = gathered ? x[i].index_select(r.tokens, 0) : pairs_rows(x[i], r);
+    const Tensor g = quant::qmatmul_grouped(in, gate_up[i], m->experts, r.groups, batch);
+    const Tensor a = nn::silu_mul(g.narrow(1, 0, m->hidden), g.narrow(1, m->hidden, m->hidden));
+    (void)nn::moe_combine(quant::qmatmul_grouped(a, down[i], m->experts, r.groups, batch), r);
+  };
+  ops.push_back({"the mixture", [&](int i) { mixture(i, false); }});
+  if (batch == 1) ops.push_back({"  gathered", [&](int i) { mixture(i, true); }});
   for (const Row& r : ops) std::printf("  %-16s %8.2f\n", r.name, us_per_call(dev, reps, r.op));
   // The experts' bytes a step reads: each distinct expert the batch chose, once (layer 0's choice).
   std::vector<int64_t> chosen = ids.to_vector<int64_t>();

@@ -273,6 +273,10 @@ Routed route_by_definition(const std::vector<float>& s, int64_t n, int64_t exper
 }
 
 std::vector<int64_t> host_i64(const Tensor& t) { return t.to_device(Device::cpu()).to_vector<int64_t>(); }
+// A float tensor's values on the host, widened exactly, for comparisons bit for bit.
+std::vector<double> values(const Tensor& t) {
+  return t.to_device(Device::cpu()).to_dtype(DType::F64).to_vector<double>();
+}
 
 // The experts chosen by the definition, the weights within 1e-6, and the pairs laid out expert by
 // expert, tokens in order within each (tokens, slots, groups exactly as a counting sort gives them),
@@ -570,6 +574,40 @@ TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
   graph.replay();
   const Tensor eager = quant::qmatmul_grouped(x, w, 2, groups, 100);
   EXPECT_LT(max_abs_diff(recorded, eager), 3e-2f * (1 + eager.to_dtype(DType::F32).abs().max().item<float>()));
+}
+
+// One token's row expanded over its k pairs (rows 0 apart, as the model passes a decode step of one
+// token) gives the bits of the gathered rows, read in place: rows of x rounded in each block (256
+// columns) and rounded once for all blocks (4352), every kernel's format, and a group of two rows
+// under max_rows 1, in a recorded call too.
+TEST_P(MoeTest, OneTokensRowStandsForAllItsPairs) {
+  const int64_t experts = 5, rows = 32, k = 3;
+  for (const int64_t cols : {int64_t{256}, int64_t{4352}})
+    for (const quant::QType q : {quant::QType::Q8_0, quant::QType::Q4_0, quant::QType::Q4_K, quant::QType::Q6_K})
+      for (const DType dtype : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(::testing::Message() << q << ", " << cols << " columns, " << dtype);
+        const quant::QTensor w =
+            quant::quantize(Tensor::rand_normal({experts * rows, cols}, 0.0, 1.0, DType::F32), q).to_device(device());
+        const Tensor x = Tensor::rand_normal({1, cols}, 0.0, 1.0, dtype, device());
+        const nn::MoeRouting r =
+            nn::moe_route(scores_with_ties(1, experts, DType::F32, 3).to_device(device()), k, true);
+        const Tensor gathered = x.index_select(r.tokens, 0), expanded = x.broadcast_as({k, cols});
+        const Tensor want = quant::qmatmul_grouped(gathered, w, experts, r.groups, 1);
+        const Tensor got = [&] {
+          const PoisonedAllocations poisoned(device());
+          return quant::qmatmul_grouped(expanded, w, experts, r.groups, 1);
+        }();
+        EXPECT_EQ(values(got), values(want));
+        Tensor recorded = Tensor::zeros({k, rows}, dtype, device());
+        const Graph graph = Graph::record(
+            device(), [&] { recorded.copy_from(quant::qmatmul_grouped(expanded, w, experts, r.groups, 1)); });
+        graph.replay();
+        EXPECT_EQ(values(recorded), values(want));
+        // A group of two rows, one of one, past max_rows 1: each row still the one row's product.
+        const Tensor groups = Tensor::from_vector(std::vector<int64_t>{4, 0, 2, 1, 2, 3}, {2, 3}, device());
+        EXPECT_EQ(values(quant::qmatmul_grouped(expanded, w, experts, groups, 1)),
+                  values(quant::qmatmul_grouped(x.broadcast_as({k, cols}).contiguous(), w, experts, groups, 1)));
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, MoeTest, ::testing::ValuesIn(devices()), device_name);

@@ -146,7 +146,8 @@ Tensor qmatmul(const Tensor& x, const QTensor& w);
 // [expert, first, end) of `groups` (g, 3) i64 on x's device (nn::MoeRouting::groups), rows first ..
 // end - 1 of x times that expert's weight transposed; rows of x no group names give zeros. Result
 // (p, rows), x's dtype, each group's rows as qmatmul(those rows, expert's weight) computes them on
-// that device (on the CPU bit for bit, in one parallel region for all the groups).
+// that device (on the CPU bit for bit, in one parallel region for all the groups). x may be any
+// view; one row expanded over all p (`broadcast_as`, a single token's pairs) is read in place.
 // `max_rows`: at most this many rows in any group (the tokens of a routing, n): on a GPU it picks
 // the kernel without reading the groups (at most 64: no wait for the host), and a group past it is
 // still computed whole. Errors as qmatmul's, and ShapeError for groups not (g, 3) or w's rows not

@@ -73,7 +73,9 @@ Tensor LlamaModel::mixture(const Layer& l, const Tensor& x) const {
   if (n == 0) return Tensor::zeros(x.shape(), dtype_, device_);
   const Tensor flat = x.reshape({n, c.dim});
   const nn::MoeRouting r = nn::moe_route(l.router(flat), k, c.norm_topk);
-  const Tensor rows = flat.index_select(r.tokens, 0);  // the pairs' rows, expert by expert
+  // The pairs' rows, expert by expert; a single token's row stands for all its pairs, unread until
+  // the products read it in place (a block format's) or copy it.
+  const Tensor rows = n == 1 ? flat.broadcast_as({k, c.dim}) : flat.index_select(r.tokens, 0);
   Tensor y;
   if (l.stacked_down.defined() || l.dense_down.defined()) {
     // A token chooses an expert once: at most n rows a group.

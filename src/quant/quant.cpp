@@ -383,7 +383,9 @@ Tensor qmatmul_grouped(const Tensor& x, const QTensor& w, int64_t experts, const
   if (p == 0 || rows == 0 || groups.dim(0) == 0) return Tensor::zeros({p, rows}, x.dtype(), x.device());
   const QuantKernels* k = kernels_for(x, QuantOp::MatmulGrouped, x.dtype());
   if (k != nullptr) {
-    const Tensor xc = x.contiguous(), gc = groups.contiguous();
+    // One row expanded over all (a stride of 0: a single token's pairs) is read in place.
+    const Tensor xc = x.dim(0) > 1 && x.strides()[0] == 0 && x.strides()[1] == 1 ? x : x.contiguous(),
+                 gc = groups.contiguous();
     if (StoragePtr out = k->matmul_grouped(ops::view_of(xc), *w.bytes().storage(), w.qtype(), rows, w.cols(), experts,
                                            ops::view_of(gc), max_rows, w.arranged()))
       return ops::wrap(std::move(out), {p, rows}, x.dtype());

@@ -317,6 +317,7 @@ StoragePtr CpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   dispatch(x.dtype, [&]<typename T>() {
     if constexpr (rows::kTakes<T>) {
       const T* xd = static_cast<const T*>(x.storage.data()) + x.layout.offset();
+      const int64_t x_row = x.layout.stride(0);  // cols, or 0: one token's row for all its pairs
       // Each group's rows of x rounded as product() rounds a call's, all in one parallel region.
       const qdot::Offset order = arranged ? qdot::Offset::None : qdot::offset_order(qtype, cols);
       std::vector<RoundedX> xs;
@@ -327,7 +328,7 @@ StoragePtr CpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
         for (int64_t i = begin; i < end; ++i) {
           const auto j = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), i) - start.begin() - 1);
           const int64_t t = i - start[j];
-          qdot::round_row(rows::widen(xd + (list[j].first + t) * cols, cols, buf.data()), cols, xs[j], t);
+          qdot::round_row(rows::widen(xd + (list[j].first + t) * x_row, cols, buf.data()), cols, xs[j], t);
         }
       });
       std::vector<float> result;

@@ -57,6 +57,8 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
   GpuBackend& b = backend_;
   b.activate();
   const int64_t p = x.layout.numel() / cols, g = groups.layout.numel() / 3;
+  // Rows 0 apart: one token's row for all its pairs, read in place by the integer-dot kernels.
+  const bool one_row = p > 1 && x.layout.stride(0) == 0;
   const auto* pw = static_cast<const uint8_t*>(w.data());
   const int64_t expert_bytes = rows * quant::row_bytes(qtype, cols);
   StoragePtr out = b.alloc(x.dtype, p * rows);
@@ -66,11 +68,11 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
     WICK_GPU_CHECK(memset_async(out->data(), 0, static_cast<size_t>(p * rows) * dtype_size(x.dtype), b.stream()));
   };
   // While a graph is recorded nothing may wait for the host: the kernels then take any rows.
-  if (max_rows <= kMaxGroupedRows || capturing(b.stream())) {
+  if (max_rows <= kMaxGroupedRows || capturing(b.stream()) || one_row) {
     const int64_t* pg = static_cast<const int64_t*>(groups.storage.data()) + groups.layout.offset();
     const GpuBackend::QmatmulPath path = b.qmatmul_path();
     // Batch-invariant mode keeps the integer dots, whose rows do not depend on their neighbours.
-    const bool mmq = !batch_invariant() && qmm::mmq_applies(b, qtype, pw, cols) &&
+    const bool mmq = !one_row && !batch_invariant() && qmm::mmq_applies(b, qtype, pw, cols) &&
                      (path == GpuBackend::QmatmulPath::Tiles ||
                       (path == GpuBackend::QmatmulPath::Auto && max_rows >= kMinMmqGroupedRows));
     dispatch_float(b, QuantOp::MatmulGrouped, x.dtype, [&]<typename T>() {
@@ -80,7 +82,7 @@ StoragePtr GpuQuantKernels::matmul_grouped(const View& x, const Storage& w, QTyp
         zero_out();
         if (qmm::launch_mmq_rows(b, qtype, pw, rows, cols, px, p, most, pg, g, experts, out->as<T>())) return;
       }
-      qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols, px, p, pg, g, experts, static_cast<int>(most),
+      qmm::launch_dot_rows_grouped(b, qtype, pw, rows, cols, px, p, one_row, pg, g, experts, static_cast<int>(most),
                                    out->as<T>());
     });
     return out;

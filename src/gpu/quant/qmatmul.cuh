@@ -704,14 +704,16 @@ __device__ inline RoundedX rows_from(RoundedX rx, bool round_here, int64_t t0) {
   return rx;
 }
 
+// `one_row`: every row of x is its first (one token's row for all its pairs: M is then 1).
 template <QType Q, int M, typename T>
 __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
                                                                     int64_t row_bytes, const T* __restrict__ x,
-                                                                    bool round_here, RoundedX rx, Groups g,
-                                                                    T* __restrict__ out) {
+                                                                    bool one_row, bool round_here, RoundedX rx,
+                                                                    Groups g, T* __restrict__ out) {
   start_after_inputs();  // the groups are an earlier kernel's
   for_group_chunks<M>(w, n * row_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
-    dot_rows<Q, M, 1, XFrom::kEither>(we, n, k, row_bytes, x + t0 * k, round_here, rows_from(rx, round_here, t0), m,
+    const int64_t tx = one_row ? 0 : t0;
+    dot_rows<Q, M, 1, XFrom::kEither>(we, n, k, row_bytes, x + tx * k, round_here, rows_from(rx, round_here, tx), m,
                                       out + t0 * n);
   });
   zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
@@ -719,13 +721,14 @@ __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_
 
 template <int M, typename T>
 __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
-                                                              const T* __restrict__ x, bool round_here, RoundedX rx,
-                                                              Groups g, T* __restrict__ out) {
+                                                              const T* __restrict__ x, bool one_row, bool round_here,
+                                                              RoundedX rx, Groups g, T* __restrict__ out) {
   const int64_t expert_bytes = n * (k / kq::Format<QType::Q4_K>::kValues) * int64_t{sizeof(kq::BlockQ4_K)};
   start_after_inputs();  // the groups are an earlier kernel's
   auto rows = [&]<bool kShared>() {
     for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
-      q4k_rows<M, kShared>(we, n, k, x + t0 * k, rows_from(rx, kShared, t0), m, out + t0 * n);
+      const int64_t tx = one_row ? 0 : t0;
+      q4k_rows<M, kShared>(we, n, k, x + tx * k, rows_from(rx, kShared, tx), m, out + t0 * n);
     });
   };
   if (round_here)
@@ -881,20 +884,21 @@ void dispatch_grouped_rows(int m, F&& f) {
 // quant::qmatmul_grouped's product on the device: x (p, k) times the weights of `groups` (g rows of
 // the groups), max_rows (at least 1) sizing the chunks of rows (a larger group takes more); the rows
 // of out (p, n) that no group names are written with zeros. One launch of about as many blocks as
-// the device holds at once.
+// the device holds at once. `one_row`: x is one row of k values standing for all p (a single
+// token's pairs), rounded once and read for every row, a row a pass.
 template <typename T>
 void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int64_t p,
-                             const int64_t* groups, int64_t g, int64_t experts, int max_rows, T* out) {
+                             bool one_row, const int64_t* groups, int64_t g, int64_t experts, int max_rows, T* out) {
   const Groups gs{groups, g, experts, p, b.device_error()};
   // The integer dots cost about the same per row of x from 1 to 16 rows (compute, not the weight's
   // bytes, sets their pace there): passes of one row where no group has more, else of up to
   // kGroupedChunk (docs/performance-quantized.md: 16 sequences of Qwen3-30B-A3B and Mixtral 8x7B
   // with 4, 8 and 16).
-  const int chunk = std::min(max_rows, kGroupedChunk);
+  const int chunk = one_row ? 1 : std::min(max_rows, kGroupedChunk);
   // x rounded by each block, a chunk of at most M rows at a time, where that fits; else once, here,
-  // all p rows.
+  // all p rows (or the one).
   auto rounding = [&]<int M>(size_t stage) {
-    return round_x_for(b, x, rounds_in_block(M, k, stage) ? M : static_cast<int>(p), k, stage);
+    return round_x_for(b, x, rounds_in_block(M, k, stage) ? M : one_row ? 1 : static_cast<int>(p), k, stage);
   };
   // Along x, as many blocks as the device holds at once or as an expert has row groups (kGroups rows
   // each), each an equal share; along y, groups side by side where one expert leaves blocks idle.
@@ -916,7 +920,7 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
       const XRounding r = rounding.template operator()<M>(0);
       const auto kernel = q4k_rows_grouped_kernel<M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
-      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, r.here, r.rx, gs, out);
+      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, one_row, r.here, r.rx, gs, out);
     });
     return;
   }
@@ -926,7 +930,7 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
       const XRounding r = rounding.template operator()<M>(Staging<Q, 1>::kSharedBytes);
       const auto kernel = dot_rows_grouped_kernel<Q, M, T>;
       const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
-      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, row_bytes, x, r.here, r.rx, gs, out);
+      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, row_bytes, x, one_row, r.here, r.rx, gs, out);
     });
   });
 }
@@ -943,10 +947,10 @@ extern template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, in
 extern template void launch_dot_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int,
                                            bf16*, int);
 extern template void launch_dot_rows_grouped<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*,
-                                                    int64_t, const int64_t*, int64_t, int64_t, int, float*);
+                                                    int64_t, bool, const int64_t*, int64_t, int64_t, int, float*);
 extern template void launch_dot_rows_grouped<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*,
-                                                  int64_t, const int64_t*, int64_t, int64_t, int, f16*);
+                                                  int64_t, bool, const int64_t*, int64_t, int64_t, int, f16*);
 extern template void launch_dot_rows_grouped<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*,
-                                                   int64_t, const int64_t*, int64_t, int64_t, int, bf16*);
+                                                   int64_t, bool, const int64_t*, int64_t, int64_t, int, bf16*);
 
 }  // namespace wick::gpu::qmm

@@ -8,6 +8,6 @@ template void launch_dequantize<bf16>(const GpuBackend&, QType, const uint8_t*, 
 template void launch_dot_rows<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int, bf16*, int);
 
 template void launch_dot_rows_grouped<bf16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const bf16*, int64_t,
-                                            const int64_t*, int64_t, int64_t, int, bf16*);
+                                            bool, const int64_t*, int64_t, int64_t, int, bf16*);
 
 }  // namespace wick::gpu::qmm

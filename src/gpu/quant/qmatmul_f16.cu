@@ -8,6 +8,6 @@ template void launch_dequantize<f16>(const GpuBackend&, QType, const uint8_t*, i
 template void launch_dot_rows<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int, f16*, int);
 
 template void launch_dot_rows_grouped<f16>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const f16*, int64_t,
-                                           const int64_t*, int64_t, int64_t, int, f16*);
+                                           bool, const int64_t*, int64_t, int64_t, int, f16*);
 
 }  // namespace wick::gpu::qmm

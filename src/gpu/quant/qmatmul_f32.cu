@@ -9,6 +9,6 @@ template void launch_dot_rows<float>(GpuBackend&, QType, const uint8_t*, int64_t
                                      int);
 
 template void launch_dot_rows_grouped<float>(GpuBackend&, QType, const uint8_t*, int64_t, int64_t, const float*,
-                                             int64_t, const int64_t*, int64_t, int64_t, int, float*);
+                                             int64_t, bool, const int64_t*, int64_t, int64_t, int, float*);
 
 }  // namespace wick::gpu::qmm
