@@ -64,7 +64,25 @@ struct RouteKey<float> {
     return u == 0 ? NAN : __uint_as_float((u & 0x80000000u) != 0 ? u & 0x7fffffffu : ~u);
   }
   __device__ bool operator>(RouteKey o) const { return bits > o.bits; }
-  __device__ RouteKey shuffled_xor(int mask) const { return {shfl_xor(bits, mask, kRouteLanes)}; }
+  // The largest of the token's lanes' keys, on every lane: on NVIDIA parts that reduce 32-bit words
+  // across a warp in one instruction, the scores' words, then the experts' among the lanes that
+  // hold the largest (8 picks a token of Qwen3-30B-A3B: 16 such steps in place of 80 shuffles).
+  __device__ RouteKey lanes_max() const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    static_assert(kRouteLanes == 32);
+    const auto hi = static_cast<uint32_t>(bits >> 32);
+    const uint32_t top = __reduce_max_sync(0xffffffffu, hi);
+    const uint32_t lo = __reduce_max_sync(0xffffffffu, hi == top ? static_cast<uint32_t>(bits) : 0u);
+    return {uint64_t{top} << 32 | lo};
+#else
+    RouteKey best = *this;
+    for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
+      const RouteKey other{shfl_xor(best.bits, mask, kRouteLanes)};
+      if (other > best) best = other;
+    }
+    return best;
+#endif
+  }
 };
 
 template <>
@@ -86,8 +104,13 @@ struct RouteKey<double> {
     return __longlong_as_double(static_cast<long long>((order >> 63) != 0 ? order & ~(uint64_t{1} << 63) : ~order));
   }
   __device__ bool operator>(RouteKey o) const { return order != o.order ? order > o.order : e < o.e; }
-  __device__ RouteKey shuffled_xor(int mask) const {
-    return {shfl_xor(order, mask, kRouteLanes), shfl_xor(e, mask, kRouteLanes)};
+  __device__ RouteKey lanes_max() const {
+    RouteKey best = *this;
+    for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
+      const RouteKey other{shfl_xor(best.order, mask, kRouteLanes), shfl_xor(best.e, mask, kRouteLanes)};
+      if (other > best) best = other;
+    }
+    return best;
   }
 };
 
@@ -197,10 +220,7 @@ __global__ __launch_bounds__(kRouteThreads) void moe_route_kernel(const T* __res
         const Key c = key(u, e);
         if ((j == 0 || last > c) && c > best) best = c;
       });
-      for (int mask = kRouteLanes / 2; mask > 0; mask /= 2) {
-        const Key other = best.shuffled_xor(mask);
-        if (other > best) best = other;
-      }
+      best = best.lanes_max();
       if (lane == j) mine = best;
       last = best;
       picked += prob(best.score());
