@@ -1,8 +1,8 @@
 // rms_norm over the last dim: each group sums its row's squares, combines them, then writes; rows
 // held in registers where rows.cuh takes them, else read twice. A weight of (m, d) gives row r of x
-// its row r % m (WeightRows). add_rms_norm: where x and the
-// residual are both such rows, one kernel adds them, writes the sum and normalises it from the
-// registers; else the backend's add, then rms_norm of the sum.
+// its row r % m (WeightRows). add_rms_norm: where x and the residual are both such rows, one kernel
+// adds them, writes the sum and normalises it from the registers; else the backend's add, then
+// rms_norm of the sum.
 #include "core/dispatch.h"
 #include "gpu/nn/nn_kernels.h"
 #include "gpu/nn/rows.cuh"
