@@ -33,10 +33,10 @@ class QuantKernels {
                             int64_t cols) const = 0;
 
   // quant::qmatmul_grouped: x (p, cols), its rows dense and either cols apart (contiguous) or 0
-  // apart (one token's row standing for all its pairs), times `experts` weights of `rows` rows stacked in
-  // w (as arrange() made them, where `arranged`), each over the rows of x its entries of groups
-  // (g, 3) i64 contiguous name; new contiguous storage (p, rows) of x's dtype, zeros where no group
-  // names a row. A backend whose memory is the device's checks each entry as it reads it (an
+  // apart (one token's row standing for all its pairs), times `experts` weights of `rows` rows
+  // stacked in w (as arrange() made them, where `arranged`), each over the rows of x its entries of
+  // groups (g, 3) i64 contiguous name; new contiguous storage (p, rows) of x's dtype, zeros where no
+  // group names a row. A backend whose memory is the device's checks each entry as it reads it (an
   // IndexError at the next wait; that group left out). null (the default): the front end composes
   // it from qmatmul.
   virtual StoragePtr matmul_grouped(const View& /*x*/, const Storage& /*w*/, quant::QType /*qtype*/, int64_t /*rows*/,
