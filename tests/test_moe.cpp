@@ -508,11 +508,12 @@ TEST_P(MoeTest, DenseGroupedProductsAreEachRowsExpertsProduct) {
 
 // Q4_K groups of every size the GPU's 8-bit matrix-unit kernel holds (up to 8, 16, 32 and 64 rows
 // of x a chunk), weights of a partial tile (96 rows) and of several, k long enough to be split into
-// ranges (the larger stack), empty groups, rows no group names, a group of more rows than max_rows,
-// and a recorded call whose groups pass 64 rows (more than one chunk): each group's rows are that
-// group's qmatmul (x rounded to 8 bits alike from 4 rows to 32, per super-block: within the order of
-// the float sums) and the exact dequantized product (within the rounding of x). On the CPU the same
-// calls check its grouped kernel.
+// ranges (the larger stack), an odd count of rows of 3 blocks (taken two a group of lanes), empty
+// groups, rows no group names, a group of more rows than max_rows, and a recorded call whose groups
+// pass 64 rows (more than one chunk): each group's rows are that group's qmatmul (x rounded to 8 bits
+// alike from 4 rows to 32, per super-block: within the order of the float sums) and the exact
+// dequantized product (within the rounding of x). On the CPU the same calls check its grouped
+// kernel.
 TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
   struct Case {
     int64_t experts, rows, cols, p;
@@ -523,6 +524,9 @@ TEST_P(MoeTest, GroupedQ4KProductsOfEveryGroupSize) {
       {4, 96, 1024, 24, {3, 0, 5, 1, 5, 5, 0, 5, 6, 2, 6, 22}, 16},
       {4, 96, 1024, 40, {2, 0, 30, 0, 30, 31, 3, 31, 38}, 32},
       {3, 512, 2048, 66, {1, 0, 17, 0, 17, 17, 2, 17, 64}, 64},
+      // Rows of 3 blocks (Qwen3-30B-A3B's down product), two weight rows a group of lanes on a GPU,
+      // an odd count of them: each expert's last pair half its own.
+      {3, 77, 768, 20, {2, 0, 1, 0, 1, 9, 1, 9, 20}, 16},
       // max_rows short of a group's rows: the group is still computed whole.
       {4, 96, 512, 30, {1, 0, 20, 3, 20, 27}, 5},
   };

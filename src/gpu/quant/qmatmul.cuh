@@ -516,13 +516,14 @@ __device__ __forceinline__ void k4_dot(const K4Piece& p, int c, int u, const uin
   }
 }
 
-// A row is done: the lanes sum each row of x's part and lane 0 writes it; acc starts again at 0.
-template <int M, typename T>
+// A row is done: its kSeg lanes sum each row of x's part and the first of them writes it (a row
+// past n is not written); acc starts again at 0.
+template <int M, int kSeg, typename T>
 __device__ __forceinline__ void k4_row_done(float* acc, int lane, int m, T* __restrict__ out, int64_t n, int64_t row) {
 #pragma unroll
   for (int t = 0; t < M; ++t) {
-    const float sum = nn::group_all<kLanes>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
-    if (t < m && lane == 0) out[t * n + row] = kernels::from_opmath<T>(sum);
+    const float sum = nn::group_all<kSeg>(acc[t], nn::ShuffleValue{}, [](float a, float b) { return a + b; });
+    if (t < m && lane % kSeg == 0 && row < n) out[t * n + row] = kernels::from_opmath<T>(sum);
     acc[t] = 0.f;
   }
 }
@@ -548,41 +549,66 @@ inline bool takes_q4k_rows(QType qtype, const uint8_t* w, int64_t n) {
   return qtype == QType::Q4_K && reinterpret_cast<uintptr_t>(w) % 16 == 0 && n <= INT32_MAX / 2;
 }
 
+// Calls f.template operator()<kSeg>() with the lanes q4k_rows gives a weight row of k values times
+// M rows of x: half a group where a row has at most 4 blocks and x one row (a decode step of one
+// token: Qwen3-30B-A3B's down product 7.92 -> 5.81 us a layer on an H200); else a group. With 8
+// rows of x, the half-group kernel spilled more (52 bytes, 48 reloaded, against 40 and 20), and
+// was not measured.
+template <int M, typename F>
+void dispatch_q4k_seg(int64_t k, F&& f) {
+  if constexpr (M == 1)
+    if (k <= 4 * kq::Format<QType::Q4_K>::kValues) return f.template operator()<kLanes / 2>();
+  f.template operator()<kLanes>();
+}
+
 // The group's rows are first, first + groups, ..., each in `steps` steps of kK4Blocks blocks (the
 // last step of a row may hold fewer); the loads run one step ahead of the math, through a pointer
 // that moves by constant strides (no 64-bit products per step).
+// kSeg: lanes a weight row takes, 32 or 16. With 16 (rows of at most 4 blocks: k <= 1024, as the
+// experts of width 768 of Qwen3-30B-A3B's down product), each group takes two adjacent rows a step,
+// one a half: a row of 3 blocks would keep 12 of 32 lanes at work and pay a sum over the group for
+// each. The "rows" below are then pairs of rows, and each lane's own is 2 * row + its half. A row's
+// sum is the same bits either way (the lanes past its blocks add zeros, last).
 // kShared: the block rounds x into its shared memory and reads it there (else x is rx, rounded once
 // in global memory). The callers choose it at the top of the kernel, so that each instance holds one
 // path's registers: with both paths in one body, and a grouped kernel's loop around it, the kernel
 // went past 64 registers and spilled (docs/performance-quantized.md, "Mixtral's grouped products").
-template <int M, bool kShared, typename T>
-__device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t n, int64_t k, const T* __restrict__ x,
-                                         RoundedX rx, int m, T* __restrict__ out) {
+template <int M, bool kShared, int kSeg, typename T>
+__device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t n_rows, int64_t k,
+                                         const T* __restrict__ x, RoundedX rx, int m, T* __restrict__ out) {
   static_assert(kK4Ahead == 1, "one step in flight: the pointer below walks one step ahead");
+  static_assert(kSeg == kLanes || kSeg == kLanes / 2);
+  constexpr int kPer = kLanes / kSeg;                  // weight rows a group takes a step
+  constexpr int kSegBlocks = kSeg / kK4LanesPerBlock;  // blocks of a row a step
   extern __shared__ uint4 quant_smem[];
   // The values below depend on the launch alone; this keeps a grouped kernel from computing them
   // once before its loop over the groups and holding them in registers through every group.
   unsigned tid = threadIdx.x;
   opaque(tid);
   opaque(k);
-  opaque(n);
+  opaque(n_rows);
   const int lane = static_cast<int>(tid % kLanes), c = lane % kK4LanesPerBlock;
-  const int blk = lane / kK4LanesPerBlock;  // the lane's block within a step
+  const int half = lane / kSeg;                             // the lane's row of the step's kPer
+  const int blk = lane % kSeg / kK4LanesPerBlock;           // the lane's block within a step
+  const int64_t n = (n_rows + kPer - 1) / kPer;             // the loop's rows: runs of kPer rows
+  const bool last_pair_full = (n_rows - 1) % kPer >= half;  // the lane has a row in the last run
   const int64_t row_blocks = k / kq::Format<QType::Q4_K>::kValues;
-  const int steps = static_cast<int>((row_blocks + kK4Blocks - 1) / kK4Blocks);
-  const bool last_full = blk < row_blocks - int64_t{steps - 1} * kK4Blocks;  // the lane has a block in the last step
+  const int steps = static_cast<int>((row_blocks + kSegBlocks - 1) / kSegBlocks);
+  const bool last_full = blk < row_blocks - int64_t{steps - 1} * kSegBlocks;  // the lane has a block in the last step
   const int groups = static_cast<int>(gridDim.x) * kGroups;
   const int first = static_cast<int>(blockIdx.x + gridDim.x * (tid / kLanes));
-  constexpr int kStep = kK4Blocks * 9;  // 16-byte words of a step
+  constexpr int kStep = kSegBlocks * 9;  // 16-byte words of a step
   const int64_t row_words = row_blocks * 9;
+  // Whether the lane's own row of run r is a row of the weight.
+  auto own = [&](int r) { return kPer == 1 || r < n - 1 || last_pair_full; };
   // The next step to load: (ahead_row, ahead_step) at `ahead`; from the last step of a row to the
   // first of the group's next row is `wrap` words.
   int ahead_row = first;
   int ahead_step = 0;
-  const uint4* ahead = reinterpret_cast<const uint4*>(w) + first * row_words + blk * 9;
-  const int64_t wrap = int64_t{groups} * row_words - int64_t{steps - 1} * kStep;
+  const uint4* ahead = reinterpret_cast<const uint4*>(w) + (int64_t{first} * kPer + half) * row_words + blk * 9;
+  const int64_t wrap = int64_t{groups} * kPer * row_words - int64_t{steps - 1} * kStep;
   auto fetch = [&](K4Piece& p) {
-    if (ahead_step < steps - 1 || last_full) {
+    if ((ahead_step < steps - 1 || last_full) && own(ahead_row)) {
       p.head = __ldg(ahead);
       p.qs[0] = __ldg(ahead + 1 + 2 * c);
       p.qs[1] = __ldg(ahead + 2 + 2 * c);
@@ -616,12 +642,12 @@ __device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t 
   // Step (row, step) from `cur` while the next one loads into `next`; false when the rows are done.
   auto step_from = [&](const K4Piece& cur, K4Piece& next) {
     if (ahead_row < n) fetch(next);
-    if (step < steps - 1 || last_full) {
-      const int u = (step * kK4Blocks + blk) * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;
+    if ((step < steps - 1 || last_full) && own(row)) {
+      const int u = (step * kSegBlocks + blk) * (kq::Format<QType::Q4_K>::kValues / kq::kUnit) + 2 * c;
       k4_dot<M, kShared>(cur, c, u, xw, xs, units, m, acc);
     }
     if (++step == steps) {
-      k4_row_done<M>(acc, lane, m, out, n, row);
+      k4_row_done<M, kSeg>(acc, lane, m, out, n_rows, int64_t{row} * kPer + half);
       step = 0;
       row += groups;
     }
@@ -633,25 +659,27 @@ __device__ __forceinline__ void q4k_rows(const uint8_t* __restrict__ w, int64_t 
   }
 }
 
-template <int M, typename T>
+template <int M, int kSeg, typename T>
 __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
                                                       const T* __restrict__ x, bool round_here, RoundedX rx, int m,
                                                       T* __restrict__ out) {
   if (threadIdx.x % kLanes == 0) {  // a lane of each group: the group's first rows (q4k_rows)
-    const int64_t row_bytes = k / kq::Format<QType::Q4_K>::kValues * int64_t{sizeof(kq::BlockQ4_K)};
-    const int64_t groups = int64_t{gridDim.x} * kGroups;
+    // A run of kLanes / kSeg adjacent rows at a time (q4k_rows's rows).
+    const int64_t run_bytes = k / kq::Format<QType::Q4_K>::kValues * int64_t{sizeof(kq::BlockQ4_K)} * (kLanes / kSeg);
+    const int64_t runs = (n + kLanes / kSeg - 1) / (kLanes / kSeg), groups = int64_t{gridDim.x} * kGroups;
+    const int64_t size = n * (run_bytes / (kLanes / kSeg));
     int64_t budget = kPrefetchBytes / groups;
-    for (int64_t row = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes); row < n && budget >= 16;
-         row += groups) {
-      prefetch_span(w, n * row_bytes, row * row_bytes, row * row_bytes + std::min(row_bytes, budget));
-      budget -= row_bytes;
+    for (int64_t run = blockIdx.x + int64_t{gridDim.x} * (threadIdx.x / kLanes); run < runs && budget >= 16;
+         run += groups) {
+      prefetch_span(w, size, run * run_bytes, run * run_bytes + std::min(run_bytes, budget));
+      budget -= run_bytes;
     }
   }
   start_after_inputs();
   if (round_here)
-    q4k_rows<M, true>(w, n, k, x, rx, m, out);
+    q4k_rows<M, true, kSeg>(w, n, k, x, rx, m, out);
   else
-    q4k_rows<M, false>(w, n, k, x, rx, m, out);
+    q4k_rows<M, false, kSeg>(w, n, k, x, rx, m, out);
 }
 
 // ---- grouped products: each block's expert and rows from a list -------------------------------
@@ -719,7 +747,7 @@ __global__ __launch_bounds__(kThreads) void dot_rows_grouped_kernel(const uint8_
   zero_rows_no_group_names(g.groups, g.count, g.experts, g.rows_of_x, n, out, kernels::from_opmath<T>(0.f));
 }
 
-template <int M, typename T>
+template <int M, int kSeg, typename T>
 __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __restrict__ w, int64_t n, int64_t k,
                                                               const T* __restrict__ x, bool one_row, bool round_here,
                                                               RoundedX rx, Groups g, T* __restrict__ out) {
@@ -728,7 +756,7 @@ __global__ WICK_K4_LAUNCH_BOUNDS void q4k_rows_grouped_kernel(const uint8_t* __r
   auto rows = [&]<bool kShared>() {
     for_group_chunks<M>(w, expert_bytes, g, [&](const uint8_t* we, int64_t t0, int m) {
       const int64_t tx = one_row ? 0 : t0;
-      q4k_rows<M, kShared>(we, n, k, x + tx * k, rows_from(rx, kShared, tx), m, out + t0 * n);
+      q4k_rows<M, kShared, kSeg>(we, n, k, x + tx * k, rows_from(rx, kShared, tx), m, out + t0 * n);
     });
   };
   if (round_here)
@@ -818,10 +846,13 @@ template <int M, typename T>
 void launch_dot_rows_of(GpuBackend& b, QType qtype, const uint8_t* w, int64_t n, int64_t k, const T* x, int m, T* out) {
   if (takes_q4k_rows(qtype, w, n)) {
     const XRounding r = round_x_for(b, x, m, k, 0);
-    const auto kernel = q4k_rows_kernel<M, T>;
-    const unsigned grid =
-        resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + kGroups - 1) / kGroups);
-    b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, r.here, r.rx, m, out);
+    dispatch_q4k_seg<M>(k, [&]<int kSeg>() {
+      const auto kernel = q4k_rows_kernel<M, kSeg, T>;
+      const int64_t per_block = kGroups * (kLanes / kSeg);  // weight rows a block takes a step
+      const unsigned grid =
+          resident_grid(b, reinterpret_cast<const void*>(kernel), r.shared, (n + per_block - 1) / per_block);
+      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, r.here, r.rx, m, out);
+    });
     return;
   }
   const int64_t row_bytes = quant::row_bytes(qtype, k);
@@ -905,22 +936,26 @@ void launch_dot_rows_grouped(GpuBackend& b, QType qtype, const uint8_t* w, int64
   // Where the device holds at least kSideBySide blocks for each group (a step of a few tokens: their
   // experts), every group has blocks of its own, so that no block waits for one expert's rows
   // before it reads the next's (Qwen3-30B-A3B, one token: 8 groups, 66 blocks each on an H200).
-  auto grid_of = [&](const void* kernel, size_t shared) {
+  // rows_per_group: weight rows a group of lanes takes a step.
+  auto grid_of = [&](const void* kernel, size_t shared, int64_t rows_per_group = 1) {
     constexpr int64_t kSideBySide = 16;
     const int64_t resident =
         std::max<int64_t>(1, int64_t{b.blocks_per_sm(kernel, kThreads, shared)} * b.props().multiprocessors);
-    const int64_t units = (n + kGroups - 1) / kGroups, blocks = std::clamp<int64_t>(resident, 1, units);
+    const int64_t per_block = kGroups * rows_per_group;
+    const int64_t units = (n + per_block - 1) / per_block, blocks = std::clamp<int64_t>(resident, 1, units);
     if (g > 0 && resident / g >= kSideBySide)
       return dim3(static_cast<unsigned>(std::min(resident / g, units)), static_cast<unsigned>(g));
-    const int64_t per_block = (units + blocks - 1) / blocks, x = (units + per_block - 1) / per_block;
+    const int64_t units_per_block = (units + blocks - 1) / blocks, x = (units + units_per_block - 1) / units_per_block;
     return dim3(static_cast<unsigned>(x), static_cast<unsigned>(std::clamp<int64_t>((resident + x - 1) / x, 1, g)));
   };
   if (takes_q4k_rows(qtype, w, n)) {
     dispatch_grouped_rows(chunk, [&]<int M>() {
       const XRounding r = rounding.template operator()<M>(0);
-      const auto kernel = q4k_rows_grouped_kernel<M, T>;
-      const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared);
-      b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, one_row, r.here, r.rx, gs, out);
+      dispatch_q4k_seg<M>(k, [&]<int kSeg>() {
+        const auto kernel = q4k_rows_grouped_kernel<M, kSeg, T>;
+        const dim3 grid = grid_of(reinterpret_cast<const void*>(kernel), r.shared, kLanes / kSeg);
+        b.launch_early(kernel, grid, kThreads, r.shared, w, n, k, x, one_row, r.here, r.rx, gs, out);
+      });
     });
     return;
   }
