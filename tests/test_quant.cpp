@@ -351,8 +351,13 @@ TEST(QuantCpu, SimdAndPortableLoopsAgree) {
     for (int64_t m : rows) {
       const Tensor x = Tensor::from_vector(random_values(m * k, seed + static_cast<uint64_t>(m)), {m, k});
       const std::vector<float> portable = product(x, qw, qdot::Isa::None);
-      for (qdot::Isa isa : {qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
-        if (isa > qdot::best_isa()) continue;
+      for (qdot::Isa isa : {qdot::Isa::Neon, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+        // The kernels of this machine's architecture up to its best (aarch64's are checked under
+        // emulation by scripts/arm-check).
+        const qdot::Isa was = qdot::set_isa_limit(isa);
+        const bool runs = qdot::active_isa() == isa;
+        qdot::set_isa_limit(was);
+        if (!runs) continue;
         EXPECT_LT(relative_error(product(x, qw, isa), portable), 1e-10)
             << qw.qtype() << what << " m " << m << " isa " << static_cast<int>(isa);
       }
@@ -687,9 +692,12 @@ TEST(QuantCpu, TheIsaOptionLimitsTheKernelsByName) {
   namespace qdot = cpu::qdot;
   Backend& backend = backend_for(Device::cpu());
   const qdot::Isa was = qdot::set_isa_limit(qdot::Isa::Avx512Vnni);
-  for (const qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
+  for (const qdot::Isa isa : {qdot::Isa::None, qdot::Isa::Neon, qdot::Isa::Avx2, qdot::Isa::Avx512Vnni}) {
     ASSERT_TRUE(backend.set_option("isa", qdot::isa_name(isa))) << qdot::isa_name(isa);
-    const qdot::Isa active = std::min(isa, qdot::best_isa());
+    // The limit's set, or the best below it; None where that is another architecture's.
+    const qdot::Isa below = std::min(isa, qdot::best_isa());
+    const qdot::Isa active =
+        (below == qdot::Isa::Neon) == (qdot::best_isa() == qdot::Isa::Neon) ? below : qdot::Isa::None;
     EXPECT_EQ(qdot::active_isa(), active);
     EXPECT_NE(describe_device(Device::cpu()).find(std::string("own kernels up to ") + qdot::isa_name(active)),
               std::string::npos)
@@ -704,7 +712,7 @@ TEST(QuantCpu, TheIsaOptionLimitsTheKernelsByName) {
   EXPECT_EQ(qdot::active_isa(), qdot::best_isa());  // the refused calls changed nothing
   qdot::set_isa_limit(was);
   ASSERT_EQ(setenv("WICK_CPU_ISA", "avx9", 1), 0);
-  WICK_EXPECT_ERROR(cpu::CpuBackend{}, Error, "WICK_CPU_ISA", "avx9", "avx512_vnni, avx2 or none");
+  WICK_EXPECT_ERROR(cpu::CpuBackend{}, Error, "WICK_CPU_ISA", "avx9", "avx512_vnni, avx2, neon or none");
   ASSERT_EQ(setenv("WICK_CPU_ISA", "avx2", 1), 0);
   EXPECT_NO_THROW(cpu::CpuBackend{});
   unsetenv("WICK_CPU_ISA");

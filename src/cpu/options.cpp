@@ -12,7 +12,7 @@ CpuBackend::CpuBackend() {
   const char* isa = std::getenv("WICK_CPU_ISA");
   qdot::Isa limit{};
   WICK_CHECK(isa == nullptr || qdot::isa_named(isa, &limit), Error, "cpu backend", "WICK_CPU_ISA='", isa,
-             "' names no instruction set: avx512_vnni, avx2 or none");
+             "' names no instruction set: avx512_vnni, avx2, neon or none");
 }
 
 bool CpuBackend::set_option(std::string_view key, std::string_view value) {

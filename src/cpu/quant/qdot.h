@@ -60,15 +60,18 @@ struct XRows {
         qsum(x.qsum.data() + 2 * t0 * (k / 32)) {}
 };
 
-// The instruction sets of the SIMD kernels, in order.
+// The instruction sets of the SIMD kernels, in order. A machine has those of one architecture:
+// x86-64's (qdot_x86.cpp) or aarch64's (qdot_arm.cpp).
 enum class Isa : int {
   None,        // no SIMD kernel: the caller's portable loop
+  Neon,        // aarch64 with Armv8.2's dot products: 16 bytes per half unit, sdot
   Avx2,        // AVX2, FMA and F16C: 32 bytes per unit, maddubs + madd
   Avx512Vnni,  // AVX-512 (F, BW, VL) with VNNI: two units per 64-byte vector, dpbusd
 };
 
-// The best instruction set of this machine (None on other architectures or compilers), and the
-// one simd_rows uses: the best, unless a test lowered the limit.
+// The best instruction set of this machine (None where this build has no kernels for it), and the
+// one simd_rows uses: the best, unless a test lowered the limit (a limit of another architecture's
+// set, or below the best's architecture, gives None).
 Isa best_isa();
 Isa active_isa();
 
@@ -78,8 +81,8 @@ Isa active_isa();
 // limit. The limit starts as WICK_CPU_ISA names it (isa_named), else Avx512Vnni.
 Isa set_isa_limit(Isa limit);
 
-// The limit a name gives: "avx512_vnni", "avx2", or "none" (the portable loops); false for any
-// other.
+// The limit a name gives: "avx512_vnni", "avx2", "neon", or "none" (the portable loops); false for
+// any other.
 bool isa_named(std::string_view name, Isa* isa);
 // A limit's name as isa_named reads it, and as `wick info` shows what the kernels use.
 const char* isa_name(Isa isa);

@@ -35,11 +35,17 @@
 #else
 #define WICK_QDOT_X86 0
 #endif
+// aarch64's kernels, best_isa() and simd_rows are qdot_arm.cpp's.
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define WICK_QDOT_ARM 1
+#else
+#define WICK_QDOT_ARM 0
+#endif
 
 namespace wick::cpu::qdot {
 
 bool isa_named(std::string_view name, Isa* isa) {
-  for (Isa i : {Isa::None, Isa::Avx2, Isa::Avx512Vnni})
+  for (Isa i : {Isa::None, Isa::Neon, Isa::Avx2, Isa::Avx512Vnni})
     if (name == isa_name(i)) {
       *isa = i;
       return true;
@@ -50,6 +56,7 @@ bool isa_named(std::string_view name, Isa* isa) {
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::None: return "none";
+    case Isa::Neon: return "neon";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512Vnni: return "avx512_vnni";
   }
@@ -69,7 +76,19 @@ std::atomic<Isa> isa_limit{limit_from_environment()};
 
 Isa set_isa_limit(Isa limit) { return isa_limit.exchange(limit); }
 
-Isa active_isa() { return std::min(best_isa(), isa_limit.load(std::memory_order_relaxed)); }
+namespace {
+// Whether this build has kernels of `isa` (None: the portable loops, always).
+constexpr bool built(Isa isa) {
+  if (isa == Isa::Neon) return WICK_QDOT_ARM;
+  if (isa == Isa::Avx2 || isa == Isa::Avx512Vnni) return WICK_QDOT_X86;
+  return true;
+}
+}  // namespace
+
+Isa active_isa() {
+  const Isa isa = std::min(best_isa(), isa_limit.load(std::memory_order_relaxed));
+  return built(isa) ? isa : Isa::None;
+}
 
 #if WICK_QDOT_X86
 
@@ -848,7 +867,7 @@ int64_t simd_panels(QType qtype, const uint8_t* w, int64_t r0, int64_t r1, int64
   return kq::dispatch_qtype(qtype, [&]<QType Q>() { return panels_avx512<Q>(w, r0, r1, k, x, m, out, n); });
 }
 
-#else
+#elif !WICK_QDOT_ARM
 
 Isa best_isa() { return Isa::None; }
 

@@ -226,7 +226,9 @@ CpuQuantKernels::Path CpuQuantKernels::path(QType qtype, int64_t cols, int64_t m
   if (arranged) return qtype == QType::Q8_0 && m >= kAvx2GemmFromRows ? Path::Gemm : Path::Rows;
   if (superblock::takes(qtype, cols)) return Path::Superblock;
   const qdot::Isa isa = qdot::active_isa();
-  if (isa == qdot::Isa::None || (isa == qdot::Isa::Avx2 && m >= kAvx2GemmFromRows)) return Path::Gemm;
+  // aarch64's dot kernels (never timed beside the GEMM there) take the same rows as AVX2's.
+  if (isa == qdot::Isa::None || ((isa == qdot::Isa::Avx2 || isa == qdot::Isa::Neon) && m >= kAvx2GemmFromRows))
+    return Path::Gemm;
   return Path::Rows;
 }
 
@@ -249,8 +251,8 @@ StoragePtr CpuQuantKernels::product(const View& x, const Storage& w, QType qtype
     return out;
   }
   if (taken == Path::Gemm) {
-    // Many rows and no SIMD kernels, or AVX2's past kAvx2GemmFromRows: the weight dequantized once
-    // to f32, then the GEMM (OpenBLAS).
+    // Many rows and no SIMD kernels, or AVX2's or aarch64's past kAvx2GemmFromRows: the weight
+    // dequantized once to f32, then the GEMM (OpenBLAS).
     StoragePtr wf = dequantize(arranged ? *plain(w, qtype, rows, cols) : w, qtype, rows, cols, DType::F32);
     const Layout wt({cols, rows}, {1, cols}, 0);
     if (x.dtype == DType::F32) return backend_.matmul(x, View{*wf, wt, DType::F32});
