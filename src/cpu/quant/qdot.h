@@ -70,8 +70,8 @@ enum class Isa : int {
 };
 
 // The best instruction set of this machine (None where this build has no kernels for it), and the
-// one simd_rows uses: the best, unless a test lowered the limit (a limit of another architecture's
-// set, or below the best's architecture, gives None).
+// one simd_rows uses: the best at or below the limit (the order above), or None where that is
+// another architecture's (a limit of neon on x86-64; avx2 on aarch64 still gives neon).
 Isa best_isa();
 Isa active_isa();
 
